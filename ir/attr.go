@@ -44,20 +44,20 @@ type Attribute struct {
 	Name string
 	Kind AttrKind
 
-	F            float32
-	I            int64
-	S            string
-	T            *Tensor
-	G            *Graph
-	Sparse       *SparseTensor
-	TP           *Type
-	Floats       []float32
-	Ints         []int64
-	Strings      []string
-	Tensors      []*Tensor
-	Graphs       []*Graph
+	F             float32
+	I             int64
+	S             string
+	T             *Tensor
+	G             *Graph
+	Sparse        *SparseTensor
+	TP            *Type
+	Floats        []float32
+	Ints          []int64
+	Strings       []string
+	Tensors       []*Tensor
+	Graphs        []*Graph
 	SparseTensors []*SparseTensor
-	TypeProtos   []Type
+	TypeProtos    []Type
 
 	// RefAttrName is set inside function bodies; kiln rejects functions, but
 	// keeps the field so a reader can say so precisely.
@@ -86,7 +86,9 @@ func AttrFs(name string, v ...float32) *Attribute {
 }
 
 // AttrIs makes an ints attribute.
-func AttrIs(name string, v ...int64) *Attribute { return &Attribute{Name: name, Kind: AttrInts, Ints: v} }
+func AttrIs(name string, v ...int64) *Attribute {
+	return &Attribute{Name: name, Kind: AttrInts, Ints: v}
+}
 
 // AttrSs makes a strings attribute.
 func AttrSs(name string, v ...string) *Attribute {

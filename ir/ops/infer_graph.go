@@ -1,0 +1,140 @@
+package ops
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// maxFoldElements bounds the constant values inference computes on the
+// side: shape arithmetic is small, and weights are folded by passes.
+const maxFoldElements = 1 << 16
+
+// nondeterministic ops are never evaluated at compile time.
+var nondeterministic = map[string]bool{
+	"RandomNormal": true, "RandomUniform": true, "RandomNormalLike": true,
+	"RandomUniformLike": true, "Multinomial": true, "Bernoulli": true,
+}
+
+// InferShapes runs type and shape inference over the model's graph and sets
+// every node output's Type. Where the model declared a type (value_info,
+// graph outputs), the declaration and the inference are merged: a static or
+// named dim wins over an unknown one, and a conflict is an error. Small
+// values computable at compile time (shape subgraphs) are propagated so
+// Reshape/Expand/Slice get static shapes. It returns the known values.
+func InferShapes(m *ir.Model) (map[*ir.Value]*ir.Tensor, error) {
+	known := map[*ir.Value]*ir.Tensor{}
+	err := inferGraph(m.Graph, OpsetsOf(m), known)
+	return known, err
+}
+
+func inferGraph(g *ir.Graph, opsets Opsets, known map[*ir.Value]*ir.Tensor) error {
+	for _, v := range g.Initializers {
+		if v.Const.Len() <= maxFoldElements {
+			known[v] = v.Const
+		}
+	}
+	for _, v := range g.Inputs {
+		delete(known, v) // an initializer that is also an input is overridable
+	}
+	for _, n := range g.Nodes {
+		if err := inferNode(n, opsets, known); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func inferNode(n *ir.Node, opsets Opsets, known map[*ir.Value]*ir.Tensor) error {
+	s, err := opsets.Schema(n)
+	if err != nil {
+		return fmt.Errorf("%s: %w", n, err)
+	}
+	if err := s.CheckNode(n); err != nil {
+		return err
+	}
+	types := make([]ir.Type, len(n.Inputs))
+	consts := make([]*ir.Tensor, len(n.Inputs))
+	allConst := true
+	for i, v := range n.Inputs {
+		if v == nil {
+			continue
+		}
+		types[i] = v.Type
+		consts[i] = known[v]
+		allConst = allConst && consts[i] != nil
+	}
+	opset := opsets[n.Domain]
+	c := NewInferContext(s, n, opset, types, consts)
+	if err := s.Infer(c); err != nil {
+		return err
+	}
+	if allConst && len(n.Subgraphs()) == 0 && !nondeterministic[n.OpType] {
+		kc := NewKernelContext(s, n, opset, consts)
+		if err := s.Run(kc); err == nil {
+			for i, t := range kc.Outputs {
+				if t != nil && t.Len() <= maxFoldElements {
+					c.Values[i] = t
+				}
+			}
+		} else if !errors.As(err, new(*UnsupportedError)) {
+			return err
+		}
+	}
+	for i, o := range n.Outputs {
+		if o == nil {
+			continue
+		}
+		if val := c.Values[i]; val != nil {
+			known[o] = val
+			c.Outputs[i] = val.Type()
+		}
+		merged, err := MergeTypes(o.Type, c.Outputs[i])
+		if err != nil {
+			return fmt.Errorf("%s: output %q: %w", n, o.Name, err)
+		}
+		o.Type = merged
+	}
+	return nil
+}
+
+// MergeTypes combines a declared type with an inferred one, keeping the
+// most precise information of each; conflicting facts are an error.
+func MergeTypes(declared, inferred ir.Type) (ir.Type, error) {
+	if declared.Kind == ir.UnknownKind {
+		return inferred, nil
+	}
+	if inferred.Kind == ir.UnknownKind {
+		return declared, nil
+	}
+	if declared.Kind != inferred.Kind {
+		return declared, fmt.Errorf("declared %s but inferred %s", declared, inferred)
+	}
+	out := inferred.Clone()
+	if declared.Elem != ir.Undefined && inferred.Elem != ir.Undefined && declared.Elem != inferred.Elem {
+		return declared, fmt.Errorf("declared %s but inferred %s", declared, inferred)
+	}
+	if out.Elem == ir.Undefined {
+		out.Elem = declared.Elem
+	}
+	out.Denotation = declared.Denotation
+	switch {
+	case !declared.Shape.Ranked:
+	case !inferred.Shape.Ranked:
+		out.Shape = declared.Shape.Clone()
+	case len(declared.Shape.Dims) != len(inferred.Shape.Dims):
+		return declared, fmt.Errorf("declared %s but inferred %s", declared, inferred)
+	default:
+		for i, d := range declared.Shape.Dims {
+			o := &out.Shape.Dims[i]
+			switch {
+			case d.IsStatic() && o.IsStatic() && d.Value != o.Value:
+				return declared, fmt.Errorf("declared %s but inferred %s", declared, inferred)
+			case d.IsStatic() || !o.IsStatic() && d.IsSymbolic():
+				*o = d
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,400 @@
+package text
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// maxElements bounds a tensor's declared size so a hostile dims list fails
+// cleanly instead of overflowing or exhausting memory.
+const maxElements = 1 << 40
+
+// literal is one element of a tensor literal or attribute: a token and
+// whether a separate '-' preceded it.
+type literal struct {
+	neg bool
+	tok lexer.Token
+}
+
+// constDims returns the numeric dims of a tensor constant's type.
+func constDims(a *astType) (ir.DType, []int64, error) {
+	if a == nil || a.Tensor == nil {
+		pos := lexer.Position{}
+		if a != nil {
+			pos = a.Pos
+		}
+		return 0, nil, errorf(pos, "tensor data needs a tensor type")
+	}
+	t, err := tensorType(a.Tensor)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !t.Shape.Ranked {
+		return 0, nil, errorf(a.Pos, "tensor data needs a known rank")
+	}
+	dims, ok := t.Shape.Ints()
+	if !ok {
+		return 0, nil, errorf(a.Pos, "tensor data needs numeric dims, not %s", t.Shape)
+	}
+	n := int64(1)
+	for _, d := range dims {
+		if d != 0 && n > maxElements/d {
+			return 0, nil, errorf(a.Pos, "tensor of shape %v is too large", dims)
+		}
+		n *= d
+	}
+	return t.Elem, dims, nil
+}
+
+// tensor builds a tensor constant from its type and data.
+func (r *resolver) tensor(typ *astType, d *astData) (*ir.Tensor, error) {
+	dtype, dims, err := constDims(typ)
+	if err != nil {
+		return nil, err
+	}
+	if !d.Inline {
+		return r.externalTensor(dtype, dims, d)
+	}
+	lits, err := splitLiterals(d.Values)
+	if err != nil {
+		return nil, err
+	}
+	n := ir.Product(dims)
+	per := int64(1)
+	if dtype == ir.Complex64 || dtype == ir.Complex128 {
+		per = 2 // real and imaginary parts
+	}
+	if int64(len(lits)) != n*per {
+		return nil, errorf(d.Pos, "%d values for %s%v, want %d", len(lits), dtype, dims, n*per)
+	}
+	if dtype == ir.String {
+		t := &ir.Tensor{DType: dtype, Dims: dims, Strings: make([]string, n)}
+		for i, l := range lits {
+			if l.tok.Type != tokString || l.neg {
+				return nil, errorf(l.tok.Pos, "expected a string, found %s", l.tok.Value)
+			}
+			t.Strings[i] = unquote(l.tok)
+		}
+		return t, nil
+	}
+	if dtype.Size() == 0 {
+		return nil, errorf(d.Pos, "cannot hold data of type %s", dtype)
+	}
+	t := ir.NewTensor(dtype, dims...)
+	for i, l := range lits {
+		if err := putElem(t, i, l); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// splitLiterals reads `v, -v, ...` from a token run, checking the commas.
+func splitLiterals(toks []lexer.Token) ([]literal, error) {
+	var out []literal
+	var cur literal
+	have, neg := false, false
+	for _, tok := range toks {
+		switch {
+		case tok.Type == tokPunct && tok.Value == ",":
+			if !have {
+				return nil, errorf(tok.Pos, "expected a value before ','")
+			}
+			out = append(out, cur)
+			have = false
+		case tok.Type == tokPunct && tok.Value == "-":
+			if have || neg {
+				return nil, errorf(tok.Pos, "unexpected '-'")
+			}
+			neg = true
+		case tok.Type == tokInt || tok.Type == tokFloat || tok.Type == tokString || tok.Type == tokIdent:
+			if have {
+				return nil, errorf(tok.Pos, "expected ',' before %s", tok.Value)
+			}
+			cur, have, neg = literal{neg: neg, tok: tok}, true, false
+		}
+	}
+	if have {
+		out = append(out, cur)
+	} else if len(out) > 0 || neg {
+		return nil, errorf(toks[len(toks)-1].Pos, "expected a value")
+	}
+	return out, nil
+}
+
+// number returns the literal's text with its sign, or an error if it is not
+// a number.
+func (l literal) number() (string, error) {
+	s := l.tok.Value
+	switch l.tok.Type {
+	case tokInt, tokFloat:
+	case tokIdent:
+		if !isSpecialFloat(s) {
+			return "", errorf(l.tok.Pos, "expected a number, found %s", s)
+		}
+	default:
+		return "", errorf(l.tok.Pos, "expected a number, found %s", s)
+	}
+	if l.neg {
+		if strings.HasPrefix(s, "-") {
+			return "", errorf(l.tok.Pos, "unexpected '-'")
+		}
+		s = "-" + s
+	}
+	return s, nil
+}
+
+func isSpecialFloat(s string) bool {
+	switch strings.ToLower(s) {
+	case "inf", "infinity", "nan":
+		return true
+	}
+	return false
+}
+
+// float64Bits parses a float literal at the given precision (32 or 64) and
+// returns its IEEE bits. NaN keeps its sign and gets the quiet-NaN payload
+// numpy and PyTorch use.
+func (l literal) floatBits(size int) (uint64, error) {
+	s, err := l.number()
+	if err != nil {
+		return 0, err
+	}
+	neg := strings.HasPrefix(s, "-")
+	if strings.EqualFold(strings.TrimLeft(s, "-+"), "nan") {
+		if size == 32 {
+			b := uint64(0x7fc00000)
+			if neg {
+				b |= 1 << 31
+			}
+			return b, nil
+		}
+		b := uint64(0x7ff8000000000000)
+		if neg {
+			b |= 1 << 63
+		}
+		return b, nil
+	}
+	f, err := strconv.ParseFloat(s, size)
+	if err != nil {
+		return 0, errorf(l.tok.Pos, "bad float %s", s)
+	}
+	if size == 32 {
+		return uint64(math.Float32bits(float32(f))), nil
+	}
+	return math.Float64bits(f), nil
+}
+
+// intValue parses an integer literal that must fit bits (signed or not).
+func (l literal) intValue(signed bool, bits int) (uint64, error) {
+	s, err := l.number()
+	if err != nil {
+		return 0, err
+	}
+	if l.tok.Type != tokInt {
+		return 0, errorf(l.tok.Pos, "expected an integer, found %s", s)
+	}
+	if signed {
+		v, err := strconv.ParseInt(s, 10, bits)
+		if err != nil {
+			return 0, errorf(l.tok.Pos, "%s is out of range for %d-bit integers", s, bits)
+		}
+		return uint64(v), nil
+	}
+	v, err := strconv.ParseUint(s, 10, bits)
+	if err != nil {
+		return 0, errorf(l.tok.Pos, "%s is out of range for %d-bit unsigned integers", s, bits)
+	}
+	return v, nil
+}
+
+// halfBits reads a float16 or bfloat16 element: an integer literal is the
+// bit pattern (ONNX's convention), anything else a value to round.
+func (l literal) halfBits(dtype ir.DType) (uint64, error) {
+	if l.tok.Type == tokInt {
+		return l.intValue(false, 16)
+	}
+	b, err := l.floatBits(32)
+	if err != nil {
+		return 0, err
+	}
+	f := math.Float32frombits(uint32(b))
+	if dtype == ir.BFloat16 {
+		return uint64(ir.Float32ToBFloat16(f)), nil
+	}
+	return uint64(ir.Float32ToHalf(f)), nil
+}
+
+// putElem stores literal number i of a numeric tensor.
+func putElem(t *ir.Tensor, i int, l literal) error {
+	raw := t.Raw
+	var (
+		v   uint64
+		err error
+	)
+	switch t.DType {
+	case ir.Float32, ir.Complex64:
+		v, err = l.floatBits(32)
+	case ir.Float64, ir.Complex128:
+		v, err = l.floatBits(64)
+	case ir.Float16, ir.BFloat16:
+		v, err = l.halfBits(t.DType)
+	case ir.Int8, ir.Int16, ir.Int32, ir.Int64:
+		v, err = l.intValue(true, 8*t.DType.Size())
+	case ir.Uint8, ir.Uint16, ir.Uint32, ir.Uint64, ir.Bool,
+		ir.Float8E4M3FN, ir.Float8E4M3FNUZ, ir.Float8E5M2, ir.Float8E5M2FNUZ:
+		v, err = l.intValue(false, 8*t.DType.Size())
+	case ir.Int4, ir.Uint4:
+		if v, err = l.intValue(t.DType == ir.Int4, 4); err != nil {
+			return err
+		}
+		shift := 4 * (i % 2) // the first element of a pair is the low nibble
+		raw[i/2] |= byte(v&0xf) << shift
+		return nil
+	default:
+		return errorf(l.tok.Pos, "cannot hold data of type %s", t.DType)
+	}
+	if err != nil {
+		return err
+	}
+	switch size := t.DType.Size(); {
+	case t.DType == ir.Complex64:
+		binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
+	case t.DType == ir.Complex128:
+		binary.LittleEndian.PutUint64(raw[8*i:], v)
+	case size == 1:
+		raw[i] = byte(v)
+	case size == 2:
+		binary.LittleEndian.PutUint16(raw[2*i:], uint16(v))
+	case size == 4:
+		binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
+	default:
+		binary.LittleEndian.PutUint64(raw[8*i:], v)
+	}
+	return nil
+}
+
+// appendFloat32 writes f so it reads back to the same bits and lexes as a
+// float (never as an integer, which would mean a bit pattern or an int
+// attribute).
+func appendFloat32(b []byte, f float32) []byte {
+	return appendFloat(b, float64(f), 32, math.Signbit(float64(f)))
+}
+
+func appendFloat64(b []byte, f float64) []byte {
+	return appendFloat(b, f, 64, math.Signbit(f))
+}
+
+func appendFloat(b []byte, f float64, size int, neg bool) []byte {
+	switch {
+	case math.IsNaN(f):
+		if neg {
+			return append(b, "-nan"...)
+		}
+		return append(b, "nan"...)
+	case math.IsInf(f, 1):
+		return append(b, "inf"...)
+	case math.IsInf(f, -1):
+		return append(b, "-inf"...)
+	}
+	start := len(b)
+	b = strconv.AppendFloat(b, f, 'g', -1, size)
+	for _, c := range b[start:] {
+		if c == '.' || c == 'e' {
+			return b
+		}
+	}
+	return append(b, ".0"...)
+}
+
+// appendTensorData writes the elements of t, comma-separated.
+func appendTensorData(b []byte, t *ir.Tensor) []byte {
+	if t.DType == ir.String {
+		for i, s := range t.Strings {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendQuoted(b, s)
+		}
+		return b
+	}
+	raw := t.Raw
+	n := int(t.Len())
+	if t.DType == ir.Complex64 || t.DType == ir.Complex128 {
+		n *= 2
+	}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		switch t.DType {
+		case ir.Float32, ir.Complex64:
+			b = appendFloat32(b, math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+		case ir.Float64, ir.Complex128:
+			b = appendFloat64(b, math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:])))
+		case ir.Float16, ir.BFloat16:
+			b = appendHalf(b, t.DType, binary.LittleEndian.Uint16(raw[2*i:]))
+		case ir.Int8:
+			b = strconv.AppendInt(b, int64(int8(raw[i])), 10)
+		case ir.Int16:
+			b = strconv.AppendInt(b, int64(int16(binary.LittleEndian.Uint16(raw[2*i:]))), 10)
+		case ir.Int32:
+			b = strconv.AppendInt(b, int64(int32(binary.LittleEndian.Uint32(raw[4*i:]))), 10)
+		case ir.Int64:
+			b = strconv.AppendInt(b, int64(binary.LittleEndian.Uint64(raw[8*i:])), 10)
+		case ir.Uint16:
+			b = strconv.AppendUint(b, uint64(binary.LittleEndian.Uint16(raw[2*i:])), 10)
+		case ir.Uint32:
+			b = strconv.AppendUint(b, uint64(binary.LittleEndian.Uint32(raw[4*i:])), 10)
+		case ir.Uint64:
+			b = strconv.AppendUint(b, binary.LittleEndian.Uint64(raw[8*i:]), 10)
+		case ir.Int4, ir.Uint4:
+			v := raw[i/2] >> (4 * (i % 2)) & 0xf
+			if t.DType == ir.Int4 {
+				b = strconv.AppendInt(b, int64(int8(v<<4)>>4), 10)
+			} else {
+				b = strconv.AppendUint(b, uint64(v), 10)
+			}
+		default: // one-byte types: uint8, bool, float8 bit patterns
+			b = strconv.AppendUint(b, uint64(raw[i]), 10)
+		}
+	}
+	return b
+}
+
+// appendHalf writes a float16 or bfloat16 as a decimal, or as its bit
+// pattern when the decimal would not read back to the same bits (NaN
+// payloads).
+func appendHalf(b []byte, dtype ir.DType, h uint16) []byte {
+	var f float32
+	var back uint16
+	if dtype == ir.BFloat16 {
+		f = ir.BFloat16ToFloat32(h)
+		back = ir.Float32ToBFloat16(canonicalNaN(f))
+	} else {
+		f = ir.HalfToFloat32(h)
+		back = ir.Float32ToHalf(canonicalNaN(f))
+	}
+	if back != h {
+		return strconv.AppendUint(b, uint64(h), 10)
+	}
+	return appendFloat32(b, f)
+}
+
+// canonicalNaN is what a printed "nan" or "-nan" parses back to.
+func canonicalNaN(f float32) float32 {
+	if f == f {
+		return f
+	}
+	bits := uint32(0x7fc00000)
+	if math.Signbit(float64(f)) {
+		bits |= 1 << 31
+	}
+	return math.Float32frombits(bits)
+}

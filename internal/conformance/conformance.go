@@ -1,0 +1,272 @@
+// Package conformance runs ONNX backend-test folders (model.onnx plus
+// test_data_set_*/input_*.pb and output_*.pb) against a backend and judges
+// the outputs, as ONNX's own backend test runner does.
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+)
+
+// Backend turns a model into something that runs it.
+type Backend interface {
+	// Prepare compiles or loads the model. An error wrapping an
+	// *ops.UnsupportedError marks the test UNSUPPORTED rather than FAIL.
+	Prepare(m *ir.Model) (Runner, error)
+}
+
+// Runner runs a prepared model.
+type Runner interface {
+	Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error)
+}
+
+// Status of one test.
+type Status string
+
+// Test outcomes.
+const (
+	Pass        Status = "PASS"
+	Fail        Status = "FAIL"
+	Unsupported Status = "UNSUPPORTED"
+)
+
+// Result is one test's outcome.
+type Result struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// Tolerance judges float outputs. With RelL2 > 0 an output passes when its
+// relative L2 error is at most RelL2 (the zoo's criterion); otherwise every
+// element must satisfy |got-want| <= Atol + Rtol*|want| (numpy.allclose).
+type Tolerance struct {
+	Rtol, Atol float64
+	RelL2      float64
+}
+
+// DefaultTolerance is ONNX's backend-test default for float32.
+var DefaultTolerance = Tolerance{Rtol: 1e-3, Atol: 1e-7}
+
+// Discover expands paths into test folders: a folder holding model.onnx is
+// a test; otherwise its immediate subfolders that hold one are. The result
+// is sorted by path.
+func Discover(paths []string) ([]string, error) {
+	var tests []string
+	for _, p := range paths {
+		if isTest(p) {
+			tests = append(tests, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, err
+		}
+		found := false
+		for _, e := range entries {
+			sub := filepath.Join(p, e.Name())
+			if e.IsDir() && isTest(sub) {
+				tests = append(tests, sub)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%s: no model.onnx in it or in its subfolders", p)
+		}
+	}
+	sort.Strings(tests)
+	return tests, nil
+}
+
+func isTest(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, "model.onnx"))
+	return err == nil && !st.IsDir()
+}
+
+// RunTest runs every test_data_set_* of one test folder.
+func RunTest(dir string, b Backend, tol Tolerance) (res Result) {
+	res.Name = filepath.Base(dir)
+	defer func() {
+		if r := recover(); r != nil {
+			res.Status, res.Detail = Fail, fmt.Sprintf("internal error: %v", r)
+		}
+	}()
+	m, err := onnx.ReadFile(filepath.Join(dir, "model.onnx"))
+	if err != nil {
+		return Result{res.Name, Fail, err.Error()}
+	}
+	runner, err := b.Prepare(m)
+	if err != nil {
+		return classify(res.Name, err)
+	}
+	sets, _ := filepath.Glob(filepath.Join(dir, "test_data_set_*"))
+	if len(sets) == 0 {
+		return Result{res.Name, Fail, "no test_data_set_* folders"}
+	}
+	sort.Strings(sets)
+	var details []string
+	for _, set := range sets {
+		inputs, want, err := loadSet(m, set)
+		if err != nil {
+			return Result{res.Name, Fail, err.Error()}
+		}
+		got, err := runner.Run(inputs)
+		if err != nil {
+			return classify(res.Name, err)
+		}
+		detail, ok := compareOutputs(m, want, got, tol)
+		if !ok {
+			return Result{res.Name, Fail, filepath.Base(set) + ": " + detail}
+		}
+		details = append(details, detail)
+	}
+	return Result{res.Name, Pass, strings.Join(details, "; ")}
+}
+
+func classify(name string, err error) Result {
+	var ue *ops.UnsupportedError
+	if errors.As(err, &ue) {
+		return Result{name, Unsupported, err.Error()}
+	}
+	return Result{name, Fail, err.Error()}
+}
+
+// loadSet reads input_N.pb for the graph inputs that are not initializers,
+// in order, and output_N.pb for the graph outputs.
+func loadSet(m *ir.Model, set string) (map[string]*ir.Tensor, []*ir.Tensor, error) {
+	init := map[*ir.Value]bool{}
+	for _, v := range m.Graph.Initializers {
+		init[v] = true
+	}
+	var feeds []*ir.Value
+	for _, v := range m.Graph.Inputs {
+		if !init[v] {
+			feeds = append(feeds, v)
+		}
+	}
+	inputs := map[string]*ir.Tensor{}
+	for i, v := range feeds {
+		path := filepath.Join(set, fmt.Sprintf("input_%d.pb", i))
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			continue // an optional input the test leaves out
+		}
+		t, err := onnx.ReadTensorFile(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		inputs[v.Name] = t
+	}
+	var want []*ir.Tensor
+	for i := range m.Graph.Outputs {
+		t, err := onnx.ReadTensorFile(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)))
+		if err != nil {
+			return nil, nil, err
+		}
+		want = append(want, t)
+	}
+	return inputs, want, nil
+}
+
+func compareOutputs(m *ir.Model, want []*ir.Tensor, got map[string]*ir.Tensor, tol Tolerance) (string, bool) {
+	var details []string
+	for i, v := range m.Graph.Outputs {
+		g := got[v.Name]
+		if g == nil {
+			return fmt.Sprintf("output %q missing", v.Name), false
+		}
+		d, ok := Compare(want[i], g, tol)
+		if !ok {
+			return fmt.Sprintf("output %q: %s", v.Name, d), false
+		}
+		details = append(details, fmt.Sprintf("%s: %s", v.Name, d))
+	}
+	return strings.Join(details, ", "), true
+}
+
+// Compare judges one output against the expected tensor and describes the
+// error (worst element, relative L2).
+func Compare(want, got *ir.Tensor, tol Tolerance) (string, bool) {
+	if want.DType != got.DType {
+		return fmt.Sprintf("dtype %s, want %s", got.DType, want.DType), false
+	}
+	if !sameDims(want.Dims, got.Dims) {
+		return fmt.Sprintf("shape %v, want %v", got.Dims, want.Dims), false
+	}
+	switch {
+	case want.DType == ir.String:
+		for i := range want.Strings {
+			if want.Strings[i] != got.Strings[i] {
+				return fmt.Sprintf("element %d is %q, want %q", i, got.Strings[i], want.Strings[i]), false
+			}
+		}
+		return "exact", true
+	case !want.DType.IsFloat():
+		w, g := ops.Int64s(want), ops.Int64s(got)
+		for i := range w {
+			if w[i] != g[i] {
+				return fmt.Sprintf("element %d is %d, want %d", i, g[i], w[i]), false
+			}
+		}
+		return "exact", true
+	}
+	w, g := ops.Float64s(want), ops.Float64s(got)
+	worst, worstExcess := -1, 0.0
+	var maxAbs, num, den float64
+	for i := range w {
+		if math.IsNaN(w[i]) || math.IsNaN(g[i]) {
+			if math.IsNaN(w[i]) != math.IsNaN(g[i]) {
+				return fmt.Sprintf("element %d is %v, want %v", i, g[i], w[i]), false
+			}
+			continue
+		}
+		if math.IsInf(w[i], 0) || math.IsInf(g[i], 0) {
+			if w[i] != g[i] {
+				return fmt.Sprintf("element %d is %v, want %v", i, g[i], w[i]), false
+			}
+			continue
+		}
+		diff := math.Abs(g[i] - w[i])
+		maxAbs = math.Max(maxAbs, diff)
+		num += diff * diff
+		den += w[i] * w[i]
+		if excess := diff - (tol.Atol + tol.Rtol*math.Abs(w[i])); excess > worstExcess || worst < 0 && diff > 0 {
+			if excess > worstExcess {
+				worstExcess = excess
+			}
+			worst = i
+		}
+	}
+	rel := math.Sqrt(num / math.Max(den, 1e-300))
+	if den == 0 {
+		rel = math.Sqrt(num)
+	}
+	desc := fmt.Sprintf("max abs err %.3g, rel L2 %.3g", maxAbs, rel)
+	if tol.RelL2 > 0 {
+		return desc, rel <= tol.RelL2
+	}
+	if worstExcess > 0 {
+		return fmt.Sprintf("%s; worst element %d is %v, want %v (atol %g, rtol %g)", desc, worst, g[worst], w[worst], tol.Atol, tol.Rtol), false
+	}
+	return desc, true
+}
+
+func sameDims(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

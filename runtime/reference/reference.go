@@ -1,0 +1,287 @@
+// Package reference is kiln's reference executor: it runs an ir graph node
+// by node with the registry's reference kernels. It is the oracle every
+// compiled backend is tested against, and the portable fallback.
+package reference
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+)
+
+// Executor runs one model. It is safe for concurrent Run calls: Run keeps
+// its state on the stack.
+type Executor struct {
+	model   *ir.Model
+	opsets  ops.Opsets
+	schemas map[*ir.Node]*ops.Schema
+	// lastUse is the index of the last node reading each value, so Run can
+	// drop intermediates early.
+	lastUse map[*ir.Value]int
+	// feeds are the graph inputs a caller must (or, for inputs with an
+	// initializer default, may) provide.
+	feeds []*ir.Value
+}
+
+// New prepares a model: it resolves every node's schema, rejects what kiln
+// does not support (listing every unsupported op, opset and dtype at once),
+// and runs shape inference, which checks the model's shapes.
+func New(m *ir.Model) (*Executor, error) {
+	if err := m.Verify(); err != nil {
+		return nil, err
+	}
+	e := &Executor{model: m, opsets: ops.OpsetsOf(m), schemas: map[*ir.Node]*ops.Schema{}, lastUse: map[*ir.Value]int{}}
+	if err := Unsupported(m); err != nil {
+		return nil, err
+	}
+	if _, err := ops.InferShapes(m); err != nil {
+		return nil, err
+	}
+	// Inference has typed the intermediates: check their dtypes too.
+	if err := Unsupported(m); err != nil {
+		return nil, err
+	}
+	for i, n := range m.Graph.Nodes {
+		s, _ := e.opsets.Schema(n)
+		e.schemas[n] = s
+		for _, v := range n.Inputs {
+			e.lastUse[v] = i
+		}
+		for _, sg := range n.Subgraphs() {
+			for _, v := range sg.FreeValues() {
+				e.lastUse[v] = i
+			}
+		}
+	}
+	for _, v := range m.Graph.Outputs {
+		e.lastUse[v] = len(m.Graph.Nodes)
+	}
+	e.feeds = m.Graph.Inputs
+	return e, nil
+}
+
+// UnsupportedErrors is every unsupported op, opset and dtype of a model.
+type UnsupportedErrors []*ops.UnsupportedError
+
+func (u UnsupportedErrors) Error() string {
+	msgs := make([]string, len(u))
+	for i, e := range u {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap lets errors.As find the first *ops.UnsupportedError.
+func (u UnsupportedErrors) Unwrap() []error {
+	errs := make([]error, len(u))
+	for i, e := range u {
+		errs[i] = e
+	}
+	return errs
+}
+
+// Unsupported lists each distinct op/opset/dtype combination of the model
+// that the reference kernels do not implement, or returns nil.
+func Unsupported(m *ir.Model) error {
+	opsets := ops.OpsetsOf(m)
+	seen := map[string]bool{}
+	var list UnsupportedErrors
+	var walk func(g *ir.Graph)
+	walk = func(g *ir.Graph) {
+		for _, n := range g.Nodes {
+			for _, sg := range n.Subgraphs() {
+				walk(sg)
+			}
+			var ue *ops.UnsupportedError
+			s, err := opsets.Schema(n)
+			if err != nil {
+				if !errors.As(err, &ue) {
+					ue = &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Reason: err.Error()}
+				}
+			} else if d := primaryType(n); d != ir.Undefined && !s.SupportsType(d) {
+				ue = &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: opsets[n.Domain], DType: d}
+			}
+			if ue != nil && !seen[ue.Error()] {
+				seen[ue.Error()] = true
+				list = append(list, ue)
+			}
+		}
+	}
+	walk(m.Graph)
+	for _, v := range append(append([]*ir.Value{}, m.Graph.Inputs...), m.Graph.Outputs...) {
+		if v.Type.Kind != ir.TensorKind && v.Type.Kind != ir.UnknownKind {
+			ue := &ops.UnsupportedError{Op: "value " + v.Name, Reason: "non-tensor type " + v.Type.String()}
+			list = append(list, ue)
+		}
+	}
+	if len(list) == 0 {
+		return nil
+	}
+	return list
+}
+
+// primaryType is the element type of a node's first input, or of its first
+// output for generators; Undefined when not yet known.
+func primaryType(n *ir.Node) ir.DType {
+	if v := n.Input(0); v != nil {
+		return v.Type.Elem
+	}
+	if v := n.Output(0); v != nil {
+		return v.Type.Elem
+	}
+	return ir.Undefined
+}
+
+// Inputs returns the graph inputs Run accepts.
+func (e *Executor) Inputs() []*ir.Value { return e.feeds }
+
+// Run executes the graph on named inputs and returns the outputs by name.
+func (e *Executor) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	g := e.model.Graph
+	env := map[*ir.Value]*ir.Tensor{}
+	for _, v := range g.Initializers {
+		env[v] = v.Const
+	}
+	if err := e.bindInputs(inputs, env); err != nil {
+		return nil, err
+	}
+	for i, n := range g.Nodes {
+		outs, err := e.runNode(n, env)
+		if err != nil {
+			return nil, err
+		}
+		for k, o := range n.Outputs {
+			if o != nil {
+				env[o] = outs[k]
+			}
+		}
+		for _, v := range n.Inputs {
+			if v != nil && e.lastUse[v] == i && v.Const == nil {
+				delete(env, v)
+			}
+		}
+	}
+	result := map[string]*ir.Tensor{}
+	for _, v := range g.Outputs {
+		t := env[v]
+		if t == nil {
+			return nil, fmt.Errorf("output %q was not computed", v.Name)
+		}
+		result[v.Name] = t
+	}
+	return result, nil
+}
+
+func (e *Executor) runNode(n *ir.Node, env map[*ir.Value]*ir.Tensor) (outs []*ir.Tensor, err error) {
+	s := e.schemas[n]
+	in := make([]*ir.Tensor, len(n.Inputs))
+	for i, v := range n.Inputs {
+		if v != nil {
+			in[i] = env[v]
+		}
+	}
+	c := ops.NewKernelContext(s, n, e.opsets[n.Domain], in)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: internal error in the reference kernel: %v\n%s", n, r, debug.Stack())
+		}
+	}()
+	if err := s.Run(c); err != nil {
+		return nil, err
+	}
+	for k, o := range n.Outputs {
+		if o == nil {
+			continue
+		}
+		t := c.Outputs[k]
+		if t == nil {
+			return nil, fmt.Errorf("%s: the reference kernel did not produce output %q", n, o.Name)
+		}
+		if o.Type.Elem != ir.Undefined && t.DType != o.Type.Elem {
+			return nil, fmt.Errorf("%s: output %q is %s but was inferred %s", n, o.Name, t.DType, o.Type)
+		}
+	}
+	return c.Outputs, nil
+}
+
+// bindInputs checks the caller's tensors against the declared inputs: every
+// required input present, no unknown names, dtypes equal, ranks equal,
+// static dims equal and symbolic dims bound consistently.
+func (e *Executor) bindInputs(inputs map[string]*ir.Tensor, env map[*ir.Value]*ir.Tensor) error {
+	byName := map[string]*ir.Value{}
+	for _, v := range e.feeds {
+		byName[v.Name] = v
+	}
+	var names []string
+	for name := range inputs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if byName[name] == nil {
+			return fmt.Errorf("unknown input %q; the model's inputs are %s", name, inputNames(e.feeds))
+		}
+	}
+	symbols := map[string]int64{}
+	for _, v := range e.feeds {
+		t, ok := inputs[v.Name]
+		if !ok {
+			if v.Const != nil {
+				continue
+			}
+			return fmt.Errorf("missing input %q (%s)", v.Name, v.Type)
+		}
+		if err := CheckTensor(v, t, symbols); err != nil {
+			return err
+		}
+		env[v] = t
+	}
+	return nil
+}
+
+// CheckTensor checks one input tensor against its declaration, binding
+// symbolic dims in symbols.
+func CheckTensor(v *ir.Value, t *ir.Tensor, symbols map[string]int64) error {
+	if t == nil {
+		return fmt.Errorf("input %q is nil", v.Name)
+	}
+	want := v.Type
+	if want.Elem != ir.Undefined && t.DType != want.Elem {
+		return fmt.Errorf("input %q: got %s%v, the model declares %s", v.Name, t.DType, t.Dims, want)
+	}
+	if !want.Shape.Ranked {
+		return nil
+	}
+	if len(t.Dims) != len(want.Shape.Dims) {
+		return fmt.Errorf("input %q: got shape %v (rank %d), the model declares %s (rank %d)", v.Name, t.Dims, len(t.Dims), want, len(want.Shape.Dims))
+	}
+	for i, d := range want.Shape.Dims {
+		got := t.Dims[i]
+		switch {
+		case d.IsStatic() && d.Value != got:
+			return fmt.Errorf("input %q: got shape %v, the model declares %s (dim %d must be %d)", v.Name, t.Dims, want, i, d.Value)
+		case d.IsSymbolic():
+			if b, ok := symbols[d.Param]; ok && b != got {
+				return fmt.Errorf("input %q: got shape %v, but %s is already %d", v.Name, t.Dims, d.Param, b)
+			}
+			symbols[d.Param] = got
+		}
+	}
+	if t.DType != ir.String && ir.RawLen(t.DType, t.Len()) != len(t.Raw) {
+		return fmt.Errorf("input %q: %d bytes of data for %s%v", v.Name, len(t.Raw), t.DType, t.Dims)
+	}
+	return nil
+}
+
+func inputNames(vs []*ir.Value) string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = fmt.Sprintf("%q", v.Name)
+	}
+	return strings.Join(names, ", ")
+}

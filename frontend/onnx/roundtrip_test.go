@@ -102,7 +102,9 @@ func roundTripTestData(t *testing.T, dir string, g *ir.Graph) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if el := vs[i].Type.Elem; el != ir.Undefined && want.DType != el {
+		// ONNX 1.12 stored its bfloat16 test data as uint16.
+		bf16Quirk := vs[i].Type.Elem == ir.BFloat16 && want.DType == ir.Uint16
+		if el := vs[i].Type.Elem; el != ir.Undefined && want.DType != el && !bf16Quirk {
 			t.Fatalf("%s: dtype %s, model declares %s", f, want.DType, el)
 		}
 		b, err := WriteTensor(want)

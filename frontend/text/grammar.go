@@ -1,6 +1,7 @@
 package text
 
 import (
+	"io"
 	"strings"
 
 	"github.com/alecthomas/participle/v2"
@@ -20,7 +21,7 @@ var typeWords = func() []string {
 	return words
 }()
 
-var textLexer = lexer.MustSimple([]lexer.SimpleRule{
+var rules = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Comment", Pattern: `#[^\n]*`},
 	{Name: "Whitespace", Pattern: `\s+`},
 	// A backslash makes the next character literal, whatever it is, as in
@@ -33,9 +34,41 @@ var textLexer = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Punct", Pattern: `=>|[\[\](){}<>,:=.@?-]`},
 })
 
+// textLexer drops comments and whitespace outright rather than leaving
+// them in the stream as participle's Elide does, so captured token runs and
+// lexer.Token fields hold only meaningful tokens.
+var textLexer = skipDefinition{rules}
+
+type skipDefinition struct{ *lexer.StatefulDefinition }
+
+func (d skipDefinition) LexString(filename string, src string) (lexer.Lexer, error) {
+	l, err := d.StatefulDefinition.LexString(filename, src)
+	return skipLexer{l}, err
+}
+
+func (d skipDefinition) Lex(filename string, r io.Reader) (lexer.Lexer, error) {
+	l, err := d.StatefulDefinition.Lex(filename, r)
+	return skipLexer{l}, err
+}
+
+type skipLexer struct{ lexer.Lexer }
+
+var (
+	tokComment    = rules.Symbols()["Comment"]
+	tokWhitespace = rules.Symbols()["Whitespace"]
+)
+
+func (l skipLexer) Next() (lexer.Token, error) {
+	for {
+		t, err := l.Lexer.Next()
+		if err != nil || (t.Type != tokComment && t.Type != tokWhitespace) {
+			return t, err
+		}
+	}
+}
+
 var parser = participle.MustBuild[astModel](
 	participle.Lexer(textLexer),
-	participle.Elide("Comment", "Whitespace"),
 	// Two tokens tell a graph-valued attribute (`name (`) from a string
 	// or special-float literal.
 	participle.UseLookahead(2),
@@ -104,14 +137,14 @@ type astMapType struct {
 type astTensorType struct {
 	Elem    lexer.Token   `parser:"@Type"`
 	Bracket bool          `parser:"( @'['"`
-	Dims    []lexer.Token `parser:"  (@('?' | Int | Ident | Type | String) (',' @('?' | Int | Ident | Type | String))*)? ']' )?"`
+	Dims    []lexer.Token `parser:"  @(('?' | Int | Ident | Type | String) (',' ('?' | Int | Ident | Type | String))*)? ']' )?"`
 }
 
 // astData is a tensor's contents: inline literals or external-data pairs.
 type astData struct {
 	Pos      lexer.Position
 	Inline   bool          `parser:"( @'{'"`
-	Values   []lexer.Token `parser:"  @(Int | Float | String | Ident | '-' | ',')* '}'"`
+	Values   []lexer.Token `parser:"  @((Int | Float | String | Ident | '-' | ',')*) '}'"`
 	External []*astPair    `parser:"| '[' @@ (',' @@)* ']' )"`
 }
 
@@ -119,17 +152,17 @@ type astNode struct {
 	Pos      lexer.Position
 	Labelled bool          `parser:"( @'['"`
 	Label    lexer.Token   `parser:"  @(Ident | Type | String)? ']' )?"`
-	Outputs  []lexer.Token `parser:"@(Ident | Type | String | ',')* '='"`
+	Outputs  []lexer.Token `parser:"@((Ident | Type | String | ',')*) '='"`
 	Op       []string      `parser:"@(Ident | Type) ('.' @(Ident | Type))*"`
 	Overload string        `parser:"(':' @Ident)?"`
 	Attrs    []*astAttr    `parser:"('<' @@ (',' @@)* '>')?"`
-	Inputs   []lexer.Token `parser:"'(' @(Ident | Type | String | ',')* ')'"`
+	Inputs   []lexer.Token `parser:"'(' @((Ident | Type | String | ',')*) ')'"`
 	Attrs2   []*astAttr    `parser:"('<' @@ (',' @@)* '>')?"`
 }
 
 type astAttr struct {
 	Pos    lexer.Position
-	Name   string         `parser:"@(Ident | Type)"`
+	Name   lexer.Token    `parser:"@(Ident | Type | String)"`
 	Kind   string         `parser:"(':' @(Ident | Type))?"`
 	IsList bool           `parser:"'=' ( @'['"`
 	List   []*astAttrElem `parser:"  (@@ (',' @@)*)? ']'"`

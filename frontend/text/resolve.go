@@ -198,19 +198,20 @@ func (r *resolver) graph(a *astGraph, parent *scope) (*ir.Graph, error) {
 		}
 		g.Nodes = append(g.Nodes, n)
 	}
+	// A declaration types a node output of this graph (as frontend/onnx
+	// reads value_info and outputs). Inputs, initializers and outer values
+	// keep the type they were defined with; a value_info entry naming one
+	// of them, or nothing, stays a detached value of its own.
 	for _, d := range infos {
 		t, err := r.declType(d)
 		if err != nil {
 			return nil, err
 		}
-		name := unquote(d.Name)
-		v := sc.lookup(name)
-		if v == nil {
-			v = &ir.Value{Name: name} // value_info for a value the graph lacks
+		v := sc.values[unquote(d.Name)]
+		if v == nil || v.Producer == nil {
+			v = &ir.Value{Name: unquote(d.Name)}
 		}
-		if v.Type.Kind == ir.UnknownKind {
-			v.Type = t
-		}
+		v.Type = t
 		g.ValueInfo = append(g.ValueInfo, v)
 	}
 	for _, d := range a.Outputs {
@@ -225,7 +226,7 @@ func (r *resolver) graph(a *astGraph, parent *scope) (*ir.Graph, error) {
 		if v == nil {
 			return nil, errorf(d.Name.Pos, "graph output %q is not defined", unquote(d.Name))
 		}
-		if v.Type.Kind == ir.UnknownKind {
+		if v.Producer != nil && sc.values[v.Name] == v {
 			v.Type = t
 		}
 		g.Outputs = append(g.Outputs, v)
@@ -313,8 +314,8 @@ func tensorType(a *astTensorType) (ir.Type, error) {
 		t.Shape = ir.Shape{Ranked: true, Dims: []ir.Dim{}}
 	case len(a.Dims) == 0: // `float[]` has unknown rank
 	default:
-		t.Shape = ir.Shape{Ranked: true, Dims: make([]ir.Dim, len(a.Dims))}
-		for i, tok := range a.Dims {
+		t.Shape = ir.Shape{Ranked: true, Dims: make([]ir.Dim, len(dimTokens(a.Dims)))}
+		for i, tok := range dimTokens(a.Dims) {
 			switch {
 			case tok.Value == "?" && tok.Type == tokPunct:
 				t.Shape.Dims[i] = ir.UnknownDim()
@@ -330,6 +331,17 @@ func tensorType(a *astTensorType) (ir.Type, error) {
 		}
 	}
 	return t, nil
+}
+
+// dimTokens drops the commas from a captured dims list.
+func dimTokens(toks []lexer.Token) []lexer.Token {
+	out := toks[:0:0]
+	for _, t := range toks {
+		if t.Value != "," || t.Type != tokPunct {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (r *resolver) node(a *astNode, sc *scope) (*ir.Node, error) {

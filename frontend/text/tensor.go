@@ -158,7 +158,7 @@ func isSpecialFloat(s string) bool {
 	return false
 }
 
-// float64Bits parses a float literal at the given precision (32 or 64) and
+// floatBits parses a float literal at the given precision (32 or 64) and
 // returns its IEEE bits. NaN keeps its sign and gets the quiet-NaN payload
 // numpy and PyTorch use.
 func (l literal) floatBits(size int) (uint64, error) {
@@ -284,7 +284,7 @@ func putElem(t *ir.Tensor, i int, l literal) error {
 // float (never as an integer, which would mean a bit pattern or an int
 // attribute).
 func appendFloat32(b []byte, f float32) []byte {
-	return appendFloat(b, float64(f), 32, math.Signbit(float64(f)))
+	return appendFloat(b, float64(f), 32, math.Float32bits(f)>>31 != 0)
 }
 
 func appendFloat64(b []byte, f float64) []byte {
@@ -303,8 +303,12 @@ func appendFloat(b []byte, f float64, size int, neg bool) []byte {
 	case math.IsInf(f, -1):
 		return append(b, "-inf"...)
 	}
-	start := len(b)
-	b = strconv.AppendFloat(b, f, 'g', -1, size)
+	return appendFloatLooking(strconv.AppendFloat(b, f, 'g', -1, size), len(b))
+}
+
+// appendFloatLooking adds ".0" to the number b[start:] if it would
+// otherwise lex as an integer.
+func appendFloatLooking(b []byte, start int) []byte {
 	for _, c := range b[start:] {
 		if c == '.' || c == 'e' {
 			return b
@@ -368,21 +372,28 @@ func appendTensorData(b []byte, t *ir.Tensor) []byte {
 	return b
 }
 
-// appendHalf writes a float16 or bfloat16 as a decimal, or as its bit
-// pattern when the decimal would not read back to the same bits (NaN
-// payloads).
+// appendHalf writes a float16 or bfloat16 as the shortest decimal that
+// reads back to the same bits, or as its bit pattern when no decimal does
+// (NaN payloads).
 func appendHalf(b []byte, dtype ir.DType, h uint16) []byte {
-	var f float32
-	var back uint16
+	toFloat, fromFloat := ir.HalfToFloat32, ir.Float32ToHalf
 	if dtype == ir.BFloat16 {
-		f = ir.BFloat16ToFloat32(h)
-		back = ir.Float32ToBFloat16(canonicalNaN(f))
-	} else {
-		f = ir.HalfToFloat32(h)
-		back = ir.Float32ToHalf(canonicalNaN(f))
+		toFloat, fromFloat = ir.BFloat16ToFloat32, ir.Float32ToBFloat16
 	}
-	if back != h {
+	f := toFloat(h)
+	if fromFloat(canonicalNaN(f)) != h {
 		return strconv.AppendUint(b, uint64(h), 10)
+	}
+	if f != f || math.IsInf(float64(f), 0) {
+		return appendFloat32(b, f)
+	}
+	// The float32 shortest form is exact but noisy (0.099975586 for the
+	// float16 nearest 0.1); fewer digits usually suffice.
+	for prec := 1; prec < 9; prec++ {
+		s := strconv.FormatFloat(float64(f), 'g', prec, 32)
+		if g, err := strconv.ParseFloat(s, 32); err == nil && fromFloat(float32(g)) == h && math.Signbit(g) == math.Signbit(float64(f)) {
+			return appendFloatLooking(append(b, s...), len(b))
+		}
 	}
 	return appendFloat32(b, f)
 }
@@ -393,8 +404,6 @@ func canonicalNaN(f float32) float32 {
 		return f
 	}
 	bits := uint32(0x7fc00000)
-	if math.Signbit(float64(f)) {
-		bits |= 1 << 31
-	}
+	bits |= math.Float32bits(f) & (1 << 31)
 	return math.Float32frombits(bits)
 }

@@ -75,9 +75,11 @@ func (f *File) Marshal() []byte {
 	}
 	offset := alignUp(hdr.Len() + tableSize)
 	offsets := make([]int, len(secs))
+	end := offset
 	for i, s := range secs {
 		offsets[i] = offset
-		offset = alignUp(offset + len(s.Data))
+		end = offset + len(s.Data)
+		offset = alignUp(end)
 	}
 	for i, s := range secs {
 		writeString(&hdr, s.Name)
@@ -86,7 +88,8 @@ func (f *File) Marshal() []byte {
 		sum := sha256.Sum256(s.Data)
 		hdr.Write(sum[:])
 	}
-	out := make([]byte, offset)
+	// No padding after the last section: any cut then loses data.
+	out := make([]byte, end)
 	copy(out, hdr.Bytes())
 	for i, s := range secs {
 		copy(out[offsets[i]:], s.Data)

@@ -1,0 +1,81 @@
+# kiln's build. GNU make; `make help` lists the targets.
+#
+# The binaries go to ./bin and nowhere else: bin/cc must never be installed
+# on PATH, where it would shadow the system C compiler.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO       ?= go
+BIN      := bin
+SHARED   ?= ../shared
+ONNXNODE := $(SHARED)/onnx-node
+SCOPE    := $(SHARED)/onnx-node.scope.tsv
+ZOO      := $(SHARED)/zoo
+FUZZTIME ?= 20s
+OUT      := out
+
+# Packages whose code is concurrent: also tested with the race detector.
+RACE_PKGS := ./runtime/...
+
+.PHONY: help build deps test fuzz conformance demo clean
+
+help: ## list the targets
+	@echo "kiln — make TARGET"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@echo "Variables: FUZZTIME=$(FUZZTIME) (per fuzz target), SHARED=$(SHARED) (test models)."
+
+build: ## build bin/cc and bin/infer (CGO_ENABLED=0; installs nothing)
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/cc ./cmd/cc
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/infer ./cmd/infer
+
+deps: ## check Go, LLVM 14 (llc) and a linker; install the tools with apt-get when root
+	@.ci/deps
+
+test: ## gofmt check, go vet, go test ./..., go test -race on the concurrent packages
+	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt: these files are not formatted (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test ./...
+	@if [ "$$($(GO) env CGO_ENABLED)" = 1 ] && command -v "$$($(GO) env CC)" >/dev/null; then \
+		echo "$(GO) test -race $(RACE_PKGS)"; $(GO) test -race $(RACE_PKGS); \
+	else \
+		echo "skipping go test -race: it needs cgo and a C compiler (make deps installs gcc)"; \
+	fi
+
+fuzz: ## run each fuzz target for FUZZTIME
+	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./frontend/onnx
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./frontend/text
+
+conformance: build ## the reference executor on ONNX's node tests (those in scope) and the zoo models
+	@if [ -d $(ONNXNODE) ] && [ -f $(SCOPE) ]; then \
+		echo "bin/cc test: $(ONNXNODE), the tests marked 'in' by $(SCOPE)"; \
+		$(BIN)/cc test $$(awk -F'\t' -v dir=$(ONNXNODE) '$$2 == "in" { print dir "/" $$1 }' $(SCOPE)); \
+	else \
+		echo "skipping ONNX node tests: $(ONNXNODE) or $(SCOPE) is absent"; \
+	fi
+	@if [ -d $(ZOO) ]; then \
+		echo "bin/cc test --rel-l2 1e-4 $(ZOO)"; \
+		$(BIN)/cc test --rel-l2 1e-4 $(ZOO); \
+	else \
+		echo "skipping the zoo models: $(ZOO) is absent"; \
+	fi
+
+demo: build ## inspect and convert the bundled models, test them on the reference executor
+	@mkdir -p $(OUT)/demo
+	@echo '$$ bin/cc inspect testdata/models/digits_mlp.onnx'
+	@$(BIN)/cc inspect testdata/models/digits_mlp.onnx
+	@echo
+	@echo '$$ bin/cc convert testdata/models/digits_mlp.onnx $(OUT)/demo/digits_mlp.onnxtxt'
+	@$(BIN)/cc convert testdata/models/digits_mlp.onnx $(OUT)/demo/digits_mlp.onnxtxt
+	@echo '$$ head -n 12 $(OUT)/demo/digits_mlp.onnxtxt'
+	@head -n 12 $(OUT)/demo/digits_mlp.onnxtxt
+	@echo '$$ bin/cc convert $(OUT)/demo/digits_mlp.onnxtxt $(OUT)/demo/digits_mlp.onnx'
+	@$(BIN)/cc convert $(OUT)/demo/digits_mlp.onnxtxt $(OUT)/demo/digits_mlp.onnx
+	@echo
+	@echo '$$ bin/cc test testdata/models'
+	@$(BIN)/cc test testdata/models
+
+clean: ## remove bin/ and out/
+	rm -rf $(BIN) $(OUT)

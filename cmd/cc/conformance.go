@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/internal/conformance"
+)
+
+var testCmd = &cli.Command{
+	Name:    "test",
+	Args:    "PATH...",
+	Summary: "run ONNX backend tests (model.onnx + test_data_set_*) on an executor",
+	Help: `Each PATH is a test folder (model.onnx and test_data_set_*/input_N.pb,
+output_N.pb) or a folder of test folders. Tests run in parallel; results print
+in order of the tests' paths, one line each:
+
+  PASS name
+  FAIL name: detail            (the output and its worst element)
+  UNSUPPORTED name: detail     (the op, opset or dtype kiln lacks)
+
+then the line "N passed, N failed, N skipped" (skipped = UNSUPPORTED).
+Outputs are judged as ONNX's runner does (|got-want| <= atol + rtol*|want|
+per element), or by relative L2 error with --rel-l2. The exit status is 1
+when any test fails.
+
+--json prints {"summary": {"passed", "failed", "skipped"},
+"tests": [{"name", "status", "detail"}]} instead.`,
+	MinArgs: 1,
+	MaxArgs: -1,
+	Setup: func(fs *flag.FlagSet) cli.RunFunc {
+		var o testOptions
+		fs.StringVar(&o.backend, "backend", "reference", "the executor to test: "+strings.Join(conformance.BackendNames(), ", ")+" (cpu comes with the compiler)")
+		fs.BoolVar(&o.json, "json", false, "print one JSON object")
+		fs.Float64Var(&o.tol.Rtol, "rtol", conformance.DefaultTolerance.Rtol, "relative tolerance per element")
+		fs.Float64Var(&o.tol.Atol, "atol", conformance.DefaultTolerance.Atol, "absolute tolerance per element")
+		fs.Float64Var(&o.tol.RelL2, "rel-l2", 0, "judge float outputs by relative L2 error ≤ `E` instead of per element")
+		fs.BoolVar(&o.verbose, "verbose", false, "print each test's error measures and time")
+		fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "fail a test that runs longer than this")
+		fs.IntVar(&o.jobs, "jobs", 0, "tests to run at once (0: GOMAXPROCS)")
+		return func(env *cli.Env, args []string) error { return runTests(env, args, o) }
+	},
+}
+
+type testOptions struct {
+	backend string
+	json    bool
+	tol     conformance.Tolerance
+	verbose bool
+	timeout time.Duration
+	jobs    int
+}
+
+type testSummary struct {
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+}
+
+type testReport struct {
+	Summary testSummary          `json:"summary"`
+	Tests   []conformance.Result `json:"tests"`
+}
+
+func runTests(env *cli.Env, paths []string, o testOptions) error {
+	backend, err := conformance.LookupBackend(o.backend)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	if o.tol.Rtol < 0 || o.tol.Atol < 0 || o.tol.RelL2 < 0 {
+		return cli.Usagef("tolerances must not be negative")
+	}
+	if o.timeout <= 0 {
+		return cli.Usagef("--timeout must be positive")
+	}
+	if o.jobs <= 0 {
+		o.jobs = runtime.GOMAXPROCS(0)
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return cli.FileError(p, err)
+		}
+	}
+	dirs, err := conformance.Discover(paths)
+	if err != nil {
+		return err
+	}
+
+	type outcome struct {
+		res  conformance.Result
+		took time.Duration
+	}
+	outcomes := make([]outcome, len(dirs))
+	done := make([]chan struct{}, len(dirs))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	next := make(chan int)
+	go func() {
+		for i := range dirs {
+			next <- i
+		}
+		close(next)
+	}()
+	for range min(o.jobs, len(dirs)) {
+		go func() {
+			for i := range next {
+				start := time.Now()
+				outcomes[i].res = runOne(dirs[i], backend, o)
+				outcomes[i].took = time.Since(start)
+				close(done[i])
+			}
+		}()
+	}
+
+	report := testReport{Tests: make([]conformance.Result, 0, len(dirs))}
+	for i := range dirs {
+		<-done[i]
+		r := outcomes[i].res
+		report.Tests = append(report.Tests, r)
+		switch r.Status {
+		case conformance.Pass:
+			report.Summary.Passed++
+		case conformance.Unsupported:
+			report.Summary.Skipped++
+		default:
+			report.Summary.Failed++
+		}
+		if !o.json {
+			printResult(env.Stdout, r, outcomes[i].took, o.verbose)
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
+	} else {
+		s := report.Summary
+		fmt.Fprintf(env.Stdout, "%d passed, %d failed, %d skipped\n", s.Passed, s.Failed, s.Skipped)
+	}
+	if report.Summary.Failed > 0 {
+		return cli.Exit(cli.ExitFailure)
+	}
+	return nil
+}
+
+// runOne runs one test folder, failing it when it outlives the timeout. A
+// timed-out test's goroutine is left to finish on its own: the executor
+// has no way to stop mid-kernel, and the process ends after the report.
+func runOne(dir string, b conformance.Backend, o testOptions) conformance.Result {
+	ch := make(chan conformance.Result, 1)
+	go func() { ch <- conformance.RunTest(dir, b, o.tol) }()
+	timer := time.NewTimer(o.timeout)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		return r
+	case <-timer.C:
+		return conformance.Result{Name: filepath.Base(dir), Status: conformance.Fail, Detail: fmt.Sprintf("timed out after %s", o.timeout)}
+	}
+}
+
+func printResult(w io.Writer, r conformance.Result, took time.Duration, verbose bool) {
+	detail := strings.TrimSpace(r.Detail)
+	if !verbose {
+		if r.Status == conformance.Pass {
+			fmt.Fprintf(w, "%s %s\n", r.Status, r.Name)
+			return
+		}
+		detail, _, _ = strings.Cut(detail, "\n")
+		fmt.Fprintf(w, "%s %s: %s\n", r.Status, r.Name, detail)
+		return
+	}
+	first, rest, _ := strings.Cut(detail, "\n")
+	fmt.Fprintf(w, "%s %s: %s (%.2fs)\n", r.Status, r.Name, first, took.Seconds())
+	if rest != "" {
+		for _, line := range strings.Split(rest, "\n") {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package conformance
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/runtime/reference"
+)
+
+// Reference is the backend that runs models on the reference executor.
+type Reference struct{}
+
+// Prepare builds a reference executor for the model. Unsupported ops,
+// opsets and dtypes come back as reference.UnsupportedErrors, which
+// RunTest reports as UNSUPPORTED.
+func (Reference) Prepare(m *ir.Model) (Runner, error) {
+	e, err := reference.New(m)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// backends are the backends `cc test --backend` can name.
+var backends = map[string]Backend{
+	"reference": Reference{},
+}
+
+// BackendNames lists the registered backends, sorted.
+func BackendNames() []string {
+	names := make([]string, 0, len(backends))
+	for name := range backends {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LookupBackend returns the backend registered under name.
+func LookupBackend(name string) (Backend, error) {
+	if b, ok := backends[name]; ok {
+		return b, nil
+	}
+	return nil, fmt.Errorf("unknown backend %q (backends: %s)", name, strings.Join(BackendNames(), ", "))
+}

@@ -1,0 +1,655 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// Conv and ConvTranspose, and the sliding-window arithmetic (auto_pad,
+// pads, strides, dilations, ceil_mode) that the pools (pool.go) and the
+// quantized convolutions (quant.go) share with them, so that every window
+// op pads and sizes its output the same way.
+
+var (
+	convTypes   = []ir.DType{ir.Float16, ir.Float32, ir.Float64}
+	convTypes22 = []ir.DType{ir.Float16, ir.Float32, ir.Float64, ir.BFloat16}
+)
+
+func convAttrs() []AttrDef {
+	return []AttrDef{
+		defString("auto_pad", "NOTSET"),
+		defInts("dilations"),
+		defInt("group", 1),
+		defInts("kernel_shape"),
+		defInts("pads"),
+		defInts("strides"),
+	}
+}
+
+func convTransposeAttrs() []AttrDef {
+	return append(convAttrs(), defInts("output_padding"), defInts("output_shape"))
+}
+
+// Conv-11 and ConvTranspose-11 only reworded the spec; v22 added bfloat16.
+var convOps = []*Schema{
+	{Name: "Conv", Since: 1, MinInputs: 2, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: convAttrs(), Types: convTypes, Infer: inferConv, Run: runConv},
+	{Name: "Conv", Since: 22, MinInputs: 2, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: convAttrs(), Types: convTypes22, Infer: inferConv, Run: runConv},
+	{Name: "ConvTranspose", Since: 1, MinInputs: 2, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: convTransposeAttrs(), Types: convTypes, Infer: inferConvTranspose, Run: runConvTranspose},
+	{Name: "ConvTranspose", Since: 22, MinInputs: 2, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: convTransposeAttrs(), Types: convTypes22, Infer: inferConvTranspose, Run: runConvTranspose},
+}
+
+func init() { register(convOps) }
+
+// windowSpec is a sliding-window node's geometry, one entry per spatial
+// axis (pads holds the begins, then the ends).
+type windowSpec struct {
+	kernel, strides, dilations, pads []int64
+	autoPad                          string
+	ceil                             bool
+}
+
+// readWindow reads the window attributes the row declares. kernel is
+// kernel_shape or, for convolutions without it, the weights' spatial dims
+// (-1 where unknown).
+func readWindow(a attrs, kernel []int64) (*windowSpec, error) {
+	n := len(kernel)
+	w := &windowSpec{kernel: kernel, autoPad: a.String("auto_pad")}
+	list := func(name string, def int64, count int) ([]int64, error) {
+		var v []int64
+		if a.declares(name) {
+			v = a.Ints(name)
+		}
+		if v == nil {
+			v = make([]int64, count)
+			for i := range v {
+				v[i] = def
+			}
+		}
+		if len(v) != count {
+			return nil, fmt.Errorf("%s has %d values, want %d for %d spatial axes", name, len(v), count, n)
+		}
+		return v, nil
+	}
+	var err error
+	if w.strides, err = list("strides", 1, n); err != nil {
+		return nil, err
+	}
+	if w.dilations, err = list("dilations", 1, n); err != nil {
+		return nil, err
+	}
+	if w.pads, err = list("pads", 0, 2*n); err != nil {
+		return nil, err
+	}
+	w.ceil = a.declares("ceil_mode") && a.Int("ceil_mode") != 0
+	for i := range n {
+		switch {
+		case kernel[i] == 0 || kernel[i] < -1:
+			return nil, fmt.Errorf("kernel size %d on spatial axis %d", kernel[i], i)
+		case w.strides[i] < 1:
+			return nil, fmt.Errorf("stride %d on spatial axis %d", w.strides[i], i)
+		case w.dilations[i] < 1:
+			return nil, fmt.Errorf("dilation %d on spatial axis %d", w.dilations[i], i)
+		case w.pads[i] < 0 || w.pads[n+i] < 0:
+			return nil, fmt.Errorf("negative pads %v", w.pads)
+		}
+	}
+	switch w.autoPad {
+	case "", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER":
+	default:
+		return nil, fmt.Errorf("unknown auto_pad %q", w.autoPad)
+	}
+	return w, nil
+}
+
+func (w *windowSpec) same() bool { return w.autoPad == "SAME_UPPER" || w.autoPad == "SAME_LOWER" }
+
+// splitPad divides a total padding between the two ends: SAME_UPPER puts
+// the odd one at the end, everything else at the beginning.
+func (w *windowSpec) splitPad(total int64) (begin, end int64) {
+	if w.autoPad == "SAME_UPPER" {
+		return total / 2, total - total/2
+	}
+	return total - total/2, total / 2
+}
+
+// axis resolves spatial axis i of a forward window (convolution, pooling)
+// over an input of size in: the output size and the padding at each end.
+// The output is -1 when in or the kernel is unknown.
+func (w *windowSpec) axis(i int, in int64) (out, padBegin, padEnd int64, err error) {
+	n := len(w.kernel)
+	k, s, d := w.kernel[i], w.strides[i], w.dilations[i]
+	if in < 0 || k < 0 {
+		return -1, -1, -1, nil
+	}
+	ek := (k-1)*d + 1 // the dilated kernel's extent
+	switch w.autoPad {
+	case "VALID":
+		if in < ek {
+			return 0, 0, 0, fmt.Errorf("the window (%d with dilation) is wider than the input (%d) on spatial axis %d", ek, in, i)
+		}
+		return (in-ek)/s + 1, 0, 0, nil
+	case "SAME_UPPER", "SAME_LOWER":
+		out = (in + s - 1) / s
+		begin, end := w.splitPad(max(0, (out-1)*s+ek-in))
+		return out, begin, end, nil
+	}
+	padBegin, padEnd = w.pads[i], w.pads[n+i]
+	span := in + padBegin + padEnd - ek
+	if span < 0 {
+		return 0, 0, 0, fmt.Errorf("the window (%d with dilation) is wider than the padded input (%d) on spatial axis %d", ek, in+padBegin+padEnd, i)
+	}
+	if !w.ceil {
+		return span/s + 1, padBegin, padEnd, nil
+	}
+	out = (span+s-1)/s + 1
+	// A last window that would start inside the end padding sees no input;
+	// ONNX's reference, ONNX Runtime and PyTorch all drop it.
+	if (out-1)*s >= in+padBegin {
+		out--
+	}
+	return out, padBegin, padEnd, nil
+}
+
+// transposeAxis resolves spatial axis i of a ConvTranspose over an input of
+// size in: the output size and the padding cropped at each end. want is the
+// output_shape entry, or -1.
+func (w *windowSpec) transposeAxis(i int, in, outPad, want int64) (out, padBegin, padEnd int64, err error) {
+	n := len(w.kernel)
+	k, s, d := w.kernel[i], w.strides[i], w.dilations[i]
+	if (in < 0 || k < 0) && want < 0 {
+		return -1, -1, -1, nil
+	}
+	full := s*(in-1) + outPad + (k-1)*d + 1 // the output before cropping pads
+	switch {
+	case want >= 0:
+		out = want
+	case w.same():
+		out = in * s
+	case w.autoPad == "VALID":
+		return full, 0, 0, nil
+	default:
+		out = full - w.pads[i] - w.pads[n+i]
+		if out < 0 {
+			return 0, 0, 0, fmt.Errorf("pads %v crop more than the whole output (%d) on spatial axis %d", w.pads, full, i)
+		}
+		return out, w.pads[i], w.pads[n+i], nil
+	}
+	if in < 0 || k < 0 {
+		return out, -1, -1, nil
+	}
+	padBegin, padEnd = w.splitPad(full - out)
+	return out, padBegin, padEnd, nil
+}
+
+// grid is a resolved window normalized to three spatial axes (1- and 2-D
+// ops get leading axes of size 1), so one loop nest serves every rank. For
+// a ConvTranspose, in is its input and out its output, and the window maps
+// the input to the output instead.
+type grid struct {
+	in, out, k, s, d, pb, pe [3]int
+}
+
+// newGrid resolves the window over the static spatial dims in with resolve
+// (windowSpec.axis or a transposeAxis closure).
+func (w *windowSpec) grid(in []int64, resolve func(i int, in int64) (out, pb, pe int64, err error)) (grid, error) {
+	var g grid
+	if len(in) > 3 {
+		return g, fmt.Errorf("the reference kernels handle 1 to 3 spatial axes, not %d", len(in))
+	}
+	for a := range 3 {
+		g.in[a], g.out[a], g.k[a], g.s[a], g.d[a] = 1, 1, 1, 1, 1
+	}
+	off := 3 - len(in)
+	for i, n := range in {
+		out, pb, pe, err := resolve(i, n)
+		if err != nil {
+			return g, err
+		}
+		a := off + i
+		g.in[a], g.out[a], g.pb[a], g.pe[a] = int(n), int(out), int(pb), int(pe)
+		g.k[a], g.s[a], g.d[a] = int(w.kernel[i]), int(w.strides[i]), int(w.dilations[i])
+	}
+	return g, nil
+}
+
+func (g *grid) inSize() int     { return g.in[0] * g.in[1] * g.in[2] }
+func (g *grid) outSize() int    { return g.out[0] * g.out[1] * g.out[2] }
+func (g *grid) kernelSize() int { return g.k[0] * g.k[1] * g.k[2] }
+
+// span returns [lo, hi): the i in [0, n) with 0 <= i*s+off < limit, that
+// is, the window positions whose tap at offset off lands inside an axis of
+// size limit.
+func span(n, s, off, limit int) (lo, hi int) {
+	if off < 0 {
+		lo = (-off + s - 1) / s
+	}
+	if limit > off {
+		hi = min(n, (limit-off+s-1)/s)
+	}
+	return lo, max(lo, hi)
+}
+
+// spans precomputes span for every kernel tap of every axis, mapping the
+// positions of axis size n to an axis of size limit.
+func (g *grid) spans(n, limit [3]int) (lo, hi [3][]int) {
+	for a := range 3 {
+		lo[a], hi[a] = make([]int, g.k[a]), make([]int, g.k[a])
+		for k := range g.k[a] {
+			lo[a][k], hi[a][k] = span(n[a], g.s[a], k*g.d[a]-g.pb[a], limit[a])
+		}
+	}
+	return lo, hi
+}
+
+// axpy adds a*x[i*xs] to y[i*ys] for i in [0, n): one kernel tap applied
+// along a row. The unit-stride case is the hot loop of every convolution.
+func axpy(n int, a float64, x []float64, xs int, y []float64, ys int) {
+	if xs == 1 && ys == 1 {
+		x, y = x[:n], y[:n]
+		for i := range y {
+			y[i] += a * x[i]
+		}
+		return
+	}
+	for i := range n {
+		y[i*ys] += a * x[i*xs]
+	}
+}
+
+// convolve adds the convolution of x by w to y (which holds the bias or
+// zeros). x is [batch, cin, in...], w [cout, cin/group, k...] and y
+// [batch, cout, out...], row-major. The loops run per output plane, then
+// per kernel tap, then along output rows, so the innermost loop walks x and
+// y contiguously (for stride 1) with the tap's weight in a register.
+func convolve(y, x, w []float64, batch, cin, cout, group int, g grid) {
+	cg, mg := cin/group, cout/group
+	inPlane, outPlane, kSize := g.inSize(), g.outSize(), g.kernelSize()
+	lo, hi := g.spans(g.out, g.in)
+	parallelFor(batch*cout, func(p int) {
+		b, m := p/cout, p%cout
+		yp := y[p*outPlane:][:outPlane]
+		for ci := range cg {
+			xp := x[(b*cin+m/mg*cg+ci)*inPlane:][:inPlane]
+			wk := w[(m*cg+ci)*kSize:][:kSize]
+			for kd := range g.k[0] {
+				for kh := range g.k[1] {
+					for kw := range g.k[2] {
+						wv := wk[(kd*g.k[1]+kh)*g.k[2]+kw]
+						ow0, ow1 := lo[2][kw], hi[2][kw]
+						if ow0 == ow1 {
+							continue
+						}
+						iw0 := ow0*g.s[2] + kw*g.d[2] - g.pb[2]
+						for od := lo[0][kd]; od < hi[0][kd]; od++ {
+							id := od*g.s[0] + kd*g.d[0] - g.pb[0]
+							for oh := lo[1][kh]; oh < hi[1][kh]; oh++ {
+								ih := oh*g.s[1] + kh*g.d[1] - g.pb[1]
+								yrow := yp[(od*g.out[1]+oh)*g.out[2]+ow0:]
+								xrow := xp[(id*g.in[1]+ih)*g.in[2]+iw0:]
+								axpy(ow1-ow0, wv, xrow, g.s[2], yrow, 1)
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// convolveTranspose adds the transposed convolution of x by w to y: x is
+// [batch, cin, in...], w [cin, cout/group, k...], y [batch, cout, out...].
+// Each input element scatters into the outputs its window covers; output
+// position o receives input i through tap k when o = i*s + k*d - pad.
+func convolveTranspose(y, x, w []float64, batch, cin, cout, group int, g grid) {
+	cg, mg := cin/group, cout/group
+	inPlane, outPlane, kSize := g.inSize(), g.outSize(), g.kernelSize()
+	lo, hi := g.spans(g.in, g.out)
+	parallelFor(batch*cout, func(p int) {
+		b, m := p/cout, p%cout
+		yp := y[p*outPlane:][:outPlane]
+		for ci := range cg {
+			c := m/mg*cg + ci
+			xp := x[(b*cin+c)*inPlane:][:inPlane]
+			wk := w[(c*mg+m%mg)*kSize:][:kSize]
+			for kd := range g.k[0] {
+				for kh := range g.k[1] {
+					for kw := range g.k[2] {
+						wv := wk[(kd*g.k[1]+kh)*g.k[2]+kw]
+						iw0, iw1 := lo[2][kw], hi[2][kw]
+						if iw0 == iw1 {
+							continue
+						}
+						ow0 := iw0*g.s[2] + kw*g.d[2] - g.pb[2]
+						for id := lo[0][kd]; id < hi[0][kd]; id++ {
+							od := id*g.s[0] + kd*g.d[0] - g.pb[0]
+							for ih := lo[1][kh]; ih < hi[1][kh]; ih++ {
+								oh := ih*g.s[1] + kh*g.d[1] - g.pb[1]
+								xrow := xp[(id*g.in[1]+ih)*g.in[2]+iw0:]
+								yrow := yp[(od*g.out[1]+oh)*g.out[2]+ow0:]
+								axpy(iw1-iw0, wv, xrow, 1, yrow, g.s[2])
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// dimsOf returns a shape's dims, or rank unknown dims when it is unranked.
+func dimsOf(s ir.Shape, rank int) []ir.Dim {
+	if s.Ranked {
+		return s.Dims
+	}
+	out := make([]ir.Dim, rank)
+	for i := range out {
+		out[i] = ir.UnknownDim()
+	}
+	return out
+}
+
+// convLayout checks a convolution's x and w shapes against each other and
+// the group attribute. transposed says w is [C, M/group, k...] rather than
+// [M, C/group, k...]. It returns the rank (-1 when unknown), the output
+// channel count (-1 when unknown) and the kernel's spatial dims.
+func convLayout(a attrs, x, w ir.Shape, transposed bool) (rank int, outChannels int64, kernel []int64, err error) {
+	rank = x.Rank()
+	if rank < 0 {
+		rank = w.Rank()
+	}
+	if ks := a.Ints("kernel_shape"); rank < 0 && ks != nil {
+		rank = len(ks) + 2
+	}
+	if rank < 0 {
+		return -1, -1, nil, nil
+	}
+	if rank < 3 {
+		return 0, 0, nil, fmt.Errorf("input has rank %d, want [N, C, spatial...] (rank >= 3)", rank)
+	}
+	if w.Ranked && w.Rank() != rank {
+		return 0, 0, nil, fmt.Errorf("weights have rank %d, the input %d", w.Rank(), rank)
+	}
+	group := a.Int("group")
+	if group < 1 {
+		return 0, 0, nil, fmt.Errorf("group %d", group)
+	}
+	xd, wd := knownDims(ir.Shape{Ranked: true, Dims: dimsOf(x, rank)}), knownDims(ir.Shape{Ranked: true, Dims: dimsOf(w, rank)})
+	c := xd[1]
+	if transposed {
+		if c >= 0 && wd[0] >= 0 && c != wd[0] {
+			return 0, 0, nil, fmt.Errorf("input has %d channels, the weights %d", c, wd[0])
+		}
+		if wd[0] >= 0 && wd[0]%group != 0 {
+			return 0, 0, nil, fmt.Errorf("%d input channels do not split into %d groups", wd[0], group)
+		}
+		outChannels = -1
+		if wd[1] >= 0 {
+			outChannels = wd[1] * group
+		}
+	} else {
+		if c >= 0 && wd[1] >= 0 && c != wd[1]*group {
+			return 0, 0, nil, fmt.Errorf("input has %d channels, the weights take %d per group in %d groups", c, wd[1], group)
+		}
+		if wd[0] >= 0 && wd[0]%group != 0 {
+			return 0, 0, nil, fmt.Errorf("%d output channels do not split into %d groups", wd[0], group)
+		}
+		outChannels = wd[0]
+	}
+	kernel = wd[2:]
+	if ks := a.Ints("kernel_shape"); ks != nil {
+		if len(ks) != rank-2 {
+			return 0, 0, nil, fmt.Errorf("kernel_shape %v for %d spatial axes", ks, rank-2)
+		}
+		for i, k := range ks {
+			if kernel[i] >= 0 && kernel[i] != k {
+				return 0, 0, nil, fmt.Errorf("kernel_shape %v differs from the weights' %v", ks, wd[2:])
+			}
+		}
+		kernel = ks
+	}
+	return rank, outChannels, kernel, nil
+}
+
+// convShape infers a convolution's output shape [N, M, out...] from x
+// [N, C, in...] and w [M, C/group, k...].
+func convShape(a attrs, x, w ir.Shape) (ir.Shape, error) {
+	rank, m, kernel, err := convLayout(a, x, w, false)
+	if err != nil || rank < 0 {
+		return ir.Shape{}, err
+	}
+	spec, err := readWindow(a, kernel)
+	if err != nil {
+		return ir.Shape{}, err
+	}
+	xdims := dimsOf(x, rank)
+	return spec.shape(xdims[0], dimOf(m), xdims[2:])
+}
+
+// shape is a forward window's output shape [n, c, out...] over the spatial
+// input dims in.
+func (w *windowSpec) shape(n, c ir.Dim, in []ir.Dim) (ir.Shape, error) {
+	out := ir.ShapeOf(n, c)
+	for i, d := range in {
+		if !d.IsStatic() && w.same() && w.strides[i] == 1 {
+			out.Dims = append(out.Dims, d) // SAME with stride 1 keeps a symbolic size
+			continue
+		}
+		size, _, _, err := w.axis(i, dimValue(d))
+		if err != nil {
+			return ir.Shape{}, err
+		}
+		out.Dims = append(out.Dims, dimOf(size))
+	}
+	return out, nil
+}
+
+// sameElem checks that the inputs at idx share an element type (where
+// known) and returns it.
+func sameElem(c *InferContext, idx ...int) (ir.DType, error) {
+	elem := ir.Undefined
+	for _, i := range idx {
+		e := c.In(i).Elem
+		if e == ir.Undefined || !c.HasInput(i) {
+			continue
+		}
+		if elem != ir.Undefined && e != elem {
+			return elem, c.Errorf("input %d is %s, input %d %s", idx[0], elem, i, e)
+		}
+		elem = e
+	}
+	return elem, nil
+}
+
+func inferConv(c *InferContext) error {
+	elem, err := sameElem(c, 0, 1, 2)
+	if err != nil {
+		return err
+	}
+	shape, err := convShape(c.attrs, c.In(0).Shape, c.In(1).Shape)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	if err := checkBias(c.In(2).Shape, shape); err != nil {
+		return c.Errorf("%v", err)
+	}
+	c.Set(0, ir.TensorType(elem, shape))
+	return nil
+}
+
+// checkBias checks an optional per-output-channel bias against the output.
+func checkBias(b, out ir.Shape) error {
+	if !b.Ranked {
+		return nil
+	}
+	if b.Rank() != 1 {
+		return fmt.Errorf("bias has shape %s, want [M]", b)
+	}
+	if out.Ranked && b.Dims[0].IsStatic() && out.Dims[1].IsStatic() && b.Dims[0].Value != out.Dims[1].Value {
+		return fmt.Errorf("bias has %d elements for %d output channels", b.Dims[0].Value, out.Dims[1].Value)
+	}
+	return nil
+}
+
+// convFloat64 runs a convolution on float64 data; the quantized
+// convolutions call it after removing zero points. bias may be nil.
+func convFloat64(a attrs, xd []int64, x []float64, wd []int64, w, bias []float64) ([]int64, []float64, error) {
+	shape, err := convShape(a, ir.S(xd...), ir.S(wd...))
+	if err != nil {
+		return nil, nil, err
+	}
+	_, _, kernel, _ := convLayout(a, ir.S(xd...), ir.S(wd...), false)
+	spec, err := readWindow(a, kernel)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := spec.grid(xd[2:], spec.axis)
+	if err != nil {
+		return nil, nil, err
+	}
+	dims, _ := shape.Ints()
+	y := make([]float64, ir.Product(dims))
+	if err := addBias(y, bias, dims); err != nil {
+		return nil, nil, err
+	}
+	convolve(y, x, w, int(xd[0]), int(xd[1]), int(dims[1]), int(a.Int("group")), g)
+	return dims, y, nil
+}
+
+// addBias fills each output channel's planes with its bias.
+func addBias(y, bias []float64, dims []int64) error {
+	if bias == nil {
+		return nil
+	}
+	if int64(len(bias)) != dims[1] {
+		return fmt.Errorf("bias has %d elements for %d output channels", len(bias), dims[1])
+	}
+	plane := int(ir.Product(dims[2:]))
+	for p := range int(dims[0] * dims[1]) {
+		b := bias[p%len(bias)]
+		for i := range plane {
+			y[p*plane+i] = b
+		}
+	}
+	return nil
+}
+
+// optFloat64s converts an optional input.
+func optFloat64s(t *ir.Tensor) []float64 {
+	if t == nil {
+		return nil
+	}
+	return Float64s(t)
+}
+
+func runConv(c *KernelContext) error {
+	x, w := c.In(0), c.In(1)
+	dims, y, err := convFloat64(c.attrs, x.Dims, Float64s(x), w.Dims, Float64s(w), optFloat64s(c.In(2)))
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	c.Set(0, FromFloat64s(x.DType, dims, y))
+	return nil
+}
+
+// transposeSpec reads a ConvTranspose's window, output_padding and
+// output_shape (its spatial part; -1s when absent) for n spatial axes.
+func transposeSpec(a attrs, kernel []int64) (spec *windowSpec, outPad, outShape []int64, err error) {
+	n := len(kernel)
+	if spec, err = readWindow(a, kernel); err != nil {
+		return nil, nil, nil, err
+	}
+	outPad = a.Ints("output_padding")
+	if outPad == nil {
+		outPad = make([]int64, n)
+	}
+	if len(outPad) != n {
+		return nil, nil, nil, fmt.Errorf("output_padding %v for %d spatial axes", outPad, n)
+	}
+	outShape = a.Ints("output_shape")
+	switch len(outShape) {
+	case 0:
+		outShape = make([]int64, n)
+		for i := range outShape {
+			outShape[i] = -1
+		}
+	case n:
+	case n + 2: // a full [N, C, spatial...] shape, as some exporters write
+		outShape = outShape[2:]
+	default:
+		return nil, nil, nil, fmt.Errorf("output_shape %v for %d spatial axes", outShape, n)
+	}
+	for i := range n {
+		if outPad[i] < 0 {
+			return nil, nil, nil, fmt.Errorf("negative output_padding %v", outPad)
+		}
+	}
+	return spec, outPad, outShape, nil
+}
+
+// convTransposeShape infers ConvTranspose's output [N, M, out...] from x
+// [N, C, in...] and w [C, M/group, k...].
+func convTransposeShape(a attrs, x, w ir.Shape) (ir.Shape, error) {
+	rank, m, kernel, err := convLayout(a, x, w, true)
+	if err != nil || rank < 0 {
+		return ir.Shape{}, err
+	}
+	spec, outPad, outShape, err := transposeSpec(a, kernel)
+	if err != nil {
+		return ir.Shape{}, err
+	}
+	xdims := dimsOf(x, rank)
+	out := ir.ShapeOf(xdims[0], dimOf(m))
+	for i, n := range knownDims(ir.ShapeOf(xdims[2:]...)) {
+		o, _, _, err := spec.transposeAxis(i, n, outPad[i], outShape[i])
+		if err != nil {
+			return ir.Shape{}, err
+		}
+		out.Dims = append(out.Dims, dimOf(o))
+	}
+	return out, nil
+}
+
+func inferConvTranspose(c *InferContext) error {
+	elem, err := sameElem(c, 0, 1, 2)
+	if err != nil {
+		return err
+	}
+	shape, err := convTransposeShape(c.attrs, c.In(0).Shape, c.In(1).Shape)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	if err := checkBias(c.In(2).Shape, shape); err != nil {
+		return c.Errorf("%v", err)
+	}
+	c.Set(0, ir.TensorType(elem, shape))
+	return nil
+}
+
+func runConvTranspose(c *KernelContext) error {
+	x, w := c.In(0), c.In(1)
+	shape, err := convTransposeShape(c.attrs, ir.S(x.Dims...), ir.S(w.Dims...))
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	_, _, kernel, _ := convLayout(c.attrs, ir.S(x.Dims...), ir.S(w.Dims...), true)
+	spec, outPad, outShape, _ := transposeSpec(c.attrs, kernel)
+	g, err := spec.grid(x.Dims[2:], func(i int, in int64) (int64, int64, int64, error) {
+		return spec.transposeAxis(i, in, outPad[i], outShape[i])
+	})
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	dims, _ := shape.Ints()
+	y := make([]float64, ir.Product(dims))
+	if err := addBias(y, optFloat64s(c.In(2)), dims); err != nil {
+		return c.Errorf("%v", err)
+	}
+	convolveTranspose(y, Float64s(x), Float64s(w), int(x.Dims[0]), int(x.Dims[1]), int(dims[1]), int(c.Int("group")), g)
+	c.Set(0, FromFloat64s(x.DType, dims, y))
+	return nil
+}

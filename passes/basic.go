@@ -1,0 +1,218 @@
+package passes
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+)
+
+func inferPass(_ *Context, m *ir.Model) error {
+	_, err := ops.InferShapes(m)
+	return err
+}
+
+// maxFoldBytes bounds what folding may materialise, so a Tile or Expand of
+// a constant cannot blow up the engine.
+const maxFoldBytes = 64 << 20
+
+// foldPass evaluates every node whose inputs are all initializers with the
+// reference kernels and turns its outputs into initializers. The outputs
+// keep their *Value (and name), so no reader needs rewriting.
+func foldPass(_ *Context, m *ir.Model) error {
+	g := m.Graph
+	opsets := ops.OpsetsOf(m)
+	isInput := map[*ir.Value]bool{}
+	for _, v := range g.Inputs {
+		isInput[v] = true
+	}
+	var kept []*ir.Node
+	for _, n := range g.Nodes {
+		outs, err := tryFold(n, opsets, isInput)
+		if err != nil {
+			return err
+		}
+		if outs == nil {
+			kept = append(kept, n)
+			continue
+		}
+		for i, o := range n.Outputs {
+			if o == nil {
+				continue
+			}
+			t := outs[i]
+			t.Name = o.Name
+			o.Const, o.Producer, o.Type = t, nil, t.Type()
+			g.Initializers = append(g.Initializers, o)
+		}
+	}
+	g.Nodes = kept
+	return nil
+}
+
+func tryFold(n *ir.Node, opsets ops.Opsets, isInput map[*ir.Value]bool) ([]*ir.Tensor, error) {
+	if len(n.Subgraphs()) > 0 || nondeterministic(n.OpType) {
+		return nil, nil
+	}
+	in := make([]*ir.Tensor, len(n.Inputs))
+	for i, v := range n.Inputs {
+		if v == nil {
+			continue
+		}
+		if v.Const == nil || isInput[v] {
+			return nil, nil
+		}
+		in[i] = v.Const
+	}
+	for _, o := range n.Outputs {
+		if o != nil && o.Type.Shape.IsStatic() && ir.RawLen(o.Type.Elem, o.Type.Shape.NumElements()) > maxFoldBytes {
+			return nil, nil
+		}
+	}
+	s, err := opsets.Schema(n)
+	if err != nil {
+		return nil, err
+	}
+	c := ops.NewKernelContext(s, n, opsets[n.Domain], in)
+	if err := s.Run(c); err != nil {
+		if errors.As(err, new(*ops.UnsupportedError)) {
+			return nil, nil // leave it for the backend to report
+		}
+		return nil, err
+	}
+	for i, o := range n.Outputs {
+		if o != nil && c.Outputs[i] == nil {
+			return nil, fmt.Errorf("%s: folding produced no output %d", n, i)
+		}
+	}
+	return c.Outputs, nil
+}
+
+func nondeterministic(op string) bool {
+	return strings.HasPrefix(op, "Random") || op == "Multinomial" || op == "Bernoulli"
+}
+
+// dcePass removes nodes whose outputs nothing live reads, and initializers
+// nothing reads (unless they are graph inputs).
+func dcePass(_ *Context, m *ir.Model) error {
+	g := m.Graph
+	live := map[*ir.Value]bool{}
+	for _, v := range g.Outputs {
+		live[v] = true
+	}
+	keep := make([]bool, len(g.Nodes))
+	for i := len(g.Nodes) - 1; i >= 0; i-- {
+		n := g.Nodes[i]
+		for _, o := range n.Outputs {
+			keep[i] = keep[i] || (o != nil && live[o])
+		}
+		if !keep[i] {
+			continue
+		}
+		for _, v := range n.Inputs {
+			live[v] = true
+		}
+		for _, sg := range n.Subgraphs() {
+			for _, v := range sg.FreeValues() {
+				live[v] = true
+			}
+		}
+	}
+	var nodes []*ir.Node
+	for i, n := range g.Nodes {
+		if keep[i] {
+			nodes = append(nodes, n)
+		}
+	}
+	g.Nodes = nodes
+	isInput := map[*ir.Value]bool{}
+	for _, v := range g.Inputs {
+		isInput[v] = true
+	}
+	var inits []*ir.Value
+	for _, v := range g.Initializers {
+		if live[v] || isInput[v] {
+			inits = append(inits, v)
+		}
+	}
+	g.Initializers = inits
+	var infos []*ir.Value
+	for _, v := range g.ValueInfo {
+		if live[v] {
+			infos = append(infos, v)
+		}
+	}
+	g.ValueInfo = infos
+	return nil
+}
+
+// csePass merges nodes that compute the same thing: same op, domain,
+// attributes and inputs. A node whose output is a graph output is kept, so
+// output names never change.
+func csePass(_ *Context, m *ir.Model) error {
+	g := m.Graph
+	isOutput := map[*ir.Value]bool{}
+	for _, v := range g.Outputs {
+		isOutput[v] = true
+	}
+	seen := map[string]*ir.Node{}
+	var kept []*ir.Node
+	for _, n := range g.Nodes {
+		key, ok := cseKey(n)
+		first := seen[key]
+		if !ok || first == nil || len(first.Outputs) != len(n.Outputs) || anyOutput(n, isOutput) {
+			if ok && first == nil {
+				seen[key] = n
+			}
+			kept = append(kept, n)
+			continue
+		}
+		for i, o := range n.Outputs {
+			if o != nil {
+				if first.Outputs[i] == nil {
+					first.Outputs[i] = o // the first node now also computes it
+					o.Producer = first
+					continue
+				}
+				g.ReplaceUses(o, first.Outputs[i])
+			}
+		}
+	}
+	g.Nodes = kept
+	return nil
+}
+
+func anyOutput(n *ir.Node, isOutput map[*ir.Value]bool) bool {
+	for _, o := range n.Outputs {
+		if o != nil && isOutput[o] {
+			return true
+		}
+	}
+	return false
+}
+
+// cseKey describes a node's computation; ok is false for nodes that must
+// never merge (random ops, subgraphs).
+func cseKey(n *ir.Node) (string, bool) {
+	if len(n.Subgraphs()) > 0 || nondeterministic(n.OpType) {
+		return "", false
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s.%s|", n.Domain, n.OpType)
+	for _, v := range n.Inputs {
+		fmt.Fprintf(&b, "%p,", v)
+	}
+	for _, a := range n.Attrs {
+		fmt.Fprintf(&b, "|%s:%d:%x:%d:%q:%v:%v:%q", a.Name, a.Kind, math.Float32bits(a.F), a.I, a.S, a.Floats, a.Ints, a.Strings)
+		if a.T != nil {
+			fmt.Fprintf(&b, ":%s%v%x", a.T.DType, a.T.Dims, a.T.Raw)
+		}
+		if len(a.Tensors) > 0 {
+			return "", false
+		}
+	}
+	return b.String(), true
+}

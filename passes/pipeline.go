@@ -1,0 +1,137 @@
+// Package passes holds kiln's graph-to-graph transforms and the one table
+// that orders them (like Go's SSA backend): each pass is a named function
+// over the model, run in order, with ir.Verify after each when verification
+// is on (always in tests).
+package passes
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// Pass is one transform.
+type Pass struct {
+	Name string
+	Run  func(c *Context, m *ir.Model) error
+	// Required passes run even at -O0: later stages depend on them.
+	Required bool
+	// Doc is the one-line description `cc passes` prints.
+	Doc string
+}
+
+// Context holds every option of a pipeline run; passes read nothing else.
+type Context struct {
+	// OptLevel 0 runs only the required passes.
+	OptLevel int
+	// Disabled names passes to skip (never a required one).
+	Disabled map[string]bool
+	// Verify runs ir.Verify after every pass.
+	Verify bool
+	// DumpAfter names passes (or "all") after which the graph is written
+	// to DumpDir as NN-name.onnxtxt with Dump.
+	DumpAfter map[string]bool
+	DumpDir   string
+	Dump      func(path string, m *ir.Model) error
+	// Timings receives one entry per pass run.
+	Timings []Timing
+}
+
+// Timing is how long one pass took.
+type Timing struct {
+	Pass     string
+	Duration time.Duration
+	Nodes    int // node count after the pass
+}
+
+// O2 is the default float pipeline, in order.
+var O2 = []Pass{
+	{Name: "infer", Run: inferPass, Required: true, Doc: "type and shape inference; propagates small compile-time values"},
+	{Name: "simplify", Run: simplifyPass, Doc: "removes Identity, inference-mode Dropout, no-op Reshape/Transpose/Cast"},
+	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
+	{Name: "cse", Run: csePass, Doc: "merges nodes with the same op, attributes and inputs"},
+	{Name: "dce", Run: dcePass, Required: true, Doc: "removes nodes and initializers no output depends on"},
+	{Name: "infer-final", Run: inferPass, Required: true, Doc: "re-types every value after the rewrites"},
+}
+
+// passOrder lists "a before b" constraints checked by a test, so a table
+// edit cannot silently break what later passes assume.
+var passOrder = [][2]string{
+	{"infer", "simplify"},
+	{"infer", "fold"},
+	{"simplify", "fold"},
+	{"fold", "dce"},
+	{"cse", "dce"},
+	{"dce", "infer-final"},
+}
+
+// Run applies the pipeline to m in place.
+func Run(c *Context, pipeline []Pass, m *ir.Model) error {
+	for i, p := range pipeline {
+		if !p.Required && (c.OptLevel == 0 || c.Disabled[p.Name]) {
+			continue
+		}
+		start := time.Now()
+		if err := p.Run(c, m); err != nil {
+			return fmt.Errorf("pass %s: %w", p.Name, err)
+		}
+		c.Timings = append(c.Timings, Timing{p.Name, time.Since(start), len(m.Graph.Nodes)})
+		if c.Verify {
+			if err := m.Verify(); err != nil {
+				return fmt.Errorf("after pass %s: %w", p.Name, err)
+			}
+		}
+		if c.DumpAfter["all"] || c.DumpAfter[p.Name] {
+			if c.Dump == nil {
+				return fmt.Errorf("pass %s: dumping requested but no dump function set", p.Name)
+			}
+			path := filepath.Join(c.DumpDir, fmt.Sprintf("%02d-%s.onnxtxt", i, p.Name))
+			if err := os.MkdirAll(c.DumpDir, 0o755); err != nil {
+				return err
+			}
+			if err := c.Dump(path, m); err != nil {
+				return fmt.Errorf("dumping after %s: %w", p.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Lookup finds a pass by name in a pipeline.
+func Lookup(pipeline []Pass, name string) (Pass, bool) {
+	for _, p := range pipeline {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Pass{}, false
+}
+
+// PrintTimings writes the per-pass table of --time-passes.
+func PrintTimings(w io.Writer, ts []Timing) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "pass\tms\tnodes after\t")
+	var total time.Duration
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%.3f\t%d\t\n", t.Pass, float64(t.Duration.Microseconds())/1000, t.Nodes)
+		total += t.Duration
+	}
+	fmt.Fprintf(tw, "total\t%.3f\t\t\n", float64(total.Microseconds())/1000)
+	tw.Flush()
+}
+
+// sortedKeys is used by passes that must iterate maps deterministically.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,110 @@
+package cpu
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"unsafe"
+)
+
+// A hand-written engine: each thread doubles its share of io[0] into io[1],
+// then meets the others at the barrier and adds 1 to io[2][tid].
+const testIR = `
+define void @kiln_run(i64 %tid, i64 %n, i8* %w, i8* %a, i8** %io, i64* %bar) {
+entry:
+  %inp = load i8*, i8** %io
+  %op = getelementptr i8*, i8** %io, i64 1
+  %outp = load i8*, i8** %op
+  %in = bitcast i8* %inp to float*
+  %out = bitcast i8* %outp to float*
+  %lo = mul i64 %tid, 1024
+  %lo2 = sdiv i64 %lo, %n
+  %t1 = add i64 %tid, 1
+  %hi = mul i64 %t1, 1024
+  %hi2 = sdiv i64 %hi, %n
+  br label %loop
+loop:
+  %i = phi i64 [ %lo2, %entry ], [ %i1, %body ]
+  %c = icmp slt i64 %i, %hi2
+  br i1 %c, label %body, label %done
+body:
+  %pi = getelementptr float, float* %in, i64 %i
+  %x = load float, float* %pi
+  %y = fmul float %x, 2.0
+  %po = getelementptr float, float* %out, i64 %i
+  store float %y, float* %po
+  %i1 = add i64 %i, 1
+  br label %loop
+done:
+  ret void
+}
+`
+
+func buildTestSO(t *testing.T, ir string) []byte {
+	t.Helper()
+	llc, err := exec.LookPath("llc")
+	if err != nil {
+		t.Skip("llc (LLVM 14) not found: run `make deps`")
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not found (needed to link the test engine)")
+	}
+	dir := t.TempDir()
+	ll := filepath.Join(dir, "k.ll")
+	os.WriteFile(ll, []byte(ir), 0o644)
+	obj := filepath.Join(dir, "k.o")
+	if out, err := exec.Command(llc, "-O3", "-filetype=obj", "-relocation-model=pic", "-o", obj, ll).CombinedOutput(); err != nil {
+		t.Fatalf("llc: %v\n%s", err, out)
+	}
+	so := filepath.Join(dir, "k.so")
+	if out, err := exec.Command("gcc", "-shared", "-nostdlib", "-o", so, obj).CombinedOutput(); err != nil {
+		t.Fatalf("link: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestOpenRun(t *testing.T) {
+	lib, err := Open(buildTestSO(t, testIR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	in := make([]float32, 1024)
+	for i := range in {
+		in[i] = float32(i) + 0.5
+	}
+	for _, n := range []int{1, 2, 3, 4} {
+		for rep := 0; rep < 50; rep++ {
+			out := make([]float32, 1024)
+			lib.Run(n, nil, nil, []unsafe.Pointer{unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0])})
+			for i := range out {
+				if out[i] != 2*in[i] {
+					t.Fatalf("threads=%d: out[%d] = %v, want %v", n, i, out[i], 2*in[i])
+				}
+			}
+		}
+	}
+}
+
+func TestOpenRejectsGarbage(t *testing.T) {
+	if _, err := Open([]byte("not an elf")); err == nil {
+		t.Fatal("Open accepted garbage")
+	}
+	if _, err := Open([]byte("\x7fELF garbage")); err == nil {
+		t.Fatal("Open accepted a truncated ELF")
+	}
+}
+
+func TestAlignedBytes(t *testing.T) {
+	for _, n := range []int64{1, 63, 64, 1000} {
+		b := AlignedBytes(n)
+		if int64(len(b)) != n || uintptr(unsafe.Pointer(&b[0]))%64 != 0 {
+			t.Fatalf("AlignedBytes(%d): len %d, addr %p", n, len(b), &b[0])
+		}
+	}
+}

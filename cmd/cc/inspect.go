@@ -154,7 +154,7 @@ func inspect(file string, m *ir.Model) *inspection {
 	if err := inferShapes(m); err != nil {
 		var ue *ops.UnsupportedError
 		if errors.As(err, &ue) {
-			info.ShapeInference = "stopped at an unsupported op"
+			info.ShapeInference = inferenceStopped
 		} else {
 			info.ShapeInference = strings.TrimSpace(strings.SplitN(err.Error(), "\n", 2)[0])
 		}
@@ -173,6 +173,10 @@ func inspect(file string, m *ir.Model) *inspection {
 	info.AllSupported = len(info.Unsupported) == 0
 	return info
 }
+
+// inferenceStopped is the shape_inference of a model with an op that kiln
+// does not support: the unsupported list says which.
+const inferenceStopped = "stopped at an unsupported op"
 
 // inferShapes runs shape inference, turning a panic in it into an error:
 // inspect should describe even a model that trips inference.
@@ -270,15 +274,19 @@ func (info *inspection) print(w io.Writer) {
 		graph = "(unnamed)"
 	}
 	row("graph", "%s, %s nodes", graph, commas(int64(info.Nodes)))
-	printValues(row, "inputs", info.Inputs)
+	width := 0
+	for _, v := range append(append([]valueInfo{}, info.Inputs...), info.Outputs...) {
+		width = max(width, len(v.Name))
+	}
+	printValues(row, "inputs", info.Inputs, width)
 	if info.InitializerInputs > 0 {
 		row("", "(and %d inputs with initializer defaults)", info.InitializerInputs)
 	}
-	printValues(row, "outputs", info.Outputs)
+	printValues(row, "outputs", info.Outputs, width)
 	row("parameters", "%s (%s) in %d initializers, %s bytes (%s)",
 		commas(info.Parameters), short(info.Parameters), info.Initializers,
 		commas(info.ParameterBytes), binaryBytes(info.ParameterBytes))
-	width := 1
+	width = 1
 	if len(info.Ops) > 0 {
 		width = len(strconv.Itoa(info.Ops[0].Count))
 	}
@@ -294,7 +302,7 @@ func (info *inspection) print(w io.Writer) {
 	if label != "" {
 		row(label, "(none)")
 	}
-	if info.ShapeInference != "ok" {
+	if info.ShapeInference != "ok" && info.ShapeInference != inferenceStopped {
 		row("shapes", "inference failed: %s", info.ShapeInference)
 	}
 	if info.AllSupported {
@@ -303,15 +311,11 @@ func (info *inspection) print(w io.Writer) {
 	}
 	row("support", "%d unsupported:", len(info.Unsupported))
 	for _, u := range info.Unsupported {
-		row("", "  %s", u.Message)
+		row("", "  %s", strings.TrimPrefix(u.Message, "unsupported: "))
 	}
 }
 
-func printValues(row func(string, string, ...any), label string, vs []valueInfo) {
-	width := 0
-	for _, v := range vs {
-		width = max(width, len(v.Name))
-	}
+func printValues(row func(string, string, ...any), label string, vs []valueInfo, width int) {
 	for _, v := range vs {
 		row(label, "%-*s  %s", width, v.Name, v.Type)
 		label = ""

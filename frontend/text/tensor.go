@@ -392,7 +392,7 @@ func appendHalf(b []byte, dtype ir.DType, h uint16) []byte {
 	for prec := 1; prec < 9; prec++ {
 		s := strconv.FormatFloat(float64(f), 'g', prec, 32)
 		if g, err := strconv.ParseFloat(s, 32); err == nil && fromFloat(float32(g)) == h && math.Signbit(g) == math.Signbit(float64(f)) {
-			return appendFloatLooking(append(b, s...), len(b))
+			return appendFloat32(b, float32(g))
 		}
 	}
 	return appendFloat32(b, f)

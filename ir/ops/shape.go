@@ -277,11 +277,7 @@ func inferReshape(c *InferContext) error {
 	if declared(c.attrs, "shape") {
 		target = c.Ints("shape")
 	} else if target = constInts(c, 1); target == nil {
-		if n := vectorLen(c.In(1)); n >= 0 {
-			c.Set(0, ir.TensorType(x.Elem, unknownDims(n)))
-		} else {
-			c.Set(0, ir.TensorType(x.Elem, ir.Shape{}))
-		}
+		c.Set(0, ir.TensorType(x.Elem, unknownDims(vectorLen(c.In(1)))))
 		return nil
 	}
 	s, err := reshapeShape(x.Shape, target, declared(c.attrs, "allowzero") && c.Int("allowzero") != 0)
@@ -675,6 +671,9 @@ func runConcat(c *KernelContext) error {
 	dims := append([]int64{}, first.Dims...)
 	dims[axis] = 0
 	for i, t := range c.Inputs {
+		if t == nil {
+			return c.Errorf("input %d is missing", i)
+		}
 		if t.DType != first.DType || len(t.Dims) != len(first.Dims) {
 			return c.Errorf("input %d is %s%v, input 0 is %s%v", i, t.DType, t.Dims, first.DType, first.Dims)
 		}
@@ -922,9 +921,6 @@ func inferConstantOfShape(c *InferContext) error {
 	dims := constInts(c, 0)
 	if dims == nil {
 		c.Set(0, ir.TensorType(v.DType, unknownDims(vectorLen(c.In(0)))))
-		if vectorLen(c.In(0)) < 0 {
-			c.Set(0, ir.TensorType(v.DType, ir.Shape{}))
-		}
 		return nil
 	}
 	for _, d := range dims {
@@ -1129,6 +1125,9 @@ func eyeLikeType(a attrs, in ir.DType) ir.DType {
 
 func inferEyeLike(c *InferContext) error {
 	x := c.In(0)
+	if dt := eyeLikeType(c.attrs, x.Elem); c.Has("dtype") && (dt == ir.String || !movable(dt)) {
+		return c.Errorf("dtype %s is not a numeric or bool type", dt)
+	}
 	if x.Shape.Ranked && x.Shape.Rank() != 2 {
 		return c.Errorf("input has rank %d, want 2", x.Shape.Rank())
 	}

@@ -174,17 +174,18 @@ func constInts(c *InferContext, i int) []int64 {
 	return Int64s(t)
 }
 
-// unknownDims returns a ranked shape of rank unknown dims.
+// unknownDims returns a ranked shape of rank unknown dims, or the unranked
+// shape when rank < 0 (so vectorLen's -1 flows through).
 func unknownDims(rank int) ir.Shape {
+	if rank < 0 {
+		return ir.Shape{}
+	}
 	s := ir.Shape{Ranked: true, Dims: make([]ir.Dim, rank)}
 	for i := range s.Dims {
 		s.Dims[i] = ir.UnknownDim()
 	}
 	return s
 }
-
-// staticDims returns a static ranked shape's dims; ok is false otherwise.
-func staticDims(t ir.Type) (dims []int64, ok bool) { return t.Shape.Ints() }
 
 // vectorLen returns the static length of a 1-D input, or -1 when its shape
 // is not known to be [n].

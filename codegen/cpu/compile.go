@@ -1,0 +1,272 @@
+// Package cpu compiles a kiln model with static shapes into native x86-64
+// code: a memory plan (one arena, liveness-based reuse; weights in a
+// 64-byte aligned blob, pre-packed where a kernel wants another layout),
+// LLVM IR built with github.com/llir/llvm (one function per kernel step,
+// each splitting its work by thread id, and the entry point kiln_run calling
+// them in order with a spin barrier between them), `opt`/`llc` from LLVM
+// 14, and a link into a self-contained ELF shared object (no libc).
+//
+// runtime/cpu loads and runs the result.
+package cpu
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// Options selects the target.
+type Options struct {
+	// CPU is llc's -mcpu: "native" (default), "x86-64-v3" (AVX2),
+	// "x86-64-v4" or "skylake-avx512" (AVX-512), or any CPU llc knows.
+	CPU string
+	// Triple defaults to x86_64-unknown-linux-gnu.
+	Triple string
+	// LLC is the path of llc; default "llc" on PATH (opt is looked up next
+	// to it and used when present).
+	LLC string
+}
+
+// IO describes one engine input or output.
+type IO struct {
+	Name  string
+	DType ir.DType
+	Dims  []int64
+	// Index is the slot in kiln_run's io array.
+	Index int
+}
+
+// Result is a compiled engine.
+type Result struct {
+	SharedObject []byte
+	LLVMIR       string
+	Object       []byte
+	// Weights is the constant blob kiln_run reads (64-byte aligned
+	// offsets; load it at a 64-byte aligned address).
+	Weights []byte
+	// ArenaBytes is the size of the scratch arena kiln_run needs;
+	// TensorBytes is the sum of all intermediate tensors (and scratch), for
+	// comparison.
+	ArenaBytes  int64
+	TensorBytes int64
+	Inputs      []IO
+	Outputs     []IO
+	// Features are the CPU features the code requires (e.g. "avx512f").
+	Features []string
+	// Kernels lists the generated step functions in execution order.
+	Kernels []string
+}
+
+// ErrNoLLC is returned when llc cannot be found.
+var ErrNoLLC = errors.New("llc (LLVM 14) not found: run `make deps`")
+
+// Compile compiles m. m must have static shapes after shape inference.
+func Compile(m *ir.Model, opts Options) (*Result, error) {
+	if opts.CPU == "" {
+		opts.CPU = "native"
+	}
+	if opts.Triple == "" {
+		opts.Triple = "x86_64-unknown-linux-gnu"
+	}
+	llc, err := findLLC(opts.LLC)
+	if err != nil {
+		return nil, err
+	}
+	feats, err := cpuFeatures(opts.CPU)
+	if err != nil {
+		return nil, err
+	}
+	g, err := newGen(m, feats)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.build(); err != nil {
+		return nil, err
+	}
+	res := &Result{
+		LLVMIR:      g.mod.String(),
+		Weights:     g.weights,
+		ArenaBytes:  g.arenaBytes,
+		TensorBytes: g.tensorBytes,
+		Inputs:      g.inputs,
+		Outputs:     g.outputs,
+		Features:    feats,
+		Kernels:     g.kernelNames,
+	}
+	obj, so, err := toolchain(llc, opts, res.LLVMIR)
+	if err != nil {
+		return nil, err
+	}
+	res.Object, res.SharedObject = obj, so
+	return res, nil
+}
+
+func findLLC(path string) (string, error) {
+	if path == "" {
+		path = "llc"
+	}
+	p, err := exec.LookPath(path)
+	if err != nil {
+		if p, err2 := exec.LookPath("llc-14"); err2 == nil && path == "llc" {
+			return p, nil
+		}
+		return "", ErrNoLLC
+	}
+	return p, nil
+}
+
+// cpuFeatures lists the vector features the target CPU has.
+func cpuFeatures(cpu string) ([]string, error) {
+	switch cpu {
+	case "x86-64-v3", "haswell", "znver2", "znver3":
+		return []string{"avx", "avx2", "fma"}, nil
+	case "x86-64-v4", "skylake-avx512", "icelake-server", "icelake-client", "znver4", "sapphirerapids", "cascadelake":
+		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl"}, nil
+	case "x86-64", "x86-64-v2":
+		return nil, fmt.Errorf("codegen/cpu: -mcpu=%s has no AVX2; kiln needs at least x86-64-v3", cpu)
+	case "native":
+		b, err := os.ReadFile("/proc/cpuinfo")
+		if err != nil {
+			return nil, fmt.Errorf("codegen/cpu: reading host CPU features: %w", err)
+		}
+		var flags map[string]bool
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "flags") {
+				flags = map[string]bool{}
+				if i := strings.IndexByte(line, ':'); i >= 0 {
+					for _, f := range strings.Fields(line[i+1:]) {
+						flags[f] = true
+					}
+				}
+				break
+			}
+		}
+		var out []string
+		for _, f := range []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni"} {
+			if flags[f] {
+				out = append(out, f)
+			}
+		}
+		if !flags["avx2"] || !flags["fma"] {
+			return nil, fmt.Errorf("codegen/cpu: the host CPU lacks AVX2/FMA")
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("codegen/cpu: unknown CPU %q (use native, x86-64-v3, x86-64-v4 or skylake-avx512)", cpu)
+}
+
+func hasFeature(feats []string, f string) bool {
+	for _, x := range feats {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// toolchain runs opt (when present) and llc, then links a shared object.
+func toolchain(llc string, opts Options, llvmIR string) (obj, so []byte, err error) {
+	dir, err := os.MkdirTemp("", "kiln-cc-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "engine.ll")
+	if err := os.WriteFile(src, []byte(llvmIR), 0o644); err != nil {
+		return nil, nil, err
+	}
+	mcpu := "-mcpu=" + opts.CPU
+	if opt := siblingTool(llc, "opt"); opt != "" {
+		optimized := filepath.Join(dir, "engine.opt.bc")
+		cmd := exec.Command(opt, "-O3", "-mtriple="+opts.Triple, mcpu, "-disable-loop-idiom-all", "-o", optimized, src)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, nil, fmt.Errorf("codegen/cpu: opt failed: %v\n%s", err, firstLines(out, 30))
+		}
+		src = optimized
+	}
+	objPath := filepath.Join(dir, "engine.o")
+	cmd := exec.Command(llc, "-O3", "-mtriple="+opts.Triple, mcpu, "-filetype=obj", "-relocation-model=pic", "-o", objPath, src)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("codegen/cpu: llc failed: %v\n%s", err, firstLines(out, 30))
+	}
+	soPath := filepath.Join(dir, "engine.so")
+	var link *exec.Cmd
+	if lld, err := exec.LookPath("ld.lld"); err == nil {
+		link = exec.Command(lld, "-shared", "--hash-style=both", "-o", soPath, objPath)
+	} else if lld := siblingTool(llc, "ld.lld"); lld != "" {
+		link = exec.Command(lld, "-shared", "--hash-style=both", "-o", soPath, objPath)
+	} else if gcc, err := exec.LookPath("gcc"); err == nil {
+		link = exec.Command(gcc, "-shared", "-nostdlib", "-o", soPath, objPath)
+	} else if cc, err := exec.LookPath("cc"); err == nil {
+		link = exec.Command(cc, "-shared", "-nostdlib", "-o", soPath, objPath)
+	} else {
+		return nil, nil, errors.New("codegen/cpu: no linker found (ld.lld or gcc): run `make deps`")
+	}
+	if out, err := link.CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("codegen/cpu: linking failed: %v\n%s", err, firstLines(out, 30))
+	}
+	if obj, err = os.ReadFile(objPath); err != nil {
+		return nil, nil, err
+	}
+	if so, err = os.ReadFile(soPath); err != nil {
+		return nil, nil, err
+	}
+	if err := checkSelfContained(so); err != nil {
+		return nil, nil, err
+	}
+	return obj, so, nil
+}
+
+func siblingTool(llc, name string) string {
+	dir := filepath.Dir(llc)
+	suffix := strings.TrimPrefix(filepath.Base(llc), "llc")
+	for _, cand := range []string{filepath.Join(dir, name+suffix), filepath.Join(dir, name)} {
+		if st, err := os.Stat(cand); err == nil && !st.IsDir() {
+			return cand
+		}
+	}
+	if p, err := exec.LookPath(name + suffix); err == nil {
+		return p
+	}
+	return ""
+}
+
+// checkSelfContained refuses a shared object that needs symbols from
+// elsewhere (libm, memcpy): engines must load into any process.
+func checkSelfContained(so []byte) error {
+	f, err := elf.NewFile(bytes.NewReader(so))
+	if err != nil {
+		return fmt.Errorf("codegen/cpu: linked object is not ELF: %w", err)
+	}
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return nil
+	}
+	var undef []string
+	for _, s := range syms {
+		if s.Section == elf.SHN_UNDEF && s.Name != "" && elf.ST_BIND(s.Info) != elf.STB_WEAK {
+			undef = append(undef, s.Name)
+		}
+	}
+	if len(undef) > 0 {
+		sort.Strings(undef)
+		return fmt.Errorf("codegen/cpu: engine needs external symbols %s (internal error: kernels must not call libraries)", strings.Join(undef, ", "))
+	}
+	return nil
+}
+
+func firstLines(b []byte, n int) string {
+	lines := strings.SplitN(string(b), "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}

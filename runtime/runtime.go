@@ -1,0 +1,246 @@
+// Package runtime loads kiln engine files and runs them. It needs no LLVM
+// and no cgo: an engine's native code is loaded with purego.
+//
+//	eng, err := runtime.Load("model.kiln")
+//	ctx, err := eng.NewContext(runtime.Options{Threads: 2})
+//	out, err := ctx.Run(map[string]*ir.Tensor{"input": x})
+//
+// An Engine is safe for concurrent use; a Context is not (use one per
+// goroutine: each owns its arena and worker threads).
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/runtime/engine"
+	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
+)
+
+// Engine is a loaded, verified engine.
+type Engine struct {
+	Meta    engine.Metadata
+	Plan    []byte
+	lib     *cpurt.Library
+	weights []byte // 64-byte aligned copy
+	inputs  []binding
+	outputs []binding
+}
+
+type binding struct {
+	engine.Binding
+	dtype ir.DType
+	bytes int
+}
+
+// Load reads and verifies an engine file.
+func Load(path string) (*Engine, error) {
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	e, err := LoadBytes(buf)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return e, nil
+}
+
+// LoadBytes verifies an engine held in memory and loads its code for this
+// machine: format, checksums, target architecture and CPU features are all
+// checked before any of its code runs.
+func LoadBytes(buf []byte) (*Engine, error) {
+	f, err := engine.Decode(buf)
+	if err != nil {
+		return nil, err
+	}
+	triple := HostTriple()
+	so, ok := f.Code[triple]
+	if !ok {
+		var have []string
+		for t := range f.Code {
+			have = append(have, t)
+		}
+		return nil, fmt.Errorf("wrong architecture: the engine holds code for %s, this machine is %s", strings.Join(have, ", "), triple)
+	}
+	if missing := MissingFeatures(f.Meta.Target.Features); len(missing) > 0 {
+		return nil, fmt.Errorf("this CPU lacks %s, which the engine's code needs (it was built with --cpu %s; rebuild with `cc build --cpu x86-64-v3` for AVX2-only machines)",
+			strings.Join(missing, ", "), f.Meta.Target.CPU)
+	}
+	e := &Engine{Meta: f.Meta, Plan: f.Plan}
+	if e.inputs, err = bindings(f.Meta.Inputs); err != nil {
+		return nil, err
+	}
+	if e.outputs, err = bindings(f.Meta.Outputs); err != nil {
+		return nil, err
+	}
+	e.weights = cpurt.AlignedBytes(int64(len(f.Weights)))
+	copy(e.weights, f.Weights)
+	if e.lib, err = cpurt.Open(so); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func bindings(bs []engine.Binding) ([]binding, error) {
+	out := make([]binding, len(bs))
+	for i, b := range bs {
+		d, err := ir.ParseDType(b.DType)
+		if err != nil || d.Size() <= 0 {
+			return nil, fmt.Errorf("engine binding %q has unsupported dtype %q", b.Name, b.DType)
+		}
+		out[i] = binding{Binding: b, dtype: d, bytes: ir.RawLen(d, ir.Product(b.Shape))}
+	}
+	return out, nil
+}
+
+// HostTriple is the target triple engines must hold code for to run here.
+func HostTriple() string {
+	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[goruntime.GOARCH]
+	if arch == "" {
+		arch = goruntime.GOARCH
+	}
+	return arch + "-unknown-linux-gnu"
+}
+
+// MissingFeatures returns the CPU features in need that this CPU lacks.
+func MissingFeatures(need []string) []string {
+	have := map[string]bool{
+		"avx2": cpu.X86.HasAVX2, "fma": cpu.X86.HasFMA, "avx512f": cpu.X86.HasAVX512F,
+		"avx512bw": cpu.X86.HasAVX512BW, "avx512dq": cpu.X86.HasAVX512DQ, "avx512vl": cpu.X86.HasAVX512VL,
+		"avx512vnni": cpu.X86.HasAVX512VNNI, "f16c": cpu.X86.HasAVX2, // F16C ships with every AVX2 CPU
+		"neon": goruntime.GOARCH == "arm64", "asimd": cpu.ARM64.HasASIMD, "asimddp": cpu.ARM64.HasASIMDDP,
+	}
+	var missing []string
+	for _, f := range need {
+		if !have[f] {
+			missing = append(missing, f)
+		}
+	}
+	return missing
+}
+
+// Inputs describes the engine's inputs.
+func (e *Engine) Inputs() []engine.Binding { return unwrap(e.inputs) }
+
+// Outputs describes the engine's outputs.
+func (e *Engine) Outputs() []engine.Binding { return unwrap(e.outputs) }
+
+func unwrap(bs []binding) []engine.Binding {
+	out := make([]engine.Binding, len(bs))
+	for i, b := range bs {
+		out[i] = b.Binding
+	}
+	return out
+}
+
+// Close unloads the engine's code; no context may be used afterwards.
+func (e *Engine) Close() error { return e.lib.Close() }
+
+// Options configure a Context.
+type Options struct {
+	// Threads is the number of OS threads one inference uses; 0 means all
+	// cores.
+	Threads int
+}
+
+// Context runs inferences one at a time: it owns the activation arena.
+type Context struct {
+	engine  *Engine
+	threads int
+	arena   []byte
+	io      []unsafe.Pointer
+}
+
+// NewContext allocates a context's arena.
+func (e *Engine) NewContext(opts Options) (*Context, error) {
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = goruntime.NumCPU()
+	}
+	if e.Meta.ArenaBytes > 1<<40 {
+		return nil, errors.New("engine asks for an absurd arena size")
+	}
+	return &Context{engine: e, threads: threads, arena: cpurt.AlignedBytes(e.Meta.ArenaBytes),
+		io: make([]unsafe.Pointer, len(e.inputs)+len(e.outputs))}, nil
+}
+
+// Threads returns the context's thread count.
+func (c *Context) Threads() int { return c.threads }
+
+// Run checks the inputs against the engine's bindings (names, dtypes,
+// shapes), runs one inference and returns freshly allocated outputs.
+func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	e := c.engine
+	for name := range inputs {
+		if findBinding(e.inputs, name) == nil {
+			return nil, fmt.Errorf("unknown input %q; the engine's inputs are %s", name, names(e.inputs))
+		}
+	}
+	for _, b := range e.inputs {
+		t, ok := inputs[b.Name]
+		if !ok {
+			return nil, fmt.Errorf("missing input %q (%s%v)", b.Name, b.DType, b.Shape)
+		}
+		if t.DType != b.dtype || !sameDims(t.Dims, b.Shape) {
+			return nil, fmt.Errorf("input %q: got %s%v, the engine expects %s%v", b.Name, t.DType, t.Dims, b.DType, b.Shape)
+		}
+		if len(t.Raw) != b.bytes {
+			return nil, fmt.Errorf("input %q: %d bytes of data, want %d", b.Name, len(t.Raw), b.bytes)
+		}
+		c.io[b.Index] = rawPointer(t.Raw)
+	}
+	out := map[string]*ir.Tensor{}
+	for _, b := range e.outputs {
+		t := ir.NewTensor(b.dtype, b.Shape...)
+		t.Name = b.Name
+		out[b.Name] = t
+		c.io[b.Index] = rawPointer(t.Raw)
+	}
+	e.lib.Run(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
+	goruntime.KeepAlive(inputs)
+	return out, nil
+}
+
+func rawPointer(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}
+
+func findBinding(bs []binding, name string) *binding {
+	for i := range bs {
+		if bs[i].Name == name {
+			return &bs[i]
+		}
+	}
+	return nil
+}
+
+func names(bs []binding) string {
+	var s []string
+	for _, b := range bs {
+		s = append(s, fmt.Sprintf("%q", b.Name))
+	}
+	return strings.Join(s, ", ")
+}
+
+func sameDims(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -69,10 +69,12 @@ demo: build ## inspect and convert the bundled models, test them on the referenc
 	@echo
 	@echo '$$ bin/cc convert testdata/models/digits_mlp.onnx $(OUT)/demo/digits_mlp.onnxtxt'
 	@$(BIN)/cc convert testdata/models/digits_mlp.onnx $(OUT)/demo/digits_mlp.onnxtxt
-	@echo '$$ head -n 12 $(OUT)/demo/digits_mlp.onnxtxt'
-	@head -n 12 $(OUT)/demo/digits_mlp.onnxtxt
+	@echo '$$ cut -c -120 $(OUT)/demo/digits_mlp.onnxtxt'
+	@cut -c -120 $(OUT)/demo/digits_mlp.onnxtxt
 	@echo '$$ bin/cc convert $(OUT)/demo/digits_mlp.onnxtxt $(OUT)/demo/digits_mlp.onnx'
 	@$(BIN)/cc convert $(OUT)/demo/digits_mlp.onnxtxt $(OUT)/demo/digits_mlp.onnx
+	@diff <($(BIN)/cc inspect testdata/models/digits_mlp.onnx | tail -n +2) <($(BIN)/cc inspect $(OUT)/demo/digits_mlp.onnx | tail -n +2) >/dev/null && \
+		echo "(the round trip gives the same model)"
 	@echo
 	@echo '$$ bin/cc test testdata/models'
 	@$(BIN)/cc test testdata/models

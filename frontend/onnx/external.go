@@ -3,7 +3,6 @@ package onnx
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,8 +58,10 @@ func (d *decoder) external(entries []ir.StringPair, want int) ([]byte, error) {
 		return nil, fmt.Errorf("external data file %s is too short: has %d bytes, needs %d at offset %d", path, st.Size(), length, offset)
 	}
 	buf := ir.AlignedBytes(want)
-	if _, err := f.ReadAt(buf, offset); err != nil && !(errors.Is(err, io.EOF) && want == 0) {
-		return nil, fmt.Errorf("external data file %s: %w", path, err)
+	if want > 0 {
+		if _, err := f.ReadAt(buf, offset); err != nil {
+			return nil, fmt.Errorf("external data file %s: %w", path, err)
+		}
 	}
 	return buf, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -133,5 +134,30 @@ func TestResNet18Parameters(t *testing.T) {
 	}
 	if params != 11_684_712 {
 		t.Fatalf("resnet18 has %d parameters in initializers, want 11684712", params)
+	}
+}
+
+// TestReadCopiesWeightsOnce checks that Read allocates little more than the
+// weights themselves: raw_data is subsliced from the input, then copied once.
+func TestReadCopiesWeightsOnce(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(sharedDir(t, "zoo"), "resnet18", "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m, err := Read(data, "")
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var weights uint64
+	for _, v := range m.Graph.Initializers {
+		weights += uint64(len(v.Const.Raw))
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("Read allocated %d bytes for %d bytes of weights", alloc, weights)
+	if alloc > weights+weights/10 {
+		t.Fatalf("Read allocated %d bytes for %d bytes of weights", alloc, weights)
 	}
 }

@@ -178,7 +178,7 @@ func appendMessage(b []byte, num protowire.Number, body func([]byte) []byte) []b
 	start := len(b)
 	b = body(b)
 	n := len(b) - start
-	var prefix [binaryMaxVarintLen]byte
+	var prefix [maxVarintLen]byte
 	p := protowire.AppendVarint(prefix[:0], uint64(n))
 	b = append(b, p...)
 	copy(b[start+len(p):], b[start:start+n])
@@ -186,7 +186,7 @@ func appendMessage(b []byte, num protowire.Number, body func([]byte) []byte) []b
 	return b
 }
 
-const binaryMaxVarintLen = 10
+const maxVarintLen = 10
 
 func appendPairs(b []byte, num protowire.Number, pairs []ir.StringPair) []byte {
 	for _, p := range pairs {

@@ -124,19 +124,21 @@ func (r *resolver) attrElem(e *astAttrElem, sc *scope) (*ir.Attribute, error) {
 			t.Name = unquote(*e.Typed.Name)
 		}
 		return &ir.Attribute{Kind: ir.AttrTensor, T: t}, nil
-	case e.Graph != nil:
-		g, err := r.graph(e.Graph, sc)
+	case e.Named != nil && e.Named.Graph != nil:
+		g, err := r.graph(e.Named.Tok, e.Named.Graph, sc)
 		return &ir.Attribute{Kind: ir.AttrGraph, G: g}, err
+	case e.Named != nil && e.Named.Tok.Type == tokString:
+		return &ir.Attribute{Kind: ir.AttrString, S: unquote(e.Named.Tok)}, nil
 	case e.Ref != "":
 		return nil, errorf(e.Pos, "unexpected attribute reference")
 	}
-	l := literal{neg: e.Lit.Neg, tok: e.Lit.Tok}
+	var l literal
+	if e.Lit != nil {
+		l = literal{neg: e.Lit.Neg, tok: e.Lit.Tok}
+	} else {
+		l = literal{tok: e.Named.Tok} // inf or nan, checked below
+	}
 	switch l.tok.Type {
-	case tokString:
-		if l.neg {
-			return nil, errorf(l.tok.Pos, "unexpected '-'")
-		}
-		return &ir.Attribute{Kind: ir.AttrString, S: unquote(l.tok)}, nil
 	case tokInt:
 		s, err := l.number()
 		if err != nil {

@@ -69,9 +69,9 @@ func (l skipLexer) Next() (lexer.Token, error) {
 
 var parser = participle.MustBuild[astModel](
 	participle.Lexer(textLexer),
-	// Two tokens tell a graph-valued attribute (`name (`) from a string
-	// or special-float literal.
-	participle.UseLookahead(2),
+	// One token of lookahead decides every choice, so an error is
+	// reported where it is, not where a backtracked alternative began.
+	participle.UseLookahead(1),
 )
 
 // The AST mirrors Syntax.md's grammar. Names are kept as tokens so the
@@ -103,7 +103,13 @@ type astPair struct {
 }
 
 type astGraph struct {
-	Name    lexer.Token `parser:"@(Ident | Type | String)"`
+	Name lexer.Token   `parser:"@(Ident | Type | String)"`
+	Body *astGraphBody `parser:"@@"`
+}
+
+// astGraphBody is a graph after its name; a graph-valued attribute is told
+// from a string or inf/nan only by the '(' it starts with.
+type astGraphBody struct {
 	Inputs  []*astDecl  `parser:"'(' (@@ (',' @@)*)? ')' '=>'"`
 	Outputs []*astDecl  `parser:"'(' (@@ (',' @@)*)? ')'"`
 	Decls   []*astDecl  `parser:"('<' (@@ (',' @@)*)? '>')?"`
@@ -173,8 +179,15 @@ type astAttrElem struct {
 	Pos   lexer.Position
 	Ref   string         `parser:"  '@' @(Ident | Type)"`
 	Typed *astTypedValue `parser:"| @@"`
-	Graph *astGraph      `parser:"| @@"`
+	Named *astNamed      `parser:"| @@"`
 	Lit   *astLit        `parser:"| @@"`
+}
+
+// astNamed is a string or inf/nan, or, when a graph body follows, the
+// graph's name.
+type astNamed struct {
+	Tok   lexer.Token   `parser:"@(Ident | String)"`
+	Graph *astGraphBody `parser:"@@?"`
 }
 
 // astTypedValue is a type-proto attribute (`float[2]`) or, when data
@@ -185,8 +198,8 @@ type astTypedValue struct {
 	Data *astData     `parser:"  '='? @@ )?"`
 }
 
-// astLit is a number, a string, or inf/nan (identifiers to the lexer).
+// astLit is a number, or a negated inf or nan (identifiers to the lexer).
 type astLit struct {
 	Neg bool        `parser:"@'-'?"`
-	Tok lexer.Token `parser:"@(Int | Float | String | Ident)"`
+	Tok lexer.Token `parser:"@(Int | Float | Ident)"`
 }

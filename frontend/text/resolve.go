@@ -84,7 +84,7 @@ func (r *resolver) model(a *astModel) (*ir.Model, error) {
 			return nil, err
 		}
 	}
-	g, err := r.graph(a.Graph, nil)
+	g, err := r.graph(a.Graph.Name, a.Graph.Body, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +156,8 @@ func (r *resolver) headerField(m *ir.Model, f *astField) error {
 	return errorf(f.Key.Pos, "unknown model field %q", key)
 }
 
-func (r *resolver) graph(a *astGraph, parent *scope) (*ir.Graph, error) {
-	g := &ir.Graph{Name: unquote(a.Name)}
+func (r *resolver) graph(name lexer.Token, a *astGraphBody, parent *scope) (*ir.Graph, error) {
+	g := &ir.Graph{Name: unquote(name)}
 	sc := &scope{parent: parent, values: map[string]*ir.Value{}}
 
 	for _, d := range a.Inputs {

@@ -182,7 +182,9 @@ func (w *windowSpec) transposeAxis(i int, in, outPad, want int64) (out, padBegin
 	if in < 0 || k < 0 {
 		return out, -1, -1, nil
 	}
-	padBegin, padEnd = w.splitPad(full - out)
+	// An output larger than the full one is not negative padding: the
+	// extra positions at the end get only the bias (as in ONNX Runtime).
+	padBegin, padEnd = w.splitPad(max(0, full-out))
 	return out, padBegin, padEnd, nil
 }
 

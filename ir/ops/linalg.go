@@ -428,13 +428,11 @@ func (s *einsumSpec) sizes(dims [][]int64) ([]int64, error) {
 func inferEinsum(c *InferContext) error {
 	ranks := make([]int, len(c.Inputs))
 	dims := make([][]int64, len(c.Inputs))
-	elem, err := sameElem(c, func() []int {
-		idx := make([]int, len(c.Inputs))
-		for i := range idx {
-			idx[i] = i
-		}
-		return idx
-	}()...)
+	all := make([]int, len(c.Inputs))
+	for i := range all {
+		all[i] = i
+	}
+	elem, err := sameElem(c, all...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/frontend/text"
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// ccPath is the cc binary built once for the package's tests.
+var ccPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kiln-cc-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ccPath = filepath.Join(dir, "cc")
+	build := exec.Command("go", "build", "-o", ccPath, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building cc: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const (
+	mlpModel = "../../testdata/models/digits_mlp.onnx"
+	models   = "../../testdata/models"
+	zoo      = "../../../shared/zoo"
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func cc(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(ccPath, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("running cc %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// requireOneErrorLine checks a failure: exit 1, nothing on stdout, and one
+// line on stderr of the form `cc: FILE: problem`.
+func requireOneErrorLine(t *testing.T, r result, file string) {
+	t.Helper()
+	require.Equal(t, 1, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	assert.Empty(t, r.stdout)
+	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	assert.True(t, strings.HasPrefix(r.stderr, "cc: "+file+":"), "names the file: %q", r.stderr)
+	assert.NotContains(t, r.stderr, "panic")
+	assert.NotContains(t, r.stderr, "internal error")
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		r := cc(t, args...)
+		require.Equal(t, 0, r.code)
+		for _, want := range []string{"inspect", "convert", "test", "coming (not built yet)", "build", "passes", "do not put it on PATH"} {
+			assert.Contains(t, r.stdout, want)
+		}
+	}
+	for _, sub := range []string{"inspect", "convert", "test"} {
+		r := cc(t, sub, "--help")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.True(t, strings.HasPrefix(r.stdout, "usage: cc "+sub), r.stdout)
+	}
+	r := cc(t, "test", "--help")
+	for _, flag := range []string{"--backend", "--json", "--rtol", "--atol", "--rel-l2 E", "--verbose", "--timeout", "--jobs"} {
+		assert.Contains(t, r.stdout, flag)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage: cc SUBCOMMAND"},
+		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`},
+		{[]string{"build", mlpModel}, "cc build is not built yet"},
+		{[]string{"passes"}, "cc passes is not built yet"},
+		{[]string{"inspect"}, "cc inspect: wants MODEL, got 0 arguments"},
+		{[]string{"inspect", mlpModel, mlpModel}, "cc inspect: wants MODEL, got 2 arguments"},
+		{[]string{"inspect", "--bogus", mlpModel}, "cc inspect: unknown flag --bogus"},
+		{[]string{"inspect", "model.pb"}, `unknown model format ".pb"`},
+		{[]string{"convert", mlpModel}, "cc convert: wants IN OUT"},
+		{[]string{"convert", mlpModel, "out.txt"}, `unknown model format ".txt"`},
+		{[]string{"test"}, "cc test: wants at least 1 argument"},
+		{[]string{"test", "--backend", "cpu", models}, `unknown backend "cpu" (backends: reference)`},
+		{[]string{"test", "--rtol", "abc", models}, "--rtol"},
+		{[]string{"test", "--frob", models}, "cc test: unknown flag --frob"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := cc(t, tc.args...)
+			assert.Equal(t, 2, r.code, "stderr: %s", r.stderr)
+			assert.Empty(t, r.stdout)
+			assert.Contains(t, r.stderr, tc.want)
+		})
+	}
+}
+
+// params sums the initializers' element counts, independently of inspect.
+func params(t *testing.T, path string) (count, nodes int64) {
+	m, err := onnx.ReadFile(path)
+	require.NoError(t, err)
+	for _, v := range m.Graph.Initializers {
+		count += ir.Product(v.Const.Dims)
+	}
+	return count, int64(len(m.Graph.Nodes))
+}
+
+func TestInspect(t *testing.T) {
+	want, nodes := params(t, mlpModel)
+	require.Positive(t, want)
+
+	r := cc(t, "inspect", mlpModel)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "parameters   "+commas(want)+" ("+short(want)+")")
+	assert.Contains(t, r.stdout, "ir version   7")
+	assert.Contains(t, r.stdout, "opsets       ai.onnx 13")
+	assert.Contains(t, r.stdout, "inputs       input   float[1,64]")
+	assert.Contains(t, r.stdout, "outputs      output  float[1,10]")
+	assert.Contains(t, r.stdout, "ops          3  Gemm\n             2  Relu\n")
+
+	r = cc(t, "inspect", "--json", mlpModel)
+	require.Equal(t, 0, r.code, r.stderr)
+	var info map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &info), r.stdout)
+	assert.EqualValues(t, want, info["parameters"])
+	assert.EqualValues(t, 4*want, info["parameter_bytes"]) // all float32
+	assert.EqualValues(t, nodes, info["nodes"])
+	assert.EqualValues(t, 7, info["ir_version"])
+	assert.Equal(t, []any{map[string]any{"domain": "ai.onnx", "version": 13.0}}, info["opsets"])
+	assert.Equal(t, []any{map[string]any{"name": "input", "type": "float[1,64]", "dtype": "float", "shape": []any{1.0, 64.0}}}, info["inputs"])
+	assert.Equal(t, []any{
+		map[string]any{"op": "Gemm", "domain": "ai.onnx", "count": 3.0},
+		map[string]any{"op": "Relu", "domain": "ai.onnx", "count": 2.0},
+	}, info["ops"])
+	for _, key := range []string{"file", "producer_name", "producer_version", "graph_name", "outputs", "initializers", "shape_inference", "unsupported", "all_supported"} {
+		assert.Contains(t, info, key)
+	}
+	// The flag may follow the model too.
+	r2 := cc(t, "inspect", mlpModel, "--json")
+	assert.Equal(t, r.stdout, r2.stdout)
+}
+
+func TestInspectReportsUnsupported(t *testing.T) {
+	g := ir.NewGraph("g")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2)))
+	g.SetOutputs(g.Apply("NoSuchOp", []*ir.Value{x}))
+	path := filepath.Join(t.TempDir(), "odd.onnx")
+	require.NoError(t, onnx.WriteFile(path, ir.NewModel(g, 17)))
+
+	r := cc(t, "inspect", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "support      1 unsupported:\n")
+	assert.Contains(t, r.stdout, "NoSuchOp")
+
+	r = cc(t, "inspect", "--json", path)
+	var info struct {
+		Unsupported []struct {
+			Op, Domain string
+			Opset      int64
+		}
+		AllSupported bool `json:"all_supported"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &info))
+	assert.False(t, info.AllSupported)
+	require.Len(t, info.Unsupported, 1)
+	assert.Equal(t, "NoSuchOp", info.Unsupported[0].Op)
+	assert.Equal(t, "ai.onnx", info.Unsupported[0].Domain)
+}
+
+func TestInspectResNet18(t *testing.T) {
+	path := filepath.Join(zoo, "resnet18", "model.onnx")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no %s: %v", path, err)
+	}
+	r := cc(t, "inspect", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "parameters   11,684,712 (11.68M) in ")
+	assert.Contains(t, r.stdout, "ops          20  Conv\n             17  Relu\n              8  Add\n")
+}
+
+func TestBadModels(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.onnx")
+	require.NoError(t, os.WriteFile(garbage, []byte("this is not a protobuf \xff\xff\xff\xff"), 0o644))
+	data, err := os.ReadFile(mlpModel)
+	require.NoError(t, err)
+	truncated := filepath.Join(dir, "truncated.onnx")
+	require.NoError(t, os.WriteFile(truncated, data[:len(data)/2], 0o644))
+	empty := filepath.Join(dir, "empty.onnx")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	syntax := filepath.Join(dir, "syntax.onnxtxt")
+	require.NoError(t, os.WriteFile(syntax, []byte("<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2] X) => (float[2] Y) {\n  Y = Relu(X\n}\n"), 0o644))
+	undefined := filepath.Join(dir, "undefined.onnxtxt")
+	require.NoError(t, os.WriteFile(undefined, []byte("<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2] X) => (float[2] Y) {\n  Y = Add(X, Z)\n}\n"), 0o644))
+	missing := filepath.Join(dir, "missing.onnx")
+
+	for _, path := range []string{garbage, truncated, empty, syntax, undefined, missing} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			requireOneErrorLine(t, cc(t, "inspect", path), path)
+			requireOneErrorLine(t, cc(t, "convert", path, filepath.Join(dir, "out.onnxtxt")), path)
+		})
+	}
+	r := cc(t, "inspect", syntax)
+	assert.Regexp(t, `^cc: `+syntax+`:\d+:\d+: `, r.stderr, "a syntax error gives line and column")
+	r = cc(t, "inspect", missing)
+	assert.Equal(t, "cc: "+missing+": no such file or directory\n", r.stderr)
+}
+
+func TestConvertRoundTrip(t *testing.T) {
+	orig, err := onnx.ReadFile(mlpModel)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	txt := filepath.Join(dir, "m.onnxtxt")
+	back := filepath.Join(dir, "m.onnx")
+	txt2 := filepath.Join(dir, "m2.onnxtxt")
+	same := filepath.Join(dir, "same.onnx")
+
+	for _, step := range [][2]string{{mlpModel, txt}, {txt, back}, {txt, txt2}, {mlpModel, same}} {
+		r := cc(t, "convert", step[0], step[1])
+		require.Equal(t, 0, r.code, "convert %s %s: %s", step[0], step[1], r.stderr)
+		assert.Empty(t, r.stdout)
+		assert.Empty(t, r.stderr)
+	}
+	fromText, err := text.ParseFile(txt)
+	require.NoError(t, err)
+	assert.Empty(t, ir.Diff(orig, fromText), "onnx → text")
+	fromText2, err := text.ParseFile(txt2)
+	require.NoError(t, err)
+	assert.Empty(t, ir.Diff(orig, fromText2), "onnx → text → text")
+	for _, path := range []string{back, same} {
+		m, err := onnx.ReadFile(path)
+		require.NoError(t, err)
+		assert.Empty(t, ir.Diff(orig, m), path)
+	}
+	a, err := os.ReadFile(txt)
+	require.NoError(t, err)
+	b, err := os.ReadFile(txt2)
+	require.NoError(t, err)
+	assert.Equal(t, string(a), string(b), "printing is deterministic")
+}
+
+// writeTest makes a conformance test folder from a model and tensor files.
+func writeTest(t *testing.T, dir string, m *ir.Model, files map[string]string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "test_data_set_0"), 0o755))
+	require.NoError(t, onnx.WriteFile(filepath.Join(dir, "model.onnx"), m))
+	for name, src := range files {
+		data, err := os.ReadFile(src)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "test_data_set_0", name), data, 0o644))
+	}
+}
+
+func TestConformanceCommand(t *testing.T) {
+	r := cc(t, "test", models)
+	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	assert.Equal(t, "PASS digits_cnn\nPASS digits_mlp\n2 passed, 0 failed, 0 skipped\n", r.stdout)
+	assert.Empty(t, r.stderr)
+
+	// One test of each outcome: a model whose expected output is another
+	// model's (FAIL), an op kiln lacks (UNSUPPORTED), and a passing one.
+	dir := t.TempDir()
+	mlp, err := onnx.ReadFile(mlpModel)
+	require.NoError(t, err)
+	writeTest(t, filepath.Join(dir, "a_pass"), mlp, map[string]string{
+		"input_0.pb":  filepath.Join(models, "digits_mlp/test_data_set_0/input_0.pb"),
+		"output_0.pb": filepath.Join(models, "digits_mlp/test_data_set_0/output_0.pb"),
+	})
+	writeTest(t, filepath.Join(dir, "b_fail"), mlp, map[string]string{
+		"input_0.pb":  filepath.Join(models, "digits_mlp/test_data_set_0/input_0.pb"),
+		"output_0.pb": filepath.Join(models, "digits_cnn/test_data_set_0/output_0.pb"),
+	})
+	g := ir.NewGraph("g")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2)))
+	g.SetOutputs(g.Apply("NoSuchOp", []*ir.Value{x}))
+	writeTest(t, filepath.Join(dir, "c_unsupported"), ir.NewModel(g, 17), nil)
+
+	r = cc(t, "test", dir)
+	assert.Equal(t, 1, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, 4, r.stdout)
+	assert.Equal(t, "PASS a_pass", lines[0])
+	assert.Regexp(t, `^FAIL b_fail: test_data_set_0: output "output": .*worst element \d+ is `, lines[1])
+	assert.Regexp(t, `^UNSUPPORTED c_unsupported: .*NoSuchOp`, lines[2])
+	assert.Equal(t, "1 passed, 1 failed, 1 skipped", lines[3])
+
+	r = cc(t, "test", "--json", dir)
+	assert.Equal(t, 1, r.code, r.stderr)
+	var report struct {
+		Summary map[string]int
+		Tests   []map[string]string
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &report), r.stdout)
+	assert.Equal(t, map[string]int{"passed": 1, "failed": 1, "skipped": 1}, report.Summary)
+	require.Len(t, report.Tests, 3)
+	for i, want := range [][2]string{{"a_pass", "PASS"}, {"b_fail", "FAIL"}, {"c_unsupported", "UNSUPPORTED"}} {
+		assert.Equal(t, want[0], report.Tests[i]["name"])
+		assert.Equal(t, want[1], report.Tests[i]["status"])
+		assert.Contains(t, report.Tests[i], "detail")
+	}
+
+	// With a relative L2 budget this loose, the wrong output passes, and
+	// a single test folder is a PATH too.
+	r = cc(t, "test", "--rel-l2", "1e9", "--verbose", filepath.Join(dir, "b_fail"))
+	assert.Equal(t, 0, r.code, r.stdout)
+	assert.Regexp(t, `^PASS b_fail: output: max abs err .*, rel L2 .* \(\d+\.\d+s\)\n1 passed, 0 failed, 0 skipped\n$`, r.stdout)
+
+	r = cc(t, "test", "--timeout", "1ns", filepath.Join(dir, "a_pass"))
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "FAIL a_pass: timed out after 1ns\n0 passed, 1 failed, 0 skipped\n", r.stdout)
+
+	missing := filepath.Join(dir, "nope")
+	requireOneErrorLine(t, cc(t, "test", missing), missing)
+	requireOneErrorLine(t, cc(t, "test", filepath.Join(dir, "a_pass", "test_data_set_0")), filepath.Join(dir, "a_pass", "test_data_set_0"))
+}

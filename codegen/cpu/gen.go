@@ -1,0 +1,450 @@
+package cpu
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+	ll "github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+)
+
+// space says where a buffer lives.
+type space int
+
+const (
+	inWeights space = iota
+	inArena
+	inIO
+)
+
+type loc struct {
+	space space
+	off   int64 // byte offset in weights or arena
+	io    int   // slot in io
+}
+
+type step struct {
+	f      *ll.Func
+	serial bool // runs on thread 0 only
+}
+
+// gen holds one compilation.
+type gen struct {
+	model  *ir.Model
+	opsets ops.Opsets
+	known  map[*ir.Value]*ir.Tensor
+	feats  []string
+	vl     int // floats per vector register (16 AVX-512, 8 AVX2)
+	mr, nv int // GEMM micro-tile: mr rows × nv vectors
+
+	mod   *ll.Module
+	decls map[string]*ll.Func
+	steps []step
+
+	weights []byte
+	wOff    map[*ir.Tensor]int64
+	locs    map[*ir.Value]loc
+	skip    map[*ir.Node]bool // folded at compile time
+	alias   map[*ir.Value]*ir.Value
+	scratch map[*ir.Node]int64 // arena offset of each node's scratch
+
+	arenaBytes, tensorBytes int64
+	inputs, outputs         []IO
+	kernelNames             []string
+	curNode                 *ir.Node
+	nstep                   int
+}
+
+func newGen(m *ir.Model, feats []string) (*gen, error) {
+	if err := m.Verify(); err != nil {
+		return nil, err
+	}
+	known, err := ops.InferShapes(m)
+	if err != nil {
+		return nil, err
+	}
+	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats,
+		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
+		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, scratch: map[*ir.Node]int64{}}
+	g.vl, g.mr, g.nv = 8, 6, 2
+	if hasFeature(feats, "avx512f") {
+		g.vl, g.mr, g.nv = 16, 6, 4
+	}
+	return g, nil
+}
+
+// declare returns an external function (an LLVM intrinsic).
+func (g *gen) declare(name string, ret types.Type, params ...types.Type) *ll.Func {
+	if f, ok := g.decls[name]; ok {
+		return f
+	}
+	ps := make([]*ll.Param, len(params))
+	for i, t := range params {
+		ps[i] = ll.NewParam("", t)
+	}
+	f := g.mod.NewFunc(name, ret, ps...)
+	g.decls[name] = f
+	return f
+}
+
+func dimsOf(v *ir.Value) []int64 {
+	d, _ := v.Type.Shape.Ints()
+	return d
+}
+
+func numel(v *ir.Value) int64 { return ir.Product(dimsOf(v)) }
+
+func elemType(d ir.DType) types.Type {
+	switch d {
+	case ir.Float32:
+		return f32
+	case ir.Int64, ir.Uint64:
+		return i64
+	case ir.Int32, ir.Uint32:
+		return i32
+	case ir.Int16, ir.Uint16, ir.Float16, ir.BFloat16:
+		return types.I16
+	}
+	return i8
+}
+
+func align64(n int64) int64 { return (n + 63) &^ 63 }
+
+// attrs returns an attribute reader with the schema's defaults.
+func (g *gen) attrs(n *ir.Node) *ops.KernelContext {
+	s, _ := g.opsets.Schema(n)
+	return ops.NewKernelContext(s, n, g.opsets[n.Domain], nil)
+}
+
+// constOf returns the compile-time value of v, or nil.
+func (g *gen) constOf(v *ir.Value) *ir.Tensor {
+	if v == nil {
+		return nil
+	}
+	if v.Const != nil && !g.isGraphInput(v) {
+		return v.Const
+	}
+	return g.known[v]
+}
+
+func (g *gen) isGraphInput(v *ir.Value) bool {
+	for _, in := range g.model.Graph.Inputs {
+		if in == v {
+			return true
+		}
+	}
+	return false
+}
+
+// addWeights appends bytes to the blob at a 64-byte aligned offset.
+func (g *gen) addWeights(b []byte) int64 {
+	off := align64(int64(len(g.weights)))
+	g.weights = append(g.weights, make([]byte, off-int64(len(g.weights)))...)
+	g.weights = append(g.weights, b...)
+	return off
+}
+
+// addFloats appends float32s to the weights blob.
+func (g *gen) addFloats(f []float32) int64 {
+	return g.addWeights(ir.FromSlice(ir.Float32, []int64{int64(len(f))}, f).Raw)
+}
+
+func (g *gen) constLoc(t *ir.Tensor) loc {
+	off, ok := g.wOff[t]
+	if !ok {
+		off = g.addWeights(t.Raw)
+		g.wOff[t] = off
+	}
+	return loc{space: inWeights, off: off}
+}
+
+// locOf returns where v's data lives.
+func (g *gen) locOf(v *ir.Value) loc {
+	for g.alias[v] != nil {
+		v = g.alias[v]
+	}
+	if l, ok := g.locs[v]; ok {
+		return l
+	}
+	if t := g.constOf(v); t != nil {
+		l := g.constLoc(t)
+		g.locs[v] = l
+		return l
+	}
+	panic(fmt.Sprintf("codegen/cpu: value %q has no location", v.Name))
+}
+
+// ---- steps ----
+
+// step adds a kernel step function. A serial step runs on thread 0 only
+// (for work too small to split).
+func (g *gen) step(name string, serial bool, body func(k *kfn)) {
+	g.nstep++
+	fname := fmt.Sprintf("k%03d_%s", g.nstep, sanitize(name))
+	f := g.mod.NewFunc(fname, types.Void, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
+		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp))
+	f.Linkage = enum.LinkageInternal
+	k := &kfn{g: g, f: f, tid: f.Params[0], nth: f.Params[1], w: f.Params[2], a: f.Params[3], io: f.Params[4], bases: map[string]value.Value{}}
+	k.b = f.NewBlock("")
+	if serial {
+		ret, body := f.NewBlock(""), f.NewBlock("")
+		k.b.NewCondBr(k.b.NewICmp(enum.IPredNE, k.tid, c64(0)), ret, body)
+		ret.NewRet(nil)
+		k.b = body
+	}
+	body(k)
+	k.b.NewRet(nil)
+	g.steps = append(g.steps, step{f: f, serial: serial})
+	g.kernelNames = append(g.kernelNames, fname)
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() > 40 {
+		return b.String()[:40]
+	}
+	return b.String()
+}
+
+// ptr returns a typed pointer to v's data inside a step.
+func (k *kfn) ptr(v *ir.Value) value.Value {
+	return k.locPtr(k.g.locOf(v), elemType(v.Type.Elem))
+}
+
+func (k *kfn) locPtr(l loc, et types.Type) value.Value {
+	key := fmt.Sprintf("%d/%d/%d/%s", l.space, l.off, l.io, et)
+	if p, ok := k.bases[key]; ok {
+		return p
+	}
+	entry := k.f.Blocks[0]
+	var insts []ll.Instruction
+	var raw value.Value
+	switch l.space {
+	case inWeights:
+		gp := ll.NewGetElementPtr(i8, k.w, c64(l.off))
+		insts, raw = append(insts, gp), gp
+	case inArena:
+		gp := ll.NewGetElementPtr(i8, k.a, c64(l.off))
+		insts, raw = append(insts, gp), gp
+	default:
+		slot := ll.NewGetElementPtr(i8p, k.io, c64(int64(l.io)))
+		ld := ll.NewLoad(i8p, slot)
+		insts, raw = append(insts, slot, ld), ld
+	}
+	cast := ll.NewBitCast(raw, types.NewPointer(et))
+	insts = append(insts, cast)
+	entry.Insts = append(insts, entry.Insts...)
+	k.bases[key] = cast
+	return cast
+}
+
+func prepend(xs []ll.Instruction, x ll.Instruction) []ll.Instruction {
+	return append([]ll.Instruction{x}, xs...)
+}
+
+// scratchPtr returns a float pointer to the current node's scratch plus
+// byteOff.
+func (k *kfn) scratchPtr(byteOff int64) value.Value {
+	off, ok := k.g.scratch[k.g.curNode]
+	if !ok {
+		panic("codegen/cpu: node has no scratch")
+	}
+	return k.locPtr(loc{space: inArena, off: off + byteOff}, f32)
+}
+
+// ---- the whole build ----
+
+func (g *gen) build() error {
+	gr := g.model.Graph
+	// Inputs and outputs go in io.
+	slot := 0
+	for _, v := range gr.Inputs {
+		if v.Const != nil && false {
+			continue
+		}
+		d, ok := v.Type.Shape.Ints()
+		if !ok {
+			return fmt.Errorf("codegen/cpu: input %q has shape %s: the CPU backend needs static shapes", v.Name, v.Type)
+		}
+		g.locs[v] = loc{space: inIO, io: slot}
+		g.inputs = append(g.inputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, Index: slot})
+		slot++
+	}
+	outSet := map[*ir.Value]bool{}
+	for _, v := range gr.Outputs {
+		d, ok := v.Type.Shape.Ints()
+		if !ok {
+			return fmt.Errorf("codegen/cpu: output %q has shape %s: the CPU backend needs static shapes", v.Name, v.Type)
+		}
+		if outSet[v] || g.locs[v].space == inIO && g.isGraphInput(v) {
+			return fmt.Errorf("codegen/cpu: output %q is a graph input or repeated; not supported", v.Name)
+		}
+		outSet[v] = true
+		g.locs[v] = loc{space: inIO, io: slot}
+		g.outputs = append(g.outputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, Index: slot})
+		slot++
+	}
+	// Fold what inference computed; check everything else is supported.
+	var unsupported []string
+	seen := map[string]bool{}
+	for _, n := range gr.Nodes {
+		allKnown := true
+		for _, o := range n.Outputs {
+			if o != nil && (g.known[o] == nil || outSet[o]) {
+				allKnown = false
+			}
+		}
+		if allKnown || n.OpType == "Constant" && n.Domain == "" && !outSet[n.Outputs[0]] {
+			g.skip[n] = true
+			if g.known[n.Outputs[0]] == nil { // a big Constant
+				if t := n.Attr("value"); t != nil && t.T != nil {
+					g.known[n.Outputs[0]] = t.T
+				} else {
+					delete(g.skip, n)
+				}
+			}
+			if g.skip[n] {
+				continue
+			}
+		}
+		for _, o := range n.Outputs {
+			if o != nil && !o.Type.Shape.IsStatic() {
+				return fmt.Errorf("codegen/cpu: value %q (output of %s) has shape %s: the CPU backend needs static shapes", o.Name, n, o.Type)
+			}
+		}
+		if msg := g.supports(n); msg != "" && !seen[msg] {
+			seen[msg] = true
+			unsupported = append(unsupported, msg)
+		}
+	}
+	if len(unsupported) > 0 {
+		return fmt.Errorf("codegen/cpu: unsupported: %s", strings.Join(unsupported, "; "))
+	}
+	if err := g.planMemory(outSet); err != nil {
+		return err
+	}
+	for _, n := range gr.Nodes {
+		if g.skip[n] || g.alias[n.Outputs[0]] != nil {
+			continue
+		}
+		g.curNode = n
+		if err := opTable[n.OpType].lower(g, n); err != nil {
+			return fmt.Errorf("codegen/cpu: %s: %w", n, err)
+		}
+	}
+	// Graph outputs that are compile-time constants are copied in.
+	for _, v := range gr.Outputs {
+		if t := g.constOf(v); t != nil && (v.Producer == nil || g.skip[v.Producer]) {
+			src := g.constLoc(t)
+			dst := g.locs[v]
+			n := int64(len(t.Raw))
+			g.step("const_out", true, func(k *kfn) {
+				s, d := k.locPtr(src, i8), k.locPtr(dst, i8)
+				k.loopN(0, n, func(i value.Value) { k.store(k.load(s, i), d, i) })
+			})
+		}
+	}
+	g.emitEntry()
+	return nil
+}
+
+// supports returns "" or a message naming what the backend lacks.
+func (g *gen) supports(n *ir.Node) string {
+	info, ok := opTable[n.OpType]
+	if !ok || n.Domain != "" && n.Domain != "ai.onnx" {
+		return fmt.Sprintf("%s (opset %d)", opName(n), g.opsets[n.Domain])
+	}
+	d := ir.Undefined
+	if v := n.Input(0); v != nil {
+		d = v.Type.Elem
+	} else if v := n.Output(0); v != nil {
+		d = v.Type.Elem
+	}
+	okType := false
+	for _, t := range info.types {
+		okType = okType || t == d
+	}
+	if !okType {
+		return fmt.Sprintf("%s (opset %d) on %s", opName(n), g.opsets[n.Domain], d)
+	}
+	if info.check != nil {
+		if err := info.check(g, n); err != nil {
+			return fmt.Sprintf("%s (opset %d): %v", opName(n), g.opsets[n.Domain], err)
+		}
+	}
+	return ""
+}
+
+func opName(n *ir.Node) string {
+	if n.Domain != "" {
+		return n.Domain + "." + n.OpType
+	}
+	return n.OpType
+}
+
+// emitEntry writes kiln_run: every step in order, a barrier between steps
+// unless both run on thread 0 alone.
+func (g *gen) emitEntry() {
+	bar := g.emitBarrier()
+	f := g.mod.NewFunc("kiln_run", types.Void, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
+		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("bar", i64p))
+	b := f.NewBlock("")
+	tid, nth, w, a, io, bp := f.Params[0], f.Params[1], f.Params[2], f.Params[3], f.Params[4], f.Params[5]
+	senseP := b.NewGetElementPtr(i64, bp, c64(1))
+	ld := b.NewLoad(i64, senseP)
+	ld.Atomic, ld.Ordering, ld.Align = true, enum.AtomicOrderingAcquire, 8
+	var sense value.Value = ld
+	for i, s := range g.steps {
+		b.NewCall(s.f, tid, nth, w, a, io)
+		if i+1 < len(g.steps) && !(s.serial && g.steps[i+1].serial) {
+			sense = b.NewCall(bar, nth, bp, sense)
+		}
+	}
+	b.NewRet(nil)
+}
+
+// emitBarrier writes a sense-reversing spin barrier over bar[0] (arrival
+// count) and bar[1] (sense): i64 kiln_barrier(i64 n, i64* bar, i64 sense).
+func (g *gen) emitBarrier() *ll.Func {
+	f := g.mod.NewFunc("kiln_barrier", i64, ll.NewParam("n", i64), ll.NewParam("bar", i64p), ll.NewParam("sense", i64))
+	f.Linkage = enum.LinkageInternal
+	n, bp, sense := f.Params[0], f.Params[1], f.Params[2]
+	entry, multi, last, wait, spin, done := f.NewBlock(""), f.NewBlock(""), f.NewBlock(""), f.NewBlock(""), f.NewBlock(""), f.NewBlock("")
+	entry.NewCondBr(entry.NewICmp(enum.IPredSLE, n, c64(1)), done, multi)
+	flip := multi.NewXor(sense, c64(1))
+	old := multi.NewAtomicRMW(enum.AtomicOpAdd, bp, c64(1), enum.AtomicOrderingAcquireRelease)
+	multi.NewCondBr(multi.NewICmp(enum.IPredEQ, old, multi.NewSub(n, c64(1))), last, wait)
+	st := last.NewStore(c64(0), bp)
+	st.Atomic, st.Ordering, st.Align = true, enum.AtomicOrderingMonotonic, 8
+	senseP := last.NewGetElementPtr(i64, bp, c64(1))
+	st2 := last.NewStore(flip, senseP)
+	st2.Atomic, st2.Ordering, st2.Align = true, enum.AtomicOrderingRelease, 8
+	last.NewRet(flip)
+	pause := g.declare("llvm.x86.sse2.pause", types.Void)
+	wait.NewBr(spin)
+	senseP2 := spin.NewGetElementPtr(i64, bp, c64(1))
+	cur := spin.NewLoad(i64, senseP2)
+	cur.Atomic, cur.Ordering, cur.Align = true, enum.AtomicOrderingAcquire, 8
+	spin.NewCall(pause)
+	back := f.NewBlock("")
+	spin.NewCondBr(spin.NewICmp(enum.IPredEQ, cur, flip), back, spin)
+	back.NewRet(flip)
+	done.NewRet(sense)
+	return f
+}
+
+var _ = constant.NewInt
+var _ = sort.Ints

@@ -1,0 +1,99 @@
+package cpu
+
+import (
+	"sort"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// buffer is one arena allocation live over nodes [start, end].
+type buffer struct {
+	size       int64
+	start, end int
+	off        int64
+	set        func(off int64)
+}
+
+// planMemory places every intermediate value (and each node's scratch) in
+// one arena, reusing memory between buffers whose lifetimes do not overlap
+// (greedy, largest first, lowest fitting offset). View ops (Reshape,
+// Flatten, Squeeze, Unsqueeze, Identity) alias their input instead of
+// copying it.
+func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
+	nodes := g.model.Graph.Nodes
+	root := func(v *ir.Value) *ir.Value {
+		for g.alias[v] != nil {
+			v = g.alias[v]
+		}
+		return v
+	}
+	for _, n := range nodes {
+		if g.skip[n] {
+			continue
+		}
+		if info := opTable[n.OpType]; info != nil && info.view && !outSet[n.Outputs[0]] && n.Inputs[0].Type.Elem == n.Outputs[0].Type.Elem {
+			g.alias[n.Outputs[0]] = n.Inputs[0]
+		}
+	}
+	bufs := map[*ir.Value]*buffer{}
+	var order []*buffer
+	for i, n := range nodes {
+		if g.skip[n] {
+			continue
+		}
+		for _, o := range n.Outputs {
+			if o == nil || g.alias[o] != nil || outSet[o] {
+				continue
+			}
+			o := o
+			b := &buffer{size: align64(int64(ir.RawLen(o.Type.Elem, numel(o)))), start: i, end: i}
+			b.set = func(off int64) { g.locs[o] = loc{space: inArena, off: off} }
+			bufs[o] = b
+			order = append(order, b)
+		}
+		for _, v := range n.Inputs {
+			if v == nil {
+				continue
+			}
+			if b := bufs[root(v)]; b != nil && b.end < i {
+				b.end = i
+			}
+		}
+		if info := opTable[n.OpType]; info != nil && info.scratch != nil {
+			if sz := info.scratch(g, n); sz > 0 {
+				n := n
+				b := &buffer{size: align64(sz), start: i, end: i}
+				b.set = func(off int64) { g.scratch[n] = off }
+				order = append(order, b)
+			}
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return order[a].size > order[b].size })
+	var placed []*buffer
+	for _, b := range order {
+		g.tensorBytes += b.size
+		var conflicts []*buffer
+		for _, p := range placed {
+			if p.start <= b.end && b.start <= p.end {
+				conflicts = append(conflicts, p)
+			}
+		}
+		sort.Slice(conflicts, func(i, j int) bool { return conflicts[i].off < conflicts[j].off })
+		off := int64(0)
+		for _, p := range conflicts {
+			if off+b.size <= p.off {
+				break
+			}
+			if e := p.off + p.size; e > off {
+				off = e
+			}
+		}
+		b.off = off
+		b.set(off)
+		placed = append(placed, b)
+		if e := off + b.size; e > g.arenaBytes {
+			g.arenaBytes = e
+		}
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// The elementwise ops with signatures of their own: Identity, Cast, Clip
+// and Dropout.
+
+var miscOps = []*Schema{
+	{Name: "Identity", Since: 1, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+		Types: allTypes, Infer: SameAsInput, Run: runIdentity},
+
+	// Cast-19 added saturate, which only concerns the float8 types kiln
+	// does not compute with; it is accepted and has no effect.
+	{Name: "Cast", Since: 6, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "to", Kind: ir.AttrInt, Required: true}},
+		Types: allTypes, Infer: inferCast, Run: runCast},
+	{Name: "Cast", Since: 19, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "to", Kind: ir.AttrInt, Required: true}, defInt("saturate", 1)},
+		Types: allTypes, Infer: inferCast, Run: runCast},
+
+	// Clip's bounds were attributes until opset 11, then optional inputs;
+	// opset 12 added the integer types.
+	{Name: "Clip", Since: 6, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{defFloat("min", -math.MaxFloat32), defFloat("max", math.MaxFloat32)},
+		Types: floatTypes, Infer: SameAsInput, Run: runClip},
+	{Name: "Clip", Since: 11, MinInputs: 1, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Types: numericTypes, Infer: inferClip, Run: runClip},
+
+	// Dropout-10 made the mask bool (it had the data's type); Dropout-12
+	// made ratio an input and added training_mode and seed.
+	{Name: "Dropout", Since: 7, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 2,
+		Attrs: []AttrDef{defFloat("ratio", 0.5)}, Types: floatTypes, Infer: inferDropout, Run: runDropout},
+	{Name: "Dropout", Since: 10, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 2,
+		Attrs: []AttrDef{defFloat("ratio", 0.5)}, Types: floatTypes, Infer: inferDropout, Run: runDropout},
+	{Name: "Dropout", Since: 12, MinInputs: 1, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 2,
+		Attrs: []AttrDef{{Name: "seed", Kind: ir.AttrInt}}, Types: floatTypes, Infer: inferDropout, Run: runDropout},
+}
+
+func init() { register(miscOps) }
+
+// runIdentity returns its input: tensors are values no kernel modifies.
+func runIdentity(c *KernelContext) error {
+	c.Set(0, c.In(0))
+	return nil
+}
+
+func inferCast(c *InferContext) error {
+	to := ir.DType(c.Int("to"))
+	if !to.Valid() || to == ir.Undefined {
+		return c.Errorf("attribute to is %d, not an element type", c.Int("to"))
+	}
+	c.Set(0, ir.TensorType(to, c.In(0).Shape.Clone()))
+	return nil
+}
+
+// runCast converts through float64 when either side is a floating type
+// (rounding to nearest, truncating toward zero into integers, NaN to 0),
+// else through int64 (wrapping to narrower types, as C casts do).
+func runCast(c *KernelContext) error {
+	x, to := c.In(0), ir.DType(c.Int("to"))
+	if err := checkType(c, x.DType); err != nil {
+		return err
+	}
+	if !slices.Contains(allTypes, to) {
+		return c.Unsupported(to)
+	}
+	var out *ir.Tensor
+	var err error
+	switch {
+	case x.DType == to:
+		out = x
+	case x.DType == ir.String:
+		out, err = parseStrings(x, to)
+	case to == ir.String:
+		out = formatStrings(x)
+	case x.DType.IsFloat() || to.IsFloat():
+		out = FromFloat64s(to, x.Dims, Float64s(x))
+	default:
+		out = FromInt64s(to, x.Dims, Int64s(x))
+	}
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	c.Set(0, out)
+	return nil
+}
+
+// parseStrings reads numbers written in decimal (integers) or as Go and
+// numpy write floats, including "inf", "-INF" and "NaN".
+func parseStrings(x *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
+	if to.IsInt() {
+		v := make([]int64, len(x.Strings))
+		for k, s := range x.Strings {
+			var err error
+			if to == ir.Uint64 {
+				var u uint64
+				u, err = strconv.ParseUint(s, 10, 64)
+				v[k] = int64(u)
+			} else {
+				v[k], err = strconv.ParseInt(s, 10, 64)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return FromInt64s(to, x.Dims, v), nil
+	}
+	v := make([]float64, len(x.Strings))
+	for k, s := range x.Strings {
+		var err error
+		if v[k], err = strconv.ParseFloat(s, 64); err != nil {
+			return nil, err
+		}
+	}
+	return FromFloat64s(to, x.Dims, v), nil
+}
+
+// formatStrings writes floats in the shortest form that reads back to the
+// same value of their own precision.
+func formatStrings(x *ir.Tensor) *ir.Tensor {
+	out := ir.NewTensor(ir.String, x.Dims...)
+	switch {
+	case x.DType.IsFloat():
+		bits := 32
+		if x.DType == ir.Float64 {
+			bits = 64
+		}
+		for k, e := range Float64s(x) {
+			out.Strings[k] = strconv.FormatFloat(e, 'g', -1, bits)
+		}
+	case x.DType == ir.Uint64:
+		for k, e := range Int64s(x) {
+			out.Strings[k] = strconv.FormatUint(uint64(e), 10)
+		}
+	default:
+		for k, e := range Int64s(x) {
+			out.Strings[k] = strconv.FormatInt(e, 10)
+		}
+	}
+	return out
+}
+
+func inferClip(c *InferContext) error {
+	for i := 1; i < 3; i++ {
+		if !c.HasInput(i) {
+			continue
+		}
+		b := c.In(i)
+		if _, err := commonElem(c.In(0), b); err != nil {
+			return c.Errorf("%v", err)
+		}
+		if n := b.Shape.NumElements(); n >= 0 && n != 1 {
+			return c.Errorf("bound %d has shape %s, want a scalar", i, b.Shape)
+		}
+	}
+	return SameAsInput(c)
+}
+
+// runClip serves both rows: the bounds come from attributes (always
+// present through their defaults) or from optional inputs.
+func runClip(c *KernelContext) error {
+	x := c.In(0)
+	if err := checkType(c, x.DType); err != nil {
+		return err
+	}
+	bounds := [2]*ir.Tensor{c.In(1), c.In(2)}
+	if c.declares("min") {
+		bounds = [2]*ir.Tensor{ir.Scalar(ir.Float32, c.Float("min")), ir.Scalar(ir.Float32, c.Float("max"))}
+	} else {
+		for i, b := range bounds {
+			if b != nil && b.DType != x.DType {
+				return c.Errorf("bound %d is %s, want %s like the input", i+1, b.DType, x.DType)
+			}
+		}
+	}
+	flo, fhi := math.Inf(-1), math.Inf(1)
+	ilo, ihi := int64(math.MinInt64), int64(math.MaxInt64)
+	ulo, uhi := uint64(0), uint64(math.MaxUint64)
+	for i, b := range bounds {
+		if b == nil {
+			continue
+		}
+		if b.Len() != 1 {
+			return c.Errorf("bound %d has shape %v, want a scalar", i+1, b.Dims)
+		}
+		if i == 0 {
+			flo, ilo, ulo = b.Float64At(0), b.Int64At(0), uint64(b.Int64At(0))
+		} else {
+			fhi, ihi, uhi = b.Float64At(0), b.Int64At(0), uint64(b.Int64At(0))
+		}
+	}
+	// min(max(...)) gives max when min > max, as numpy.clip, and keeps NaN.
+	c.Set(0, mapElems(x, x.DType,
+		func(v float64) float64 { return min(max(v, flo), fhi) },
+		func(v int64) int64 { return min(max(v, ilo), ihi) },
+		func(v uint64) uint64 { return min(max(v, ulo), uhi) }))
+	return nil
+}
+
+// hasMask reports whether the node asks for Dropout's mask output.
+func hasMask(n *ir.Node) bool { return n.Output(1) != nil }
+
+func inferDropout(c *InferContext) error {
+	x := c.In(0)
+	if c.HasInput(1) {
+		if r := c.Const(1); r != nil {
+			if _, err := dropoutRatio(r); err != nil {
+				return c.Errorf("%v", err)
+			}
+		}
+	}
+	if e := c.In(2).Elem; c.HasInput(2) && e != ir.Undefined && e != ir.Bool {
+		return c.Errorf("training_mode is %s, want bool", e)
+	}
+	c.Set(0, x.Clone())
+	if hasMask(c.Node) {
+		elem := ir.Bool
+		if c.schema.Since < 10 {
+			elem = x.Elem
+		}
+		c.Set(1, ir.TensorType(elem, x.Shape.Clone()))
+	}
+	return nil
+}
+
+func dropoutRatio(r *ir.Tensor) (float64, error) {
+	if r.Len() != 1 || !r.DType.IsFloat() {
+		return 0, fmt.Errorf("ratio must be a float scalar, got %s%v", r.DType, r.Dims)
+	}
+	v := r.Float64At(0)
+	if !(v >= 0 && v < 1) {
+		return 0, fmt.Errorf("ratio %g is outside [0, 1)", v)
+	}
+	return v, nil
+}
+
+// runDropout is the identity except in training mode (opset 12 on), where
+// it zeroes elements with probability ratio and scales the rest by
+// 1/(1-ratio). The mask is drawn as numpy.random.uniform(0, 1, shape) >=
+// ratio after numpy.random.seed(seed), which is how ONNX's reference
+// implementation draws it, so the results match ONNX's test data; a node
+// without seed uses 0, keeping the reference executor deterministic.
+func runDropout(c *KernelContext) error {
+	x := c.In(0)
+	if err := checkType(c, x.DType); err != nil {
+		return err
+	}
+	train := false
+	ratio := 0.5
+	if c.declares("ratio") {
+		ratio = float64(c.Float("ratio"))
+	} else {
+		if r := c.In(1); r != nil {
+			var err error
+			if ratio, err = dropoutRatio(r); err != nil {
+				return c.Errorf("%v", err)
+			}
+		}
+		if t := c.In(2); t != nil {
+			if t.DType != ir.Bool || t.Len() != 1 {
+				return c.Errorf("training_mode must be a bool scalar, got %s%v", t.DType, t.Dims)
+			}
+			train = Bools(t)[0]
+		}
+	}
+	keep := make([]bool, x.Len())
+	y := x
+	if train && ratio > 0 {
+		rng := newNumpyRand(uint32(c.Int("seed")))
+		v := Float64s(x)
+		for k := range v {
+			keep[k] = rng.float64() >= ratio
+			if keep[k] {
+				v[k] /= 1 - ratio
+			} else {
+				v[k] = 0
+			}
+		}
+		y = FromFloat64s(x.DType, x.Dims, v)
+	} else {
+		for k := range keep {
+			keep[k] = true
+		}
+	}
+	c.Set(0, y)
+	if hasMask(c.Node) {
+		mask := FromBools(x.Dims, keep)
+		if c.schema.Since < 10 {
+			mask = FromInt64s(x.DType, x.Dims, Int64s(mask))
+		}
+		c.Set(1, mask)
+	}
+	return nil
+}

@@ -1,0 +1,911 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// Indexing ops: slicing, gathering, scattering, padding, one-hot, Trilu,
+// and Resize (an indexed gather with weights). As in shape.go, rows exist where a version
+// changed the signature; kiln accepts negative axes and indices in every
+// version.
+
+var indexOps = []*Schema{
+	{Name: "Slice", Since: 1, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "axes", Kind: ir.AttrInts}, {Name: "starts", Kind: ir.AttrInts, Required: true}, {Name: "ends", Kind: ir.AttrInts, Required: true}},
+		Types: allTypes, Infer: inferSlice, Run: runSlice},
+	{Name: "Slice", Since: 10, MinInputs: 3, MaxInputs: 5, MinOutputs: 1, MaxOutputs: 1,
+		Types: allTypes, Infer: inferSlice, Run: runSlice},
+	{Name: "Gather", Since: 1, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "axis", Kind: ir.AttrInt, Default: ir.AttrI("axis", 0)}},
+		Types: allTypes, Infer: inferGather, Run: runGather},
+	{Name: "GatherElements", Since: 11, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "axis", Kind: ir.AttrInt, Default: ir.AttrI("axis", 0)}},
+		Types: allTypes, Infer: inferGatherElements, Run: runGatherElements},
+	{Name: "GatherND", Since: 11, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
+		Types: allTypes, Infer: inferGatherND, Run: runGatherND},
+	{Name: "GatherND", Since: 12, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "batch_dims", Kind: ir.AttrInt, Default: ir.AttrI("batch_dims", 0)}},
+		Types: allTypes, Infer: inferGatherND, Run: runGatherND},
+	// Scatter reductions: none before 16, add/mul from 16, max/min from 18.
+	{Name: "ScatterElements", Since: 11, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "axis", Kind: ir.AttrInt, Default: ir.AttrI("axis", 0)}},
+		Types: allTypes, Infer: inferScatterElements, Run: runScatterElements},
+	{Name: "ScatterElements", Since: 16, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "axis", Kind: ir.AttrInt, Default: ir.AttrI("axis", 0)}, reductionAttr},
+		Types: allTypes, Infer: inferScatterElements, Run: runScatterElements},
+	{Name: "ScatterElements", Since: 18, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "axis", Kind: ir.AttrInt, Default: ir.AttrI("axis", 0)}, reductionAttr},
+		Types: allTypes, Infer: inferScatterElements, Run: runScatterElements},
+	{Name: "ScatterND", Since: 11, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Types: allTypes, Infer: inferScatterND, Run: runScatterND},
+	{Name: "ScatterND", Since: 16, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{reductionAttr}, Types: allTypes, Infer: inferScatterND, Run: runScatterND},
+	{Name: "ScatterND", Since: 18, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{reductionAttr}, Types: allTypes, Infer: inferScatterND, Run: runScatterND},
+	{Name: "OneHot", Since: 9, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "axis", Kind: ir.AttrInt, Default: ir.AttrI("axis", -1)}},
+		Types: numericTypes, Infer: inferOneHot, Run: runOneHot},
+	{Name: "Trilu", Since: 14, MinInputs: 1, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "upper", Kind: ir.AttrInt, Default: ir.AttrI("upper", 1)}},
+		Types: allTypes, Infer: inferTrilu, Run: runTrilu},
+	// Pad-1 names its attribute paddings, 2 pads; 11 makes pads and the
+	// constant inputs, 18 adds the axes input and 19 the wrap mode.
+	{Name: "Pad", Since: 1, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{padModeAttr, {Name: "paddings", Kind: ir.AttrInts, Required: true}, {Name: "value", Kind: ir.AttrFloat, Default: ir.AttrF("value", 0)}},
+		Types: allTypes, Infer: inferPad, Run: runPad},
+	{Name: "Pad", Since: 2, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{padModeAttr, {Name: "pads", Kind: ir.AttrInts, Required: true}, {Name: "value", Kind: ir.AttrFloat, Default: ir.AttrF("value", 0)}},
+		Types: allTypes, Infer: inferPad, Run: runPad},
+	{Name: "Pad", Since: 11, MinInputs: 2, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{padModeAttr}, Types: allTypes, Infer: inferPad, Run: runPad},
+	{Name: "Pad", Since: 18, MinInputs: 2, MaxInputs: 4, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{padModeAttr}, Types: allTypes, Infer: inferPad, Run: runPad},
+	{Name: "Pad", Since: 19, MinInputs: 2, MaxInputs: 4, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{padModeAttr}, Types: allTypes, Infer: inferPad, Run: runPad},
+}
+
+func init() { register(indexOps) }
+
+var (
+	reductionAttr = AttrDef{Name: "reduction", Kind: ir.AttrString, Default: ir.AttrS("reduction", "none")}
+	padModeAttr   = AttrDef{Name: "mode", Kind: ir.AttrString, Default: ir.AttrS("mode", "constant")}
+)
+
+// --- Slice --------------------------------------------------------------------
+
+// sliceArgs are Slice's starts, ends, axes and steps, each with one entry
+// per sliced axis.
+type sliceArgs struct{ starts, ends, axes, steps []int64 }
+
+// resolve fills in the default axes and steps and validates the lengths.
+func (s *sliceArgs) resolve(rank int) ([]int, error) {
+	n := len(s.starts)
+	if len(s.ends) != n {
+		return nil, fmt.Errorf("starts %v and ends %v differ in length", s.starts, s.ends)
+	}
+	if s.axes == nil {
+		s.axes = make([]int64, n)
+		for i := range s.axes {
+			s.axes[i] = int64(i)
+		}
+	}
+	if s.steps == nil {
+		s.steps = make([]int64, n)
+		for i := range s.steps {
+			s.steps[i] = 1
+		}
+	}
+	if len(s.axes) != n || len(s.steps) != n {
+		return nil, fmt.Errorf("axes %v and steps %v must have %d entries like starts", s.axes, s.steps, n)
+	}
+	for _, st := range s.steps {
+		if st == 0 {
+			return nil, fmt.Errorf("steps %v has a 0", s.steps)
+		}
+	}
+	return normAxes(s.axes, rank)
+}
+
+// sliceRange clamps one axis' start and end as ONNX does and returns the
+// first index read and the number of elements.
+func sliceRange(dim, start, end, step int64) (first, count int64) {
+	if start < 0 {
+		start += dim
+	}
+	if end < 0 {
+		end += dim
+	}
+	if step > 0 {
+		start = min(max(start, 0), dim)
+		end = min(max(end, 0), dim)
+		if end > start {
+			count = (end - start + step - 1) / step
+		}
+	} else {
+		start = min(max(start, 0), dim-1)
+		end = min(max(end, -1), dim-1)
+		if start > end {
+			count = (start - end - step - 1) / -step
+		}
+	}
+	return start, count
+}
+
+func inferSlice(c *InferContext) error {
+	x := c.In(0)
+	var a sliceArgs
+	known := true
+	if declared(c.attrs, "starts") {
+		a = sliceArgs{starts: c.Ints("starts"), ends: c.Ints("ends"), axes: c.Ints("axes")}
+	} else {
+		a.starts, a.ends = constInts(c, 1), constInts(c, 2)
+		known = a.starts != nil && a.ends != nil
+		for i, p := range []*[]int64{&a.axes, &a.steps} {
+			if c.HasInput(3 + i) {
+				*p = constInts(c, 3+i)
+				known = known && *p != nil
+			}
+		}
+	}
+	if !x.Shape.Ranked || !known {
+		c.Set(0, ir.TensorType(x.Elem, unknownDims(x.Shape.Rank())))
+		return nil
+	}
+	axes, err := a.resolve(x.Shape.Rank())
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	out := x.Shape.Clone()
+	for i, ax := range axes {
+		d := out.Dims[ax]
+		if !d.IsStatic() {
+			out.Dims[ax] = ir.UnknownDim()
+			continue
+		}
+		_, n := sliceRange(d.Value, a.starts[i], a.ends[i], a.steps[i])
+		out.Dims[ax] = ir.D(n)
+	}
+	c.Set(0, ir.TensorType(x.Elem, out))
+	return nil
+}
+
+func runSlice(c *KernelContext) error {
+	x := c.In(0)
+	if err := checkMovable(c, x); err != nil {
+		return err
+	}
+	var a sliceArgs
+	if declared(c.attrs, "starts") {
+		a = sliceArgs{starts: c.Ints("starts"), ends: c.Ints("ends"), axes: c.Ints("axes")}
+	} else {
+		names := []string{"starts", "ends", "axes", "steps"}
+		for i, p := range []*[]int64{&a.starts, &a.ends, &a.axes, &a.steps} {
+			if t := c.In(1 + i); t != nil {
+				v, err := indexValues(t, names[i])
+				if err != nil {
+					return c.Errorf("%v", err)
+				}
+				*p = v
+			}
+		}
+	}
+	axes, err := a.resolve(len(x.Dims))
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	st := Strides(x.Dims)
+	dims := append([]int64{}, x.Dims...)
+	first := make([]int64, len(dims))
+	steps := make([]int64, len(dims))
+	for i := range steps {
+		steps[i] = 1
+	}
+	for i, ax := range axes {
+		first[ax], dims[ax] = sliceRange(x.Dims[ax], a.starts[i], a.ends[i], a.steps[i])
+		steps[ax] = a.steps[i]
+	}
+	maps := make([][]int, len(dims))
+	for ax := range dims {
+		maps[ax] = strideMap(dims[ax], first[ax], steps[ax], st[ax])
+	}
+	c.Set(0, takeElems(x, dims, axisIndex(dims, maps), nil))
+	return nil
+}
+
+// --- Gather, GatherElements, GatherND ------------------------------------------
+
+// fixIndex resolves a possibly negative index into [0, dim).
+func fixIndex(i, dim int64) (int64, error) {
+	if i < 0 {
+		i += dim
+	}
+	if i < 0 || i >= dim {
+		return 0, fmt.Errorf("index %d is out of range for a dim of %d", i, dim)
+	}
+	return i, nil
+}
+
+func inferGather(c *InferContext) error {
+	x, ind := c.In(0), c.In(1)
+	if !x.Shape.Ranked || !ind.Shape.Ranked {
+		c.Set(0, ir.TensorType(x.Elem, ir.Shape{}))
+		return nil
+	}
+	axis, err := NormAxis(c.Int("axis"), x.Shape.Rank())
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	dims := append(append(append([]ir.Dim{}, x.Shape.Dims[:axis]...), ind.Shape.Dims...), x.Shape.Dims[axis+1:]...)
+	c.Set(0, ir.TensorType(x.Elem, ir.ShapeOf(dims...)))
+	return nil
+}
+
+func runGather(c *KernelContext) error {
+	x := c.In(0)
+	if err := checkMovable(c, x); err != nil {
+		return err
+	}
+	ind, err := indexValues(c.In(1), "indices")
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	axis, err := NormAxis(c.Int("axis"), len(x.Dims))
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	dim := x.Dims[axis]
+	outer, inner := ir.Product(x.Dims[:axis]), ir.Product(x.Dims[axis+1:])
+	dims := append(append(append([]int64{}, x.Dims[:axis]...), c.In(1).Dims...), x.Dims[axis+1:]...)
+	idx := make([]int, 0, ir.Product(dims))
+	for o := int64(0); o < outer; o++ {
+		for _, j := range ind {
+			j, err := fixIndex(j, dim)
+			if err != nil {
+				return c.Errorf("%v", err)
+			}
+			for i := int64(0); i < inner; i++ {
+				idx = append(idx, int((o*dim+j)*inner+i))
+			}
+		}
+	}
+	c.Set(0, takeElems(x, dims, idx, nil))
+	return nil
+}
+
+// elementsShape checks GatherElements/ScatterElements ranks and returns the
+// normalized axis.
+func elementsAxis(a attrs, data, ind ir.Shape) (int, error) {
+	if data.Ranked && ind.Ranked && data.Rank() != ind.Rank() {
+		return 0, fmt.Errorf("indices have rank %d, data rank %d", ind.Rank(), data.Rank())
+	}
+	rank := max(data.Rank(), ind.Rank())
+	if rank < 0 {
+		return 0, nil
+	}
+	return NormAxis(a.Int("axis"), rank)
+}
+
+func inferGatherElements(c *InferContext) error {
+	if _, err := elementsAxis(c.attrs, c.In(0).Shape, c.In(1).Shape); err != nil {
+		return c.Errorf("%v", err)
+	}
+	c.Set(0, ir.TensorType(c.In(0).Elem, c.In(1).Shape.Clone()))
+	return nil
+}
+
+// elementsIndex maps each element of indices to the flat offset in data
+// that GatherElements reads and ScatterElements writes: its own coordinate
+// with the axis coordinate replaced by the index.
+func elementsIndex(data []int64, indDims []int64, ind []int64, axis int) ([]int, error) {
+	if len(indDims) != len(data) {
+		return nil, fmt.Errorf("indices have rank %d, data rank %d", len(indDims), len(data))
+	}
+	st := Strides(data)
+	coord := make([]int64, len(indDims))
+	out := make([]int, len(ind))
+	for k, j := range ind {
+		j, err := fixIndex(j, data[axis])
+		if err != nil {
+			return nil, err
+		}
+		var flat int64
+		for a, x := range coord {
+			if a == axis {
+				x = j
+			} else if x >= data[a] {
+				return nil, fmt.Errorf("indices of shape %v exceed data of shape %v", indDims, data)
+			}
+			flat += x * st[a]
+		}
+		out[k] = int(flat)
+		nextCoord(coord, indDims)
+	}
+	return out, nil
+}
+
+func runGatherElements(c *KernelContext) error {
+	x, it := c.In(0), c.In(1)
+	if err := checkMovable(c, x); err != nil {
+		return err
+	}
+	ind, err := indexValues(it, "indices")
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	axis, err := elementsAxis(c.attrs, x.Shape(), it.Shape())
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	idx, err := elementsIndex(x.Dims, it.Dims, ind, axis)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	c.Set(0, takeElems(x, it.Dims, idx, nil))
+	return nil
+}
+
+func batchDims(a attrs) int64 {
+	if declared(a, "batch_dims") {
+		return a.Int("batch_dims")
+	}
+	return 0
+}
+
+func inferGatherND(c *InferContext) error {
+	x, ind := c.In(0), c.In(1)
+	b := batchDims(c.attrs)
+	if !x.Shape.Ranked || !ind.Shape.Ranked {
+		c.Set(0, ir.TensorType(x.Elem, ir.Shape{}))
+		return nil
+	}
+	r, q := int64(x.Shape.Rank()), int64(ind.Shape.Rank())
+	if q < 1 || b < 0 || b >= min(r, q) {
+		return c.Errorf("batch_dims %d is out of range for data rank %d and indices rank %d", b, r, q)
+	}
+	last := ind.Shape.Dims[q-1]
+	if !last.IsStatic() {
+		c.Set(0, ir.TensorType(x.Elem, ir.Shape{}))
+		return nil
+	}
+	k := last.Value
+	if k < 1 || b+k > r {
+		return c.Errorf("index tuples of length %d do not fit data of rank %d with %d batch dims", k, r, b)
+	}
+	dims := append(append([]ir.Dim{}, ind.Shape.Dims[:q-1]...), x.Shape.Dims[b+k:]...)
+	c.Set(0, ir.TensorType(x.Elem, ir.ShapeOf(dims...)))
+	return nil
+}
+
+// ndIndex maps the index tuples of GatherND/ScatterND (indices [..., k])
+// to the flat offset of the data slice each selects, with b leading batch
+// dims shared by data and indices. It returns the offsets (one per tuple)
+// and the slice length.
+func ndIndex(data, indDims, ind []int64, b int64) (offsets []int, inner int64, err error) {
+	r, q := int64(len(data)), int64(len(indDims))
+	if q < 1 || b < 0 || b >= min(r, q) {
+		return nil, 0, fmt.Errorf("batch_dims %d is out of range for data rank %d and indices rank %d", b, r, q)
+	}
+	k := indDims[q-1]
+	if k < 1 || b+k > r {
+		return nil, 0, fmt.Errorf("index tuples of length %d do not fit data of rank %d with %d batch dims", k, r, b)
+	}
+	for a := int64(0); a < b; a++ {
+		if data[a] != indDims[a] {
+			return nil, 0, fmt.Errorf("batch dims of data %v and indices %v differ", data, indDims)
+		}
+	}
+	st := Strides(data)
+	inner = ir.Product(data[b+k:])
+	batchStride := ir.Product(data[b:])
+	perBatch := ir.Product(indDims[b : q-1])
+	offsets = make([]int, len(ind)/int(k))
+	for t := range offsets {
+		flat := int64(t) / max(perBatch, 1) * batchStride
+		for a := int64(0); a < k; a++ {
+			j, err := fixIndex(ind[int64(t)*k+a], data[b+a])
+			if err != nil {
+				return nil, 0, err
+			}
+			flat += j * st[b+a]
+		}
+		offsets[t] = int(flat)
+	}
+	return offsets, inner, nil
+}
+
+func runGatherND(c *KernelContext) error {
+	x, it := c.In(0), c.In(1)
+	if err := checkMovable(c, x); err != nil {
+		return err
+	}
+	ind, err := indexValues(it, "indices")
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	b := batchDims(c.attrs)
+	offsets, inner, err := ndIndex(x.Dims, it.Dims, ind, b)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	q := len(it.Dims)
+	dims := append(append([]int64{}, it.Dims[:q-1]...), x.Dims[b+it.Dims[q-1]:]...)
+	idx := make([]int, 0, int64(len(offsets))*inner)
+	for _, off := range offsets {
+		for i := 0; i < int(inner); i++ {
+			idx = append(idx, off+i)
+		}
+	}
+	c.Set(0, takeElems(x, dims, idx, nil))
+	return nil
+}
+
+// --- ScatterElements, ScatterND ------------------------------------------------
+
+// scatterReduction returns the node's reduction after checking that its
+// opset allows it.
+func scatterReduction(a attrs, opset int64) (string, error) {
+	if !declared(a, "reduction") {
+		return "none", nil
+	}
+	r := a.String("reduction")
+	switch {
+	case r == "none", r == "add", r == "mul":
+	case (r == "max" || r == "min") && opset >= 18:
+	default:
+		return "", fmt.Errorf("reduction %q is not supported at opset %d", r, opset)
+	}
+	return r, nil
+}
+
+func inferScatter(c *InferContext) error {
+	if _, err := scatterReduction(c.attrs, c.Opset); err != nil {
+		return c.Errorf("%v", err)
+	}
+	x, u := c.In(0), c.In(2)
+	if u.Elem != ir.Undefined && x.Elem != ir.Undefined && u.Elem != x.Elem {
+		return c.Errorf("updates are %s, data %s", u.Elem, x.Elem)
+	}
+	c.Set(0, x.Clone())
+	return nil
+}
+
+func inferScatterElements(c *InferContext) error {
+	ind, upd := c.In(1).Shape, c.In(2).Shape
+	if ind.Ranked && upd.Ranked && !sameStaticDims(ind, upd) {
+		return c.Errorf("indices %s and updates %s differ in shape", ind, upd)
+	}
+	if _, err := elementsAxis(c.attrs, c.In(0).Shape, ind); err != nil {
+		return c.Errorf("%v", err)
+	}
+	return inferScatter(c)
+}
+
+func inferScatterND(c *InferContext) error {
+	x, ind, upd := c.In(0).Shape, c.In(1).Shape, c.In(2).Shape
+	if x.Ranked && ind.Ranked && upd.Ranked && ind.Rank() > 0 && ind.Dims[ind.Rank()-1].IsStatic() {
+		q, k := ind.Rank(), int(ind.Dims[ind.Rank()-1].Value)
+		if k < 1 || k > x.Rank() {
+			return c.Errorf("index tuples of length %d do not fit data of rank %d", k, x.Rank())
+		}
+		want := ir.ShapeOf(append(append([]ir.Dim{}, ind.Dims[:q-1]...), x.Dims[k:]...)...)
+		if !sameStaticDims(want, upd) {
+			return c.Errorf("updates have shape %s, want %s", upd, want)
+		}
+	}
+	return inferScatter(c)
+}
+
+// sameStaticDims reports whether two ranked shapes have the same rank and
+// no two static dims that differ.
+func sameStaticDims(a, b ir.Shape) bool {
+	if a.Rank() != b.Rank() {
+		return false
+	}
+	for i, d := range a.Dims {
+		if e := b.Dims[i]; d.IsStatic() && e.IsStatic() && d.Value != e.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// scatter returns a copy of data with data[targets[i]] combined with
+// updates[i] by the reduction, in order (so later duplicates win for
+// "none", as the ONNX reference does).
+func scatter(c *KernelContext, data, updates *ir.Tensor, targets []int) error {
+	if err := checkMovable(c, data); err != nil {
+		return err
+	}
+	if updates.DType != data.DType || int(updates.Len()) != len(targets) {
+		return c.Errorf("updates %s%v do not match the %d indexed elements of %s data", updates.DType, updates.Dims, len(targets), data.DType)
+	}
+	red, err := scatterReduction(c.attrs, c.Opset)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	if red == "none" {
+		// Index map over [data; updates]: each element reads the last
+		// update aimed at it, or itself.
+		n := int(data.Len())
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		for i, t := range targets {
+			idx[t] = n + i
+		}
+		both := &ir.Tensor{DType: data.DType, Dims: []int64{int64(n + len(targets))}}
+		if data.DType == ir.String {
+			both.Strings = append(append([]string{}, data.Strings...), updates.Strings...)
+		} else {
+			both.Raw = append(append(ir.AlignedBytes(len(data.Raw)+len(updates.Raw))[:0], data.Raw...), updates.Raw...)
+		}
+		c.Set(0, takeElems(both, data.Dims, idx, nil))
+		return nil
+	}
+	if data.DType == ir.String {
+		return c.Errorf("reduction %q does not apply to strings", red)
+	}
+	if data.DType.IsFloat() {
+		out, upd := Float64s(data), Float64s(updates)
+		for i, t := range targets {
+			out[t] = reduceScalar(red, out[t], upd[i])
+		}
+		c.Set(0, FromFloat64s(data.DType, data.Dims, out))
+		return nil
+	}
+	out, upd := Int64s(data), Int64s(updates)
+	for i, t := range targets {
+		out[t] = reduceScalar(red, out[t], upd[i])
+	}
+	c.Set(0, FromInt64s(data.DType, data.Dims, out))
+	return nil
+}
+
+func reduceScalar[T float64 | int64](red string, a, b T) T {
+	switch red {
+	case "add":
+		return a + b
+	case "mul":
+		return a * b
+	case "max":
+		return max(a, b)
+	case "min":
+		return min(a, b)
+	}
+	return b
+}
+
+func runScatterElements(c *KernelContext) error {
+	x, it, upd := c.In(0), c.In(1), c.In(2)
+	ind, err := indexValues(it, "indices")
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	axis, err := elementsAxis(c.attrs, x.Shape(), it.Shape())
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	if !sameStaticDims(it.Shape(), upd.Shape()) {
+		return c.Errorf("indices %v and updates %v differ in shape", it.Dims, upd.Dims)
+	}
+	targets, err := elementsIndex(x.Dims, it.Dims, ind, axis)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	return scatter(c, x, upd, targets)
+}
+
+func runScatterND(c *KernelContext) error {
+	x, it, upd := c.In(0), c.In(1), c.In(2)
+	ind, err := indexValues(it, "indices")
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	offsets, inner, err := ndIndex(x.Dims, it.Dims, ind, 0)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	q := len(it.Dims)
+	want := append(append([]int64{}, it.Dims[:q-1]...), x.Dims[it.Dims[q-1]:]...)
+	if !sameStaticDims(ir.S(want...), upd.Shape()) {
+		return c.Errorf("updates have shape %v, want %v", upd.Dims, want)
+	}
+	targets := make([]int, 0, int64(len(offsets))*inner)
+	for _, off := range offsets {
+		for i := 0; i < int(inner); i++ {
+			targets = append(targets, off+i)
+		}
+	}
+	return scatter(c, x, upd, targets)
+}
+
+// --- OneHot, Trilu ---------------------------------------------------------------
+
+func inferOneHot(c *InferContext) error {
+	ind, vals := c.In(0), c.In(2)
+	if vals.Shape.Ranked && vals.Shape.NumElements() >= 0 && vals.Shape.NumElements() != 2 {
+		return c.Errorf("values has shape %s, want 2 elements", vals.Shape)
+	}
+	if !ind.Shape.Ranked {
+		c.Set(0, ir.TensorType(vals.Elem, ir.Shape{}))
+		return nil
+	}
+	r := ind.Shape.Rank()
+	axis, err := NormAxis(c.Int("axis"), r+1)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	depth := ir.UnknownDim()
+	if t := c.Const(1); t != nil && t.Len() == 1 && t.DType != ir.String {
+		depth = ir.D(int64(t.Float64At(0)))
+	}
+	dims := append(append(append([]ir.Dim{}, ind.Shape.Dims[:axis]...), depth), ind.Shape.Dims[axis:]...)
+	c.Set(0, ir.TensorType(vals.Elem, ir.ShapeOf(dims...)))
+	return nil
+}
+
+func runOneHot(c *KernelContext) error {
+	it, dt, vals := c.In(0), c.In(1), c.In(2)
+	if err := checkMovable(c, vals); err != nil {
+		return err
+	}
+	if vals.Len() != 2 {
+		return c.Errorf("values has %d elements, want 2 (off, on)", vals.Len())
+	}
+	if dt.Len() != 1 || dt.DType == ir.String || it.DType == ir.String {
+		return c.Errorf("depth must be one number and indices numeric")
+	}
+	depth := int64(dt.Float64At(0))
+	if depth < 1 {
+		return c.Errorf("depth %d must be positive", depth)
+	}
+	axis, err := NormAxis(c.Int("axis"), len(it.Dims)+1)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	ind := Int64s(it)
+	outer, inner := ir.Product(it.Dims[:axis]), ir.Product(it.Dims[axis:])
+	dims := append(append(append([]int64{}, it.Dims[:axis]...), depth), it.Dims[axis:]...)
+	// Each output element reads values[0] (off) or values[1] (on).
+	idx := make([]int, ir.Product(dims))
+	for o := int64(0); o < outer; o++ {
+		for i := int64(0); i < inner; i++ {
+			j := ind[o*inner+i]
+			if j < 0 {
+				j += depth
+			}
+			if j >= 0 && j < depth {
+				idx[(o*depth+j)*inner+i] = 1
+			}
+		}
+	}
+	c.Set(0, takeElems(vals, dims, idx, nil))
+	return nil
+}
+
+func inferTrilu(c *InferContext) error {
+	x := c.In(0)
+	if x.Shape.Ranked && x.Shape.Rank() < 2 {
+		return c.Errorf("input has rank %d, want at least 2", x.Shape.Rank())
+	}
+	if k := c.In(1); c.HasInput(1) && k.Shape.Ranked && k.Shape.NumElements() != 1 && k.Shape.IsStatic() {
+		return c.Errorf("k has shape %s, want a scalar", k.Shape)
+	}
+	c.Set(0, x.Clone())
+	return nil
+}
+
+func runTrilu(c *KernelContext) error {
+	x := c.In(0)
+	if err := checkMovable(c, x); err != nil {
+		return err
+	}
+	r := len(x.Dims)
+	if r < 2 {
+		return c.Errorf("input has rank %d, want at least 2", r)
+	}
+	var k int64
+	if t := c.In(1); t != nil {
+		v, err := indexValues(t, "k")
+		if err != nil || len(v) != 1 {
+			return c.Errorf("k must be one integer")
+		}
+		k = v[0]
+	}
+	upper := c.Int("upper") != 0
+	rows, cols := x.Dims[r-2], x.Dims[r-1]
+	idx := make([]int, x.Len())
+	for p := range idx {
+		i, j := int64(p)/cols%rows, int64(p)%cols
+		// Upper keeps j-i >= k, lower keeps j-i <= k; the rest is zero.
+		if keep := j-i >= k; upper && keep || !upper && j-i <= k {
+			idx[p] = p
+		} else {
+			idx[p] = -1
+		}
+	}
+	c.Set(0, takeElems(x, x.Dims, idx, nil))
+	return nil
+}
+
+// --- Pad ---------------------------------------------------------------------
+
+// padArgs returns the begin and end pads per axis of a rank-r input from
+// pads (all begins, then all ends) over axes (all axes when nil).
+func padArgs(rank int, pads, axes []int64) (begin, end []int64, err error) {
+	if axes == nil {
+		axes = make([]int64, rank)
+		for i := range axes {
+			axes[i] = int64(i)
+		}
+	}
+	if len(pads) != 2*len(axes) {
+		return nil, nil, fmt.Errorf("pads %v has %d entries for %d axes", pads, len(pads), len(axes))
+	}
+	norm, err := normAxes(axes, rank)
+	if err != nil {
+		return nil, nil, err
+	}
+	begin, end = make([]int64, rank), make([]int64, rank)
+	for i, ax := range norm {
+		begin[ax], end[ax] = pads[i], pads[len(axes)+i]
+	}
+	return begin, end, nil
+}
+
+func padMode(a attrs, opset int64) (string, error) {
+	m := a.String("mode")
+	switch {
+	case m == "constant", m == "reflect", m == "edge":
+	case m == "wrap" && opset >= 19:
+	default:
+		return "", fmt.Errorf("mode %q is not supported at opset %d", m, opset)
+	}
+	return m, nil
+}
+
+// padsAttr returns Pad-1's paddings or Pad-2's pads, or nil from Pad-11 on.
+func padsAttr(a attrs) ([]int64, bool) {
+	switch {
+	case declared(a, "pads"):
+		return a.Ints("pads"), true
+	case declared(a, "paddings"):
+		return a.Ints("paddings"), true
+	}
+	return nil, false
+}
+
+func inferPad(c *InferContext) error {
+	x := c.In(0)
+	if _, err := padMode(c.attrs, c.Opset); err != nil {
+		return c.Errorf("%v", err)
+	}
+	pads, ok := padsAttr(c.attrs)
+	if !ok {
+		pads = constInts(c, 1)
+	}
+	var axes []int64
+	if c.HasInput(3) {
+		if axes = constInts(c, 3); axes == nil {
+			pads = nil
+		}
+	}
+	if !x.Shape.Ranked || pads == nil {
+		c.Set(0, ir.TensorType(x.Elem, unknownDims(x.Shape.Rank())))
+		return nil
+	}
+	begin, end, err := padArgs(x.Shape.Rank(), pads, axes)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	out := x.Shape.Clone()
+	for i, d := range out.Dims {
+		switch {
+		case begin[i] == 0 && end[i] == 0:
+		case d.IsStatic():
+			n := d.Value + begin[i] + end[i]
+			if n < 0 {
+				return c.Errorf("pads %v crop dim %d of %d below zero", pads, i, d.Value)
+			}
+			out.Dims[i] = ir.D(n)
+		default:
+			out.Dims[i] = ir.UnknownDim()
+		}
+	}
+	c.Set(0, ir.TensorType(x.Elem, out))
+	return nil
+}
+
+// padMap is the axisIndex map of one padded axis: output position i reads
+// input position i-begin, mapped back inside by the mode, or -1 (the
+// constant) outside in constant mode.
+func padMap(mode string, dim, begin, out, stride int64) ([]int, error) {
+	m := make([]int, out)
+	if dim == 0 && mode != "constant" && out > 0 {
+		return nil, fmt.Errorf("cannot pad an empty axis in %s mode", mode)
+	}
+	for i := range m {
+		src := int64(i) - begin
+		switch mode {
+		case "constant":
+			if src < 0 || src >= dim {
+				m[i] = -1
+				continue
+			}
+		case "edge":
+			src = min(max(src, 0), dim-1)
+		case "wrap":
+			src = (src%dim + dim) % dim
+		case "reflect":
+			if dim == 1 {
+				src = 0
+				break
+			}
+			// Reflection without repeating the edge has period 2(dim-1).
+			period := 2 * (dim - 1)
+			src = (src%period + period) % period
+			if src >= dim {
+				src = period - src
+			}
+		}
+		m[i] = int(src * stride)
+	}
+	return m, nil
+}
+
+func runPad(c *KernelContext) error {
+	x := c.In(0)
+	if err := checkMovable(c, x); err != nil {
+		return err
+	}
+	mode, err := padMode(c.attrs, c.Opset)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	pads, ok := padsAttr(c.attrs)
+	if !ok {
+		if pads, err = indexValues(c.In(1), "pads"); err != nil {
+			return c.Errorf("%v", err)
+		}
+	}
+	var axes []int64
+	if t := c.In(3); t != nil {
+		if axes, err = indexValues(t, "axes"); err != nil {
+			return c.Errorf("%v", err)
+		}
+	}
+	begin, end, err := padArgs(len(x.Dims), pads, axes)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	// The constant: Pad-1/2's float attribute, or the optional third input.
+	var fill *ir.Tensor
+	switch {
+	case declared(c.attrs, "value"):
+		if x.DType != ir.String {
+			fill = FromFloat64s(x.DType, nil, []float64{float64(c.Float("value"))})
+		}
+	case c.In(2) != nil:
+		fill = c.In(2)
+		if fill.DType != x.DType || fill.Len() != 1 {
+			return c.Errorf("constant_value is %s%v, want one %s", fill.DType, fill.Dims, x.DType)
+		}
+	}
+	st := Strides(x.Dims)
+	dims := make([]int64, len(x.Dims))
+	maps := make([][]int, len(x.Dims))
+	for a, d := range x.Dims {
+		dims[a] = d + begin[a] + end[a]
+		if dims[a] < 0 {
+			return c.Errorf("pads %v crop dim %d of %d below zero", pads, a, d)
+		}
+		if maps[a], err = padMap(mode, d, begin[a], dims[a], st[a]); err != nil {
+			return c.Errorf("%v", err)
+		}
+	}
+	c.Set(0, takeElems(x, dims, axisIndex(dims, maps), fill))
+	return nil
+}

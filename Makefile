@@ -44,23 +44,29 @@ test: ## gofmt check, go vet, go test ./..., go test -race on the concurrent pac
 		echo "skipping go test -race: it needs cgo and a C compiler (make deps installs gcc)"; \
 	fi
 
-fuzz: ## run each fuzz target for FUZZTIME
-	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./frontend/onnx
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./frontend/text
+fuzz: ## run every fuzz target (FuzzRead, FuzzParse, ...) for FUZZTIME each
+	@for file in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+			echo "$(GO) test -run '^\$$' -fuzz '^$$target\$$' -fuzztime $(FUZZTIME) ./$$(dirname $${file#./})"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./$$(dirname $${file#./}); \
+		done; \
+	done
 
 conformance: build ## the reference executor on ONNX's node tests (those in scope) and the zoo models
-	@if [ -d $(ONNXNODE) ] && [ -f $(SCOPE) ]; then \
-		echo "bin/cc test: $(ONNXNODE), the tests marked 'in' by $(SCOPE)"; \
-		$(BIN)/cc test $$(awk -F'\t' -v dir=$(ONNXNODE) '$$2 == "in" { print dir "/" $$1 }' $(SCOPE)); \
+	@status=0; \
+	if [ -d $(ONNXNODE) ] && [ -f $(SCOPE) ]; then \
+		echo "== bin/cc test: the tests in $(ONNXNODE) that $(SCOPE) marks 'in'"; \
+		$(BIN)/cc test $$(awk -F'\t' -v dir=$(ONNXNODE) '$$2 == "in" { print dir "/" $$1 }' $(SCOPE)) || status=1; \
 	else \
 		echo "skipping ONNX node tests: $(ONNXNODE) or $(SCOPE) is absent"; \
-	fi
-	@if [ -d $(ZOO) ]; then \
-		echo "bin/cc test --rel-l2 1e-4 $(ZOO)"; \
-		$(BIN)/cc test --rel-l2 1e-4 $(ZOO); \
+	fi; \
+	if [ -d $(ZOO) ]; then \
+		echo "== bin/cc test --rel-l2 1e-4 $(ZOO)"; \
+		$(BIN)/cc test --rel-l2 1e-4 $(ZOO) || status=1; \
 	else \
 		echo "skipping the zoo models: $(ZOO) is absent"; \
-	fi
+	fi; \
+	exit $$status
 
 demo: build ## inspect and convert the bundled models, test them on the reference executor
 	@mkdir -p $(OUT)/demo

@@ -38,14 +38,14 @@ when any test fails.
 	MaxArgs: -1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		var o testOptions
-		fs.StringVar(&o.backend, "backend", "reference", "the executor to test: "+strings.Join(conformance.BackendNames(), ", ")+" (cpu comes with the compiler)")
+		fs.StringVar(&o.backend, "backend", "reference", "the `NAME` of the executor to test: "+strings.Join(conformance.BackendNames(), ", ")+" (cpu comes with the compiler)")
 		fs.BoolVar(&o.json, "json", false, "print one JSON object")
-		fs.Float64Var(&o.tol.Rtol, "rtol", conformance.DefaultTolerance.Rtol, "relative tolerance per element")
-		fs.Float64Var(&o.tol.Atol, "atol", conformance.DefaultTolerance.Atol, "absolute tolerance per element")
+		fs.Float64Var(&o.tol.Rtol, "rtol", conformance.DefaultTolerance.Rtol, "relative tolerance `R` per element")
+		fs.Float64Var(&o.tol.Atol, "atol", conformance.DefaultTolerance.Atol, "absolute tolerance `A` per element")
 		fs.Float64Var(&o.tol.RelL2, "rel-l2", 0, "judge float outputs by relative L2 error ≤ `E` instead of per element")
 		fs.BoolVar(&o.verbose, "verbose", false, "print each test's error measures and time")
-		fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "fail a test that runs longer than this")
-		fs.IntVar(&o.jobs, "jobs", 0, "tests to run at once (0: GOMAXPROCS)")
+		fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "fail a test that runs longer than `D`")
+		fs.IntVar(&o.jobs, "jobs", 0, "run `N` tests at once (0: GOMAXPROCS)")
 		return func(env *cli.Env, args []string) error { return runTests(env, args, o) }
 	},
 }

@@ -245,7 +245,8 @@ func TestConvertRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	txt := filepath.Join(dir, "m.onnxtxt")
 	back := filepath.Join(dir, "m.onnx")
-	txt2 := filepath.Join(dir, "m2.onnxtxt")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "again"), 0o755))
+	txt2 := filepath.Join(dir, "again", "m.onnxtxt")
 	same := filepath.Join(dir, "same.onnx")
 
 	for _, step := range [][2]string{{mlpModel, txt}, {txt, back}, {txt, txt2}, {mlpModel, same}} {
@@ -265,11 +266,13 @@ func TestConvertRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, ir.Diff(orig, m), path)
 	}
-	a, err := os.ReadFile(txt)
-	require.NoError(t, err)
-	b, err := os.ReadFile(txt2)
-	require.NoError(t, err)
-	assert.Equal(t, string(a), string(b), "printing is deterministic")
+	for _, suffix := range []string{"", ".bin"} {
+		a, err := os.ReadFile(txt + suffix)
+		require.NoError(t, err)
+		b, err := os.ReadFile(txt2 + suffix)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(a, b), "text → text reprints %s%s the same", filepath.Base(txt), suffix)
+	}
 }
 
 // writeTest makes a conformance test folder from a model and tensor files.
@@ -345,4 +348,25 @@ func TestConformanceCommand(t *testing.T) {
 	missing := filepath.Join(dir, "nope")
 	requireOneErrorLine(t, cc(t, "test", missing), missing)
 	requireOneErrorLine(t, cc(t, "test", filepath.Join(dir, "a_pass", "test_data_set_0")), filepath.Join(dir, "a_pass", "test_data_set_0"))
+}
+
+// The bundled demo models come in three forms that must stay one model:
+// NAME.onnx, NAME.onnxtxt (+ .bin) for readers, and NAME/model.onnx with
+// its test data for `cc test`.
+func TestBundledModels(t *testing.T) {
+	for _, name := range []string{"digits_mlp", "digits_cnn"} {
+		t.Run(name, func(t *testing.T) {
+			flat, err := os.ReadFile(filepath.Join(models, name+".onnx"))
+			require.NoError(t, err)
+			inFolder, err := os.ReadFile(filepath.Join(models, name, "model.onnx"))
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(flat, inFolder), "%s.onnx and %s/model.onnx differ", name, name)
+
+			m, err := onnx.ReadFile(filepath.Join(models, name+".onnx"))
+			require.NoError(t, err)
+			fromText, err := text.ParseFile(filepath.Join(models, name+".onnxtxt"))
+			require.NoError(t, err)
+			assert.Empty(t, ir.Diff(m, fromText), "regenerate with: bin/cc convert testdata/models/%s.onnx testdata/models/%s.onnxtxt", name, name)
+		})
+	}
 }

@@ -53,6 +53,8 @@ type gen struct {
 	skip    map[*ir.Node]bool // folded at compile time
 	alias   map[*ir.Value]*ir.Value
 	scratch map[*ir.Node]int64 // arena offset of each node's scratch
+	// fusedAct maps a Conv/Gemm/MatMul to the Relu/Clip folded into it.
+	fusedAct map[*ir.Node]*ir.Node
 
 	arenaBytes, tensorBytes int64
 	inputs, outputs         []IO
@@ -71,7 +73,7 @@ func newGen(m *ir.Model, feats []string) (*gen, error) {
 	}
 	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats,
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
-		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, scratch: map[*ir.Node]int64{}}
+		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, scratch: map[*ir.Node]int64{}, fusedAct: map[*ir.Node]*ir.Node{}}
 	g.vl, g.mr, g.nv = 8, 6, 2
 	if hasFeature(feats, "avx512f") {
 		g.vl, g.mr, g.nv = 16, 6, 4
@@ -333,6 +335,7 @@ func (g *gen) build() error {
 	if len(unsupported) > 0 {
 		return fmt.Errorf("codegen/cpu: unsupported: %s", strings.Join(unsupported, "; "))
 	}
+	g.fuseEpilogues(outSet)
 	if err := g.planMemory(outSet); err != nil {
 		return err
 	}
@@ -448,3 +451,29 @@ func (g *gen) emitBarrier() *ll.Func {
 
 var _ = constant.NewInt
 var _ = sort.Ints
+
+// fuseEpilogues folds a Relu or Clip into the Conv/Gemm/MatMul feeding it
+// when the activation is that value's only reader.
+func (g *gen) fuseEpilogues(outSet map[*ir.Value]bool) {
+	uses := g.model.Graph.Uses()
+	for _, n := range g.model.Graph.Nodes {
+		if g.skip[n] || n.OpType != "Relu" && n.OpType != "Clip" || n.Domain != "" {
+			continue
+		}
+		v := n.Inputs[0]
+		p := v.Producer
+		if p == nil || g.skip[p] || g.fusedAct[p] != nil || outSet[v] || len(uses[v]) != 1 {
+			continue
+		}
+		if p.OpType != "Conv" && p.OpType != "Gemm" && p.OpType != "MatMul" || v.Type.Elem != ir.Float32 {
+			continue
+		}
+		if n.OpType == "Clip" {
+			if _, _, err := clipBounds(g, n); err != nil {
+				continue
+			}
+		}
+		g.fusedAct[p] = n
+		g.skip[n] = true
+	}
+}

@@ -41,7 +41,10 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 		if g.skip[n] {
 			continue
 		}
-		for _, o := range n.Outputs {
+		for oi, o := range n.Outputs {
+			if act := g.fusedAct[n]; act != nil && oi == 0 {
+				o = act.Outputs[0]
+			}
 			if o == nil || g.alias[o] != nil || outSet[o] {
 				continue
 			}

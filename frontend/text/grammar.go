@@ -1,74 +1,12 @@
 package text
 
 import (
-	"io"
-	"strings"
-
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
-
-	"github.com/kiln-ml/kiln/ir"
 )
-
-// typeWords are the words that start a type. They lex as their own token
-// kind so the optional type in front of a value name needs no backtracking;
-// wherever a plain name is allowed the grammar accepts them too.
-var typeWords = func() []string {
-	words := []string{"seq", "map", "optional", "sparse_tensor", "opaque"}
-	for d := ir.DType(1); d.Valid(); d++ {
-		words = append(words, d.String())
-	}
-	return words
-}()
-
-var rules = lexer.MustSimple([]lexer.SimpleRule{
-	{Name: "Comment", Pattern: `#[^\n]*`},
-	{Name: "Whitespace", Pattern: `\s+`},
-	// A backslash makes the next character literal, whatever it is, as in
-	// ONNX's parser; any other byte (newlines included) stands for itself.
-	{Name: "String", Pattern: `"(?s:\\.|[^"\\])*"`},
-	{Name: "Float", Pattern: `-?(\d+\.\d*([eE][+-]?\d+)?|\d+[eE][+-]?\d+)`},
-	{Name: "Int", Pattern: `-?\d+`},
-	{Name: "Type", Pattern: `(` + strings.Join(typeWords, "|") + `)\b`},
-	{Name: "Ident", Pattern: `[A-Za-z_]\w*`},
-	{Name: "Punct", Pattern: `=>|[\[\](){}<>,:=.@?-]`},
-})
-
-// textLexer drops comments and whitespace outright rather than leaving
-// them in the stream as participle's Elide does, so captured token runs and
-// lexer.Token fields hold only meaningful tokens.
-var textLexer = skipDefinition{rules}
-
-type skipDefinition struct{ *lexer.StatefulDefinition }
-
-func (d skipDefinition) LexString(filename string, src string) (lexer.Lexer, error) {
-	l, err := d.StatefulDefinition.LexString(filename, src)
-	return skipLexer{l}, err
-}
-
-func (d skipDefinition) Lex(filename string, r io.Reader) (lexer.Lexer, error) {
-	l, err := d.StatefulDefinition.Lex(filename, r)
-	return skipLexer{l}, err
-}
-
-type skipLexer struct{ lexer.Lexer }
-
-var (
-	tokComment    = rules.Symbols()["Comment"]
-	tokWhitespace = rules.Symbols()["Whitespace"]
-)
-
-func (l skipLexer) Next() (lexer.Token, error) {
-	for {
-		t, err := l.Lexer.Next()
-		if err != nil || (t.Type != tokComment && t.Type != tokWhitespace) {
-			return t, err
-		}
-	}
-}
 
 var parser = participle.MustBuild[astModel](
-	participle.Lexer(textLexer),
+	participle.Lexer(textLexer{}),
 	// One token of lookahead decides every choice, so an error is
 	// reported where it is, not where a backtracked alternative began.
 	participle.UseLookahead(1),
@@ -77,7 +15,8 @@ var parser = participle.MustBuild[astModel](
 // The AST mirrors Syntax.md's grammar. Names are kept as tokens so the
 // resolver can unquote them and report positions; lists whose slots may be
 // empty (node inputs and outputs) and tensor literals are captured as flat
-// token runs, commas included, and split by the resolver.
+// token runs, commas included, and split by the resolver. Tensor literals
+// are single Data tokens, scanned by the resolver.
 
 type astModel struct {
 	Header []*astField `parser:"('<' @@ (',' @@)* '>')?"`
@@ -110,10 +49,10 @@ type astGraph struct {
 // astGraphBody is a graph after its name; a graph-valued attribute is told
 // from a string or inf/nan only by the '(' it starts with.
 type astGraphBody struct {
-	Inputs  []*astDecl  `parser:"'(' (@@ (',' @@)*)? ')' '=>'"`
-	Outputs []*astDecl  `parser:"'(' (@@ (',' @@)*)? ')'"`
-	Decls   []*astDecl  `parser:"('<' (@@ (',' @@)*)? '>')?"`
-	Nodes   []*astNode  `parser:"'{' @@* '}'"`
+	Inputs  []*astDecl `parser:"'(' (@@ (',' @@)*)? ')' '=>'"`
+	Outputs []*astDecl `parser:"'(' (@@ (',' @@)*)? ')'"`
+	Decls   []*astDecl `parser:"('<' (@@ (',' @@)*)? '>')?"`
+	Nodes   []*astNode `parser:"'{' @@* '}'"`
 }
 
 // astDecl is a value-info (`float[N] X`), possibly with data (`= {...}`).
@@ -149,9 +88,8 @@ type astTensorType struct {
 // astData is a tensor's contents: inline literals or external-data pairs.
 type astData struct {
 	Pos      lexer.Position
-	Inline   bool          `parser:"( @'{'"`
-	Values   []lexer.Token `parser:"  @((Int | Float | String | Ident | '-' | ',')*) '}'"`
-	External []*astPair    `parser:"| '[' @@ (',' @@)* ']' )"`
+	Inline   *lexer.Token `parser:"  @Data"`
+	External []*astPair   `parser:"| '[' @@ (',' @@)* ']'"`
 }
 
 type astNode struct {

@@ -49,18 +49,10 @@ func (p *printer) str(s ...string) {
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-var reserved = func() map[string]bool {
-	m := map[string]bool{}
-	for _, w := range typeWords {
-		m[w] = true
-	}
-	return m
-}()
-
 // quote returns name as an identifier when it reads back as one, else as a
 // string.
 func quote(name string) string {
-	if identRE.MatchString(name) && !reserved[name] && !isSpecialFloat(name) {
+	if identRE.MatchString(name) && !typeWords[name] && !isSpecialFloat(name) {
 		return name
 	}
 	return string(appendQuoted(nil, name))

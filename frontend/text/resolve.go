@@ -10,15 +10,6 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 )
 
-var (
-	tokString = textLexer.Symbols()["String"]
-	tokInt    = textLexer.Symbols()["Int"]
-	tokFloat  = textLexer.Symbols()["Float"]
-	tokIdent  = textLexer.Symbols()["Ident"]
-	tokPunct  = textLexer.Symbols()["Punct"]
-	tokType   = textLexer.Symbols()["Type"]
-)
-
 // resolver turns the AST into ir, binding every name to its *ir.Value.
 type resolver struct {
 	filename string

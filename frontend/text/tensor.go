@@ -58,74 +58,79 @@ func (r *resolver) tensor(typ *astType, d *astData) (*ir.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !d.Inline {
+	if d.Inline == nil {
 		return r.externalTensor(dtype, dims, d)
 	}
-	lits, err := splitLiterals(d.Values)
-	if err != nil {
-		return nil, err
-	}
+	// Count first, so a declared shape far larger than the data fails
+	// before anything is allocated.
 	n := ir.Product(dims)
 	per := int64(1)
 	if dtype == ir.Complex64 || dtype == ir.Complex128 {
 		per = 2 // real and imaginary parts
 	}
-	if int64(len(lits)) != n*per {
-		return nil, errorf(d.Pos, "%d values for %s%v, want %d", len(lits), dtype, dims, n*per)
+	count, err := eachLiteral(*d.Inline, nil)
+	if err != nil {
+		return nil, err
+	}
+	if int64(count) != n*per {
+		return nil, errorf(d.Pos, "%s%v needs %d values, found %d", dtype, dims, n*per, count)
 	}
 	if dtype == ir.String {
-		t := &ir.Tensor{DType: dtype, Dims: dims, Strings: make([]string, n)}
-		for i, l := range lits {
+		t := &ir.Tensor{DType: dtype, Dims: dims, Strings: make([]string, 0, n)}
+		_, err := eachLiteral(*d.Inline, func(_ int, l literal) error {
 			if l.tok.Type != tokString || l.neg {
-				return nil, errorf(l.tok.Pos, "expected a string, found %s", l.tok.Value)
+				return errorf(l.tok.Pos, "expected a string, found %s", l.tok.Value)
 			}
-			t.Strings[i] = unquote(l.tok)
-		}
-		return t, nil
+			t.Strings = append(t.Strings, unquote(l.tok))
+			return nil
+		})
+		return t, err
 	}
 	if dtype.Size() == 0 {
 		return nil, errorf(d.Pos, "cannot hold data of type %s", dtype)
 	}
 	t := ir.NewTensor(dtype, dims...)
-	for i, l := range lits {
-		if err := putElem(t, i, l); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	_, err = eachLiteral(*d.Inline, func(i int, l literal) error { return putElem(t, i, l) })
+	return t, err
 }
 
-// splitLiterals reads `v, -v, ...` from a token run, checking the commas.
-func splitLiterals(toks []lexer.Token) ([]literal, error) {
-	var out []literal
-	var cur literal
-	have, neg := false, false
-	for _, tok := range toks {
+// eachLiteral scans a `{v, -v, ...}` token, checking the commas, and calls
+// fn (when not nil) with each element; it returns the element count.
+func eachLiteral(data lexer.Token, fn func(int, literal) error) (int, error) {
+	pos := data.Pos
+	pos.Column++
+	pos.Offset++
+	s := &scanner{src: data.Value[1 : len(data.Value)-1], pos: pos}
+	n := 0
+	want := "value" // what the grammar needs next: "value" or "','"
+	neg := false
+	for {
+		tok, err := s.Next()
+		if err != nil {
+			return n, err
+		}
 		switch {
-		case tok.Type == tokPunct && tok.Value == ",":
-			if !have {
-				return nil, errorf(tok.Pos, "expected a value before ','")
+		case tok.Type == lexer.EOF:
+			if want == "value" && (n > 0 || neg) {
+				return n, errorf(tok.Pos, "expected a value before '}'")
 			}
-			out = append(out, cur)
-			have = false
-		case tok.Type == tokPunct && tok.Value == "-":
-			if have || neg {
-				return nil, errorf(tok.Pos, "unexpected '-'")
-			}
+			return n, nil
+		case tok.Type == tokPunct && tok.Value == "-" && want == "value" && !neg:
 			neg = true
-		case tok.Type == tokInt || tok.Type == tokFloat || tok.Type == tokString || tok.Type == tokIdent:
-			if have {
-				return nil, errorf(tok.Pos, "expected ',' before %s", tok.Value)
+		case tok.Type == tokPunct && tok.Value == "," && want == "','":
+			want = "value"
+		case want == "value" && (tok.Type == tokInt || tok.Type == tokFloat || tok.Type == tokString || tok.Type == tokIdent):
+			if fn != nil {
+				if err := fn(n, literal{neg: neg, tok: tok}); err != nil {
+					return n, err
+				}
 			}
-			cur, have, neg = literal{neg: neg, tok: tok}, true, false
+			n++
+			want, neg = "','", false
+		default:
+			return n, errorf(tok.Pos, "expected %s, found %s", want, tok.Value)
 		}
 	}
-	if have {
-		out = append(out, cur)
-	} else if len(out) > 0 || neg {
-		return nil, errorf(toks[len(toks)-1].Pos, "expected a value")
-	}
-	return out, nil
 }
 
 // number returns the literal's text with its sign, or an error if it is not

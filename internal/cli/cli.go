@@ -73,8 +73,6 @@ type Coming struct {
 // Env is what a running subcommand writes to.
 type Env struct {
 	Stdout, Stderr io.Writer
-	// Tool is the tool's name, for messages.
-	Tool string
 }
 
 // Main runs the tool on the command-line arguments (without the program
@@ -86,7 +84,7 @@ func (t *Tool) Main(args []string, stdout, stderr io.Writer) (code int) {
 			code = ExitFailure
 		}
 	}()
-	env := &Env{Stdout: stdout, Stderr: stderr, Tool: t.Name}
+	env := &Env{Stdout: stdout, Stderr: stderr}
 	if len(args) == 0 {
 		t.usage(stderr)
 		return ExitUsage
@@ -147,13 +145,11 @@ func (t *Tool) run(c *Command, args []string, env *Env) int {
 		c.help(t, fs, env.Stdout)
 		return ExitOK
 	}
-	if err == nil {
-		err = c.checkArgs(pos)
-	}
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "%s %s: %s\n", t.Name, c.Name, oneLine(gnuFlags(err.Error())))
-		fmt.Fprintf(env.Stderr, "usage: %s; see '%s %s --help'\n", c.usageLine(t, fs), t.Name, c.Name)
-		return ExitUsage
+		return t.report(Usagef("%s", gnuFlags(err.Error())), c, fs, env)
+	}
+	if err := c.checkArgs(pos); err != nil {
+		return t.report(Usagef("%v", err), c, fs, env)
 	}
 	if run == nil {
 		return ExitOK

@@ -35,9 +35,9 @@ var activationOps = concatRows(
 
 func init() { register(activationOps) }
 
-func reluOf[T real](x T) T { return max(x, 0) }
+func reluOf[T kernelNum](x T) T { return max(x, 0) }
 
-func preluOf[T real](x, slope T) T {
+func preluOf[T kernelNum](x, slope T) T {
 	if x < 0 {
 		return slope * x
 	}

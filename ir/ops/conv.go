@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
 )
@@ -130,7 +131,7 @@ func (w *windowSpec) axis(i int, in int64) (out, padBegin, padEnd int64, err err
 	switch w.autoPad {
 	case "VALID":
 		if in < ek {
-			return 0, 0, 0, fmt.Errorf("the window (%d with dilation) is wider than the input (%d) on spatial axis %d", ek, in, i)
+			return 0, 0, 0, fmt.Errorf("the dilated window (%d) is wider than the input (%d) on spatial axis %d", ek, in, i)
 		}
 		return (in-ek)/s + 1, 0, 0, nil
 	case "SAME_UPPER", "SAME_LOWER":
@@ -141,7 +142,7 @@ func (w *windowSpec) axis(i int, in int64) (out, padBegin, padEnd int64, err err
 	padBegin, padEnd = w.pads[i], w.pads[n+i]
 	span := in + padBegin + padEnd - ek
 	if span < 0 {
-		return 0, 0, 0, fmt.Errorf("the window (%d with dilation) is wider than the padded input (%d) on spatial axis %d", ek, in+padBegin+padEnd, i)
+		return 0, 0, 0, fmt.Errorf("the dilated window (%d) is wider than the padded input (%d) on spatial axis %d", ek, in+padBegin+padEnd, i)
 	}
 	if !w.ceil {
 		return span/s + 1, padBegin, padEnd, nil
@@ -155,16 +156,22 @@ func (w *windowSpec) axis(i int, in int64) (out, padBegin, padEnd int64, err err
 	return out, padBegin, padEnd, nil
 }
 
-// transposeAxis resolves spatial axis i of a ConvTranspose over an input of
-// size in: the output size and the padding cropped at each end. want is the
-// output_shape entry, or -1.
-func (w *windowSpec) transposeAxis(i int, in, outPad, want int64) (out, padBegin, padEnd int64, err error) {
+// transposeWindow is a ConvTranspose's window: the forward attributes plus
+// output_padding and the spatial part of output_shape (-1s when absent).
+type transposeWindow struct {
+	*windowSpec
+	outPad, outShape []int64
+}
+
+// axis resolves spatial axis i of a ConvTranspose over an input of size in:
+// the output size and the padding cropped at each end (-1 when unknown).
+func (w *transposeWindow) axis(i int, in int64) (out, padBegin, padEnd int64, err error) {
 	n := len(w.kernel)
-	k, s, d := w.kernel[i], w.strides[i], w.dilations[i]
+	k, s, d, want := w.kernel[i], w.strides[i], w.dilations[i], w.outShape[i]
 	if (in < 0 || k < 0) && want < 0 {
 		return -1, -1, -1, nil
 	}
-	full := s*(in-1) + outPad + (k-1)*d + 1 // the output before cropping pads
+	full := s*(in-1) + w.outPad[i] + (k-1)*d + 1 // the output before cropping pads
 	switch {
 	case want >= 0:
 		out = want
@@ -196,8 +203,8 @@ type grid struct {
 	in, out, k, s, d, pb, pe [3]int
 }
 
-// newGrid resolves the window over the static spatial dims in with resolve
-// (windowSpec.axis or a transposeAxis closure).
+// grid resolves the window over the static spatial dims in with resolve
+// (windowSpec.axis or transposeWindow.axis).
 func (w *windowSpec) grid(in []int64, resolve func(i int, in int64) (out, pb, pe int64, err error)) (grid, error) {
 	var g grid
 	if len(in) > 3 {
@@ -343,18 +350,6 @@ func convolveTranspose(y, x, w []float64, batch, cin, cout, group int, g grid) {
 	})
 }
 
-// dimsOf returns a shape's dims, or rank unknown dims when it is unranked.
-func dimsOf(s ir.Shape, rank int) []ir.Dim {
-	if s.Ranked {
-		return s.Dims
-	}
-	out := make([]ir.Dim, rank)
-	for i := range out {
-		out[i] = ir.UnknownDim()
-	}
-	return out
-}
-
 // convLayout checks a convolution's x and w shapes against each other and
 // the group attribute. transposed says w is [C, M/group, k...] rather than
 // [M, C/group, k...]. It returns the rank (-1 when unknown), the output
@@ -418,18 +413,20 @@ func convLayout(a attrs, x, w ir.Shape, transposed bool) (rank int, outChannels 
 }
 
 // convShape infers a convolution's output shape [N, M, out...] from x
-// [N, C, in...] and w [M, C/group, k...].
-func convShape(a attrs, x, w ir.Shape) (ir.Shape, error) {
+// [N, C, in...] and w [M, C/group, k...], and resolves its window (nil when
+// even the rank is unknown).
+func convShape(a attrs, x, w ir.Shape) (*windowSpec, ir.Shape, error) {
 	rank, m, kernel, err := convLayout(a, x, w, false)
 	if err != nil || rank < 0 {
-		return ir.Shape{}, err
+		return nil, ir.Shape{}, err
 	}
 	spec, err := readWindow(a, kernel)
 	if err != nil {
-		return ir.Shape{}, err
+		return nil, ir.Shape{}, err
 	}
 	xdims := dimsOf(x, rank)
-	return spec.shape(xdims[0], dimOf(m), xdims[2:])
+	out, err := spec.shape(xdims[0], dimOf(m), xdims[2:])
+	return spec, out, err
 }
 
 // shape is a forward window's output shape [n, c, out...] over the spatial
@@ -450,29 +447,12 @@ func (w *windowSpec) shape(n, c ir.Dim, in []ir.Dim) (ir.Shape, error) {
 	return out, nil
 }
 
-// sameElem checks that the inputs at idx share an element type (where
-// known) and returns it.
-func sameElem(c *InferContext, idx ...int) (ir.DType, error) {
-	elem := ir.Undefined
-	for _, i := range idx {
-		e := c.In(i).Elem
-		if e == ir.Undefined || !c.HasInput(i) {
-			continue
-		}
-		if elem != ir.Undefined && e != elem {
-			return elem, c.Errorf("input %d is %s, input %d %s", idx[0], elem, i, e)
-		}
-		elem = e
-	}
-	return elem, nil
-}
-
 func inferConv(c *InferContext) error {
 	elem, err := sameElem(c, 0, 1, 2)
 	if err != nil {
 		return err
 	}
-	shape, err := convShape(c.attrs, c.In(0).Shape, c.In(1).Shape)
+	_, shape, err := convShape(c.attrs, c.In(0).Shape, c.In(1).Shape)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -500,12 +480,7 @@ func checkBias(b, out ir.Shape) error {
 // convFloat64 runs a convolution on float64 data; the quantized
 // convolutions call it after removing zero points. bias may be nil.
 func convFloat64(a attrs, xd []int64, x []float64, wd []int64, w, bias []float64) ([]int64, []float64, error) {
-	shape, err := convShape(a, ir.S(xd...), ir.S(wd...))
-	if err != nil {
-		return nil, nil, err
-	}
-	_, _, kernel, _ := convLayout(a, ir.S(xd...), ir.S(wd...), false)
-	spec, err := readWindow(a, kernel)
+	spec, shape, err := convShape(a, ir.S(xd...), ir.S(wd...))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -540,14 +515,6 @@ func addBias(y, bias []float64, dims []int64) error {
 	return nil
 }
 
-// optFloat64s converts an optional input.
-func optFloat64s(t *ir.Tensor) []float64 {
-	if t == nil {
-		return nil
-	}
-	return Float64s(t)
-}
-
 func runConv(c *KernelContext) error {
 	x, w := c.In(0), c.In(1)
 	dims, y, err := convFloat64(c.attrs, x.Dims, Float64s(x), w.Dims, Float64s(w), optFloat64s(c.In(2)))
@@ -558,62 +525,54 @@ func runConv(c *KernelContext) error {
 	return nil
 }
 
-// transposeSpec reads a ConvTranspose's window, output_padding and
-// output_shape (its spatial part; -1s when absent) for n spatial axes.
-func transposeSpec(a attrs, kernel []int64) (spec *windowSpec, outPad, outShape []int64, err error) {
+// readTransposeWindow reads a ConvTranspose's window attributes.
+func readTransposeWindow(a attrs, kernel []int64) (*transposeWindow, error) {
 	n := len(kernel)
-	if spec, err = readWindow(a, kernel); err != nil {
-		return nil, nil, nil, err
+	spec, err := readWindow(a, kernel)
+	if err != nil {
+		return nil, err
 	}
-	outPad = a.Ints("output_padding")
-	if outPad == nil {
-		outPad = make([]int64, n)
+	w := &transposeWindow{windowSpec: spec, outPad: a.Ints("output_padding"), outShape: a.Ints("output_shape")}
+	if w.outPad == nil {
+		w.outPad = make([]int64, n)
 	}
-	if len(outPad) != n {
-		return nil, nil, nil, fmt.Errorf("output_padding %v for %d spatial axes", outPad, n)
+	if len(w.outPad) != n || slices.Min(append([]int64{0}, w.outPad...)) < 0 {
+		return nil, fmt.Errorf("output_padding %v for %d spatial axes", w.outPad, n)
 	}
-	outShape = a.Ints("output_shape")
-	switch len(outShape) {
+	switch len(w.outShape) {
 	case 0:
-		outShape = make([]int64, n)
-		for i := range outShape {
-			outShape[i] = -1
-		}
+		w.outShape = slices.Repeat([]int64{-1}, n)
 	case n:
 	case n + 2: // a full [N, C, spatial...] shape, as some exporters write
-		outShape = outShape[2:]
+		w.outShape = w.outShape[2:]
 	default:
-		return nil, nil, nil, fmt.Errorf("output_shape %v for %d spatial axes", outShape, n)
+		return nil, fmt.Errorf("output_shape %v for %d spatial axes", w.outShape, n)
 	}
-	for i := range n {
-		if outPad[i] < 0 {
-			return nil, nil, nil, fmt.Errorf("negative output_padding %v", outPad)
-		}
-	}
-	return spec, outPad, outShape, nil
+	return w, nil
 }
 
 // convTransposeShape infers ConvTranspose's output [N, M, out...] from x
-// [N, C, in...] and w [C, M/group, k...].
-func convTransposeShape(a attrs, x, w ir.Shape) (ir.Shape, error) {
+// [N, C, in...] and w [C, M/group, k...], and resolves its window (nil
+// when even the rank is unknown).
+func convTransposeShape(a attrs, x, w ir.Shape) (*transposeWindow, ir.Shape, error) {
 	rank, m, kernel, err := convLayout(a, x, w, true)
 	if err != nil || rank < 0 {
-		return ir.Shape{}, err
+		return nil, ir.Shape{}, err
 	}
-	spec, outPad, outShape, err := transposeSpec(a, kernel)
+	tw, err := readTransposeWindow(a, kernel)
 	if err != nil {
-		return ir.Shape{}, err
+		return nil, ir.Shape{}, err
 	}
 	xdims := dimsOf(x, rank)
 	out := ir.ShapeOf(xdims[0], dimOf(m))
-	for i, n := range knownDims(ir.ShapeOf(xdims[2:]...)) {
-		o, _, _, err := spec.transposeAxis(i, n, outPad[i], outShape[i])
+	for i, d := range xdims[2:] {
+		o, _, _, err := tw.axis(i, dimValue(d))
 		if err != nil {
-			return ir.Shape{}, err
+			return nil, ir.Shape{}, err
 		}
 		out.Dims = append(out.Dims, dimOf(o))
 	}
-	return out, nil
+	return tw, out, nil
 }
 
 func inferConvTranspose(c *InferContext) error {
@@ -621,7 +580,7 @@ func inferConvTranspose(c *InferContext) error {
 	if err != nil {
 		return err
 	}
-	shape, err := convTransposeShape(c.attrs, c.In(0).Shape, c.In(1).Shape)
+	_, shape, err := convTransposeShape(c.attrs, c.In(0).Shape, c.In(1).Shape)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -634,15 +593,11 @@ func inferConvTranspose(c *InferContext) error {
 
 func runConvTranspose(c *KernelContext) error {
 	x, w := c.In(0), c.In(1)
-	shape, err := convTransposeShape(c.attrs, ir.S(x.Dims...), ir.S(w.Dims...))
+	tw, shape, err := convTransposeShape(c.attrs, ir.S(x.Dims...), ir.S(w.Dims...))
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	_, _, kernel, _ := convLayout(c.attrs, ir.S(x.Dims...), ir.S(w.Dims...), true)
-	spec, outPad, outShape, _ := transposeSpec(c.attrs, kernel)
-	g, err := spec.grid(x.Dims[2:], func(i int, in int64) (int64, int64, int64, error) {
-		return spec.transposeAxis(i, in, outPad[i], outShape[i])
-	})
+	g, err := tw.grid(x.Dims[2:], tw.axis)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}

@@ -28,11 +28,11 @@ import (
 // op gives one function per number representation, usually one generic
 // function instantiated three times, never one per dtype.
 
-// real is what the kernels compute in.
-type real interface{ ~int64 | ~uint64 | ~float64 }
+// kernelNum is what the kernels compute in.
+type kernelNum interface{ ~int64 | ~uint64 | ~float64 }
 
-// integer is the exact representations of the integer types.
-type integer interface{ ~int64 | ~uint64 }
+// kernelInt is the exact representations of the integer types.
+type kernelInt interface{ ~int64 | ~uint64 }
 
 // unaryOp is an op with one input and one output of its shape.
 type unaryOp struct {

@@ -78,17 +78,17 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-func absOf[T real](x T) T {
+func absOf[T kernelNum](x T) T {
 	if x < 0 {
 		return -x
 	}
 	return x
 }
 
-func negOf[T real](x T) T { return -x }
+func negOf[T kernelNum](x T) T { return -x }
 
 // signOf keeps NaN (NaN compares false both ways and is returned as is).
-func signOf[T real](x T) T {
+func signOf[T kernelNum](x T) T {
 	var one T = 1
 	switch {
 	case x > 0:
@@ -104,14 +104,14 @@ func isInf(a attrs) func(float64) float64 {
 	return func(x float64) float64 { return b2f(neg && math.IsInf(x, -1) || pos && math.IsInf(x, 1)) }
 }
 
-func addOf[T real](a, b T) T { return a + b }
-func subOf[T real](a, b T) T { return a - b }
-func mulOf[T real](a, b T) T { return a * b }
-func divOf[T real](a, b T) T { return a / b }
+func addOf[T kernelNum](a, b T) T { return a + b }
+func subOf[T kernelNum](a, b T) T { return a - b }
+func mulOf[T kernelNum](a, b T) T { return a * b }
+func divOf[T kernelNum](a, b T) T { return a / b }
 
 // maxOf and minOf propagate NaN, as numpy's maximum and minimum do.
-func maxOf[T real](a, b T) T { return max(a, b) }
-func minOf[T real](a, b T) T { return min(a, b) }
+func maxOf[T kernelNum](a, b T) T { return max(a, b) }
+func minOf[T kernelNum](a, b T) T { return min(a, b) }
 
 var errDivideByZero = errors.New("integer division by zero")
 
@@ -135,9 +135,9 @@ func modArith(a attrs) (arith, error) {
 	}
 }
 
-func truncMod[T integer](a, b T) T { return a % b }
+func truncMod[T kernelInt](a, b T) T { return a % b }
 
-func floorMod[T integer](a, b T) T {
+func floorMod[T kernelInt](a, b T) T {
 	r := a % b
 	if r != 0 && (r < 0) != (b < 0) {
 		r += b

@@ -123,7 +123,7 @@ func parseStrings(x *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
 }
 
 // formatStrings writes floats in the shortest form that reads back to the
-// same value of their own precision.
+// same value of their own precision, integers in decimal, bools as 1 and 0.
 func formatStrings(x *ir.Tensor) *ir.Tensor {
 	out := ir.NewTensor(ir.String, x.Dims...)
 	switch {
@@ -152,9 +152,9 @@ func inferClip(c *InferContext) error {
 		if !c.HasInput(i) {
 			continue
 		}
-		b := c.In(i)
-		if _, err := commonElem(c.In(0), b); err != nil {
-			return c.Errorf("%v", err)
+		b, x := c.In(i), c.In(0)
+		if b.Elem != ir.Undefined && x.Elem != ir.Undefined && b.Elem != x.Elem {
+			return c.Errorf("bound %d is %s, want %s like the input", i, b.Elem, x.Elem)
 		}
 		if n := b.Shape.NumElements(); n >= 0 && n != 1 {
 			return c.Errorf("bound %d has shape %s, want a scalar", i, b.Shape)

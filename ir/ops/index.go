@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kiln-ml/kiln/ir"
 )
@@ -64,6 +65,21 @@ var indexOps = []*Schema{
 		Attrs: []AttrDef{padModeAttr}, Types: allTypes, Infer: inferPad, Run: runPad},
 	{Name: "Pad", Since: 19, MinInputs: 2, MaxInputs: 4, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: []AttrDef{padModeAttr}, Types: allTypes, Infer: inferPad, Run: runPad},
+	// Resize-10 takes only scales (input 1) and a mode; 11 adds roi and
+	// sizes and the coordinate attributes; 13 makes roi and scales
+	// optional; 18 adds antialias, axes and keep_aspect_ratio_policy; 19
+	// the half_pixel_symmetric coordinate mode.
+	{Name: "Resize", Since: 10, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "mode", Kind: ir.AttrString, Default: ir.AttrS("mode", "nearest")}},
+		Types: numericTypes, Infer: inferResize, Run: runResize},
+	{Name: "Resize", Since: 11, MinInputs: 3, MaxInputs: 4, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: resize11Attrs, Types: numericTypes, Infer: inferResize, Run: runResize},
+	{Name: "Resize", Since: 13, MinInputs: 1, MaxInputs: 4, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: resize11Attrs, Types: numericTypes, Infer: inferResize, Run: runResize},
+	{Name: "Resize", Since: 18, MinInputs: 1, MaxInputs: 4, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: resize18Attrs, Types: numericTypes, Infer: inferResize, Run: runResize},
+	{Name: "Resize", Since: 19, MinInputs: 1, MaxInputs: 4, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: resize18Attrs, Types: numericTypes, Infer: inferResize, Run: runResize},
 }
 
 func init() { register(indexOps) }
@@ -149,8 +165,12 @@ func inferSlice(c *InferContext) error {
 			}
 		}
 	}
-	if !x.Shape.Ranked || !known {
-		c.Set(0, ir.TensorType(x.Elem, unknownDims(x.Shape.Rank())))
+	if !x.Shape.Ranked {
+		c.Set(0, ir.TensorType(x.Elem, ir.Shape{}))
+		return nil
+	}
+	if !known {
+		c.Set(0, ir.TensorType(x.Elem, sliceUnknown(c, x.Shape)))
 		return nil
 	}
 	axes, err := a.resolve(x.Shape.Rank())
@@ -169,6 +189,29 @@ func inferSlice(c *InferContext) error {
 	}
 	c.Set(0, ir.TensorType(x.Elem, out))
 	return nil
+}
+
+// sliceUnknown is Slice-10's output shape when starts, ends or steps are
+// not constant: the sliced axes become unknown, the others keep their
+// dims. The sliced axes are the axes input, or the first len(starts).
+func sliceUnknown(c *InferContext, in ir.Shape) ir.Shape {
+	var axes []int64
+	if c.HasInput(3) {
+		axes = constInts(c, 3)
+	} else if n := vectorLen(c.In(1)); n >= 0 {
+		for i := range n {
+			axes = append(axes, int64(i))
+		}
+	}
+	norm, err := normAxes(axes, in.Rank())
+	if axes == nil || err != nil {
+		return unknownDims(in.Rank())
+	}
+	out := in.Clone()
+	for _, a := range norm {
+		out.Dims[a] = ir.UnknownDim()
+	}
+	return out
 }
 
 func runSlice(c *KernelContext) error {
@@ -540,7 +583,7 @@ func scatter(c *KernelContext, data, updates *ir.Tensor, targets []int) error {
 		if data.DType == ir.String {
 			both.Strings = append(append([]string{}, data.Strings...), updates.Strings...)
 		} else {
-			both.Raw = append(append(ir.AlignedBytes(len(data.Raw)+len(updates.Raw))[:0], data.Raw...), updates.Raw...)
+			both.Raw = append(append(ir.AlignedBytes(len(data.Raw) + len(updates.Raw))[:0], data.Raw...), updates.Raw...)
 		}
 		c.Set(0, takeElems(both, data.Dims, idx, nil))
 		return nil
@@ -907,5 +950,457 @@ func runPad(c *KernelContext) error {
 		}
 	}
 	c.Set(0, takeElems(x, dims, axisIndex(dims, maps), fill))
+	return nil
+}
+
+// --- Resize --------------------------------------------------------------------
+
+var (
+	resize11Attrs = []AttrDef{
+		{Name: "coordinate_transformation_mode", Kind: ir.AttrString, Default: ir.AttrS("coordinate_transformation_mode", "half_pixel")},
+		{Name: "cubic_coeff_a", Kind: ir.AttrFloat, Default: ir.AttrF("cubic_coeff_a", -0.75)},
+		{Name: "exclude_outside", Kind: ir.AttrInt, Default: ir.AttrI("exclude_outside", 0)},
+		{Name: "extrapolation_value", Kind: ir.AttrFloat, Default: ir.AttrF("extrapolation_value", 0)},
+		{Name: "mode", Kind: ir.AttrString, Default: ir.AttrS("mode", "nearest")},
+		{Name: "nearest_mode", Kind: ir.AttrString, Default: ir.AttrS("nearest_mode", "round_prefer_floor")},
+	}
+	resize18Attrs = append(append([]AttrDef{}, resize11Attrs...),
+		AttrDef{Name: "antialias", Kind: ir.AttrInt, Default: ir.AttrI("antialias", 0)},
+		AttrDef{Name: "axes", Kind: ir.AttrInts},
+		AttrDef{Name: "keep_aspect_ratio_policy", Kind: ir.AttrString, Default: ir.AttrS("keep_aspect_ratio_policy", "stretch")},
+	)
+)
+
+// resizeAttrs are Resize's attributes with the defaults of the node's
+// version applied. Resize-10 behaves like Upsample: asymmetric
+// coordinates and, for nearest, floor when upsampling and ceil when
+// downsampling ("simple", as ONNX Runtime does).
+type resizeAttrs struct {
+	mode, coord, nearest, policy string
+	cubicA, extrapolation        float64
+	exclude, antialias           bool
+	axes                         []int64 // nil: every axis
+}
+
+func resizeAttrsOf(a attrs, opset int64) (resizeAttrs, error) {
+	r := resizeAttrs{mode: a.String("mode"), coord: "asymmetric", nearest: "simple", policy: "stretch"}
+	if declared(a, "coordinate_transformation_mode") {
+		r.coord, r.nearest = a.String("coordinate_transformation_mode"), a.String("nearest_mode")
+		r.cubicA, r.extrapolation = float64(a.Float("cubic_coeff_a")), float64(a.Float("extrapolation_value"))
+		r.exclude = a.Int("exclude_outside") != 0
+	}
+	if declared(a, "antialias") {
+		r.antialias = a.Int("antialias") != 0
+		r.axes = a.Ints("axes")
+		r.policy = a.String("keep_aspect_ratio_policy")
+	}
+	switch {
+	case r.mode == "nearest", r.mode == "linear":
+	case r.mode == "cubic" && opset >= 11:
+	default:
+		return r, fmt.Errorf("mode %q is not supported at opset %d", r.mode, opset)
+	}
+	switch c := r.coord; {
+	case c == "half_pixel", c == "pytorch_half_pixel", c == "align_corners", c == "asymmetric", c == "tf_crop_and_resize":
+	case c == "tf_half_pixel_for_nn" && opset < 13:
+	case c == "half_pixel_symmetric" && opset >= 19:
+	default:
+		return r, fmt.Errorf("coordinate_transformation_mode %q is not supported at opset %d", c, opset)
+	}
+	switch r.nearest {
+	case "simple", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil":
+	default:
+		return r, fmt.Errorf("unknown nearest_mode %q", r.nearest)
+	}
+	switch r.policy {
+	case "stretch", "not_larger", "not_smaller":
+	default:
+		return r, fmt.Errorf("unknown keep_aspect_ratio_policy %q", r.policy)
+	}
+	return r, nil
+}
+
+// resizeInputs numbers Resize's optional inputs by version: Resize-10 has
+// scales at 1 and nothing else.
+func resizeInputs(a attrs) (roi, scales, sizes int) {
+	if !declared(a, "coordinate_transformation_mode") {
+		return -1, 1, -1
+	}
+	return 1, 2, 3
+}
+
+// resizePlan is the geometry of one Resize: per input axis, the output
+// length, the scale, and the resized length as a real number (scale times
+// the input length, which the coordinate formulas use, as ONNX's reference
+// does), and the region of interest.
+type resizePlan struct {
+	out      []ir.Dim
+	scales   []float64
+	lengths  []float64
+	roiStart []float64
+	roiEnd   []float64
+}
+
+// planResize resolves the output shape from scales or sizes (exactly one
+// non-nil) over the attribute's axes. Output dims it cannot know from a
+// symbolic input are unknown.
+func planResize(r resizeAttrs, in ir.Shape, scalesT, sizesT *ir.Tensor) (*resizePlan, error) {
+	rank := in.Rank()
+	axes := make([]int, rank)
+	for i := range axes {
+		axes[i] = i
+	}
+	if r.axes != nil {
+		var err error
+		if axes, err = normAxes(r.axes, rank); err != nil {
+			return nil, err
+		}
+	}
+	p := &resizePlan{out: in.Clone().Dims, scales: make([]float64, rank), lengths: make([]float64, rank)}
+	for i := range p.scales {
+		p.scales[i] = 1
+		p.lengths[i] = -1
+		if d := in.Dims[i]; d.IsStatic() {
+			p.lengths[i] = float64(d.Value)
+		}
+	}
+	switch {
+	case scalesT != nil && sizesT != nil:
+		return nil, fmt.Errorf("only one of scales and sizes may be given")
+	case scalesT != nil:
+		if !scalesT.DType.IsFloat() || scalesT.Len() != int64(len(axes)) {
+			return nil, fmt.Errorf("scales is %s%v, want %d floats", scalesT.DType, scalesT.Dims, len(axes))
+		}
+		for i, s := range Float64s(scalesT) {
+			ax := axes[i]
+			if !(s > 0) {
+				return nil, fmt.Errorf("scale %v must be positive", s)
+			}
+			p.scales[ax] = s
+			if d := in.Dims[ax]; d.IsStatic() {
+				p.lengths[ax] = s * float64(d.Value)
+				p.out[ax] = ir.D(int64(math.Floor(p.lengths[ax])))
+			} else if s != 1 {
+				p.out[ax] = ir.UnknownDim()
+			}
+		}
+		return p, nil
+	case sizesT != nil:
+		sizes, err := indexValues(sizesT, "sizes")
+		if err != nil {
+			return nil, err
+		}
+		if len(sizes) != len(axes) {
+			return nil, fmt.Errorf("sizes %v has %d entries for %d axes", sizes, len(sizes), len(axes))
+		}
+		// keep_aspect_ratio_policy replaces the sizes by one common scale,
+		// the smallest (not_larger) or largest (not_smaller) of them.
+		common := -1.0
+		for i, sz := range sizes {
+			d := in.Dims[axes[i]]
+			if sz < 0 {
+				return nil, fmt.Errorf("sizes %v has a negative entry", sizes)
+			}
+			if !d.IsStatic() {
+				common = math.NaN()
+				continue
+			}
+			s := float64(sz) / float64(d.Value)
+			switch {
+			case r.policy == "not_larger" && (common < 0 || s < common):
+				common = s
+			case r.policy == "not_smaller" && s > common:
+				common = s
+			}
+		}
+		for i, sz := range sizes {
+			ax := axes[i]
+			d := in.Dims[ax]
+			switch {
+			case r.policy == "stretch":
+				p.out[ax] = ir.D(sz)
+				if d.IsStatic() {
+					p.scales[ax], p.lengths[ax] = float64(sz)/float64(d.Value), float64(sz)
+				}
+			case math.IsNaN(common):
+				p.out[ax] = ir.UnknownDim()
+			default:
+				p.scales[ax], p.lengths[ax] = common, common*float64(d.Value)
+				p.out[ax] = ir.D(int64(p.lengths[ax] + 0.5))
+			}
+		}
+		return p, nil
+	}
+	return nil, fmt.Errorf("one of scales and sizes is required")
+}
+
+// resizeArg returns a Resize input for inference: absent (or empty, the
+// pre-13 way of omitting it), present with a known value, or present but
+// unknown.
+func resizeArg(c *InferContext, i int) (t *ir.Tensor, known bool) {
+	if i < 0 || !c.HasInput(i) || vectorLen(c.In(i)) == 0 {
+		return nil, true
+	}
+	if t = c.Const(i); t == nil {
+		return nil, false
+	}
+	if t.Len() == 0 {
+		return nil, true
+	}
+	return t, true
+}
+
+func inferResize(c *InferContext) error {
+	x := c.In(0)
+	r, err := resizeAttrsOf(c.attrs, c.Opset)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	_, si, zi := resizeInputs(c.attrs)
+	scales, ok1 := resizeArg(c, si)
+	sizes, ok2 := resizeArg(c, zi)
+	if !x.Shape.Ranked || !ok1 || !ok2 {
+		c.Set(0, ir.TensorType(x.Elem, unknownDims(x.Shape.Rank())))
+		return nil
+	}
+	p, err := planResize(r, x.Shape, scales, sizes)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	c.Set(0, ir.TensorType(x.Elem, ir.ShapeOf(p.out...)))
+	return nil
+}
+
+// resizeTap is one input sample of an output position along an axis.
+type resizeTap struct {
+	i int
+	w float64
+}
+
+// sourceCoord maps output position x along an axis to the input coordinate
+// it samples, per the coordinate transformation mode.
+func sourceCoord(r resizeAttrs, x int64, scale, length float64, in, out int64, roiStart, roiEnd float64) float64 {
+	xf, inF := float64(x), float64(in)
+	switch r.coord {
+	case "half_pixel":
+		return (xf+0.5)/scale - 0.5
+	case "half_pixel_symmetric":
+		// Centres the sampled region when the output length was rounded.
+		offset := inF / 2 * (1 - float64(out)/length)
+		return offset + (xf+0.5)/scale - 0.5
+	case "pytorch_half_pixel":
+		if out <= 1 {
+			return 0
+		}
+		return (xf+0.5)/scale - 0.5
+	case "align_corners":
+		if length == 1 {
+			return 0
+		}
+		return xf * (inF - 1) / (length - 1)
+	case "tf_half_pixel_for_nn":
+		return (xf + 0.5) / scale
+	case "tf_crop_and_resize":
+		if length == 1 {
+			return (roiEnd - roiStart) * (inF - 1) / 2
+		}
+		return roiStart*(inF-1) + xf*(roiEnd-roiStart)*(inF-1)/(length-1)
+	}
+	return xf / scale // asymmetric
+}
+
+// cubicWeight is Keys' cubic convolution kernel with coefficient a.
+func cubicWeight(x, a float64) float64 {
+	x = math.Abs(x)
+	switch {
+	case x <= 1:
+		return ((a+2)*x-(a+3))*x*x + 1
+	case x < 2:
+		return ((a*x-5*a)*x+8*a)*x - 4*a
+	}
+	return 0
+}
+
+// resizeTaps computes, for each output position along one axis, its input
+// samples and weights; nil marks a position outside the crop region
+// (tf_crop_and_resize), which takes the extrapolation value.
+func resizeTaps(r resizeAttrs, p *resizePlan, ax int, in, out int64) [][]resizeTap {
+	scale, length := p.scales[ax], p.lengths[ax]
+	taps := make([][]resizeTap, out)
+	for x := range taps {
+		xo := sourceCoord(r, int64(x), scale, length, in, out, p.roiStart[ax], p.roiEnd[ax])
+		if r.coord == "tf_crop_and_resize" && (xo < 0 || xo > float64(in-1)) {
+			continue
+		}
+		clamp := func(i int64) int { return int(min(max(i, 0), in-1)) }
+		if r.mode == "nearest" {
+			var j float64
+			switch r.nearest {
+			case "simple":
+				j = math.Floor(xo)
+				if scale < 1 {
+					j = math.Ceil(xo)
+				}
+			case "round_prefer_floor":
+				j = math.Ceil(xo - 0.5)
+			case "round_prefer_ceil":
+				j = math.Floor(xo + 0.5)
+			case "floor":
+				j = math.Floor(xo)
+			case "ceil":
+				j = math.Ceil(xo)
+			}
+			taps[x] = []resizeTap{{clamp(int64(j)), 1}}
+			continue
+		}
+		// The samples are base+start .. base+start+n-1, where base+1 is the
+		// first input position at or right of xo and ratio in (0, 1].
+		base := math.Ceil(xo) - 1
+		ratio := xo - base
+		s := 1.0
+		if r.antialias {
+			s = min(scale, 1) // widen the filter when downsampling
+		}
+		reach := 1.0 // the kernel's support: linear 1, cubic 2
+		if r.mode == "cubic" {
+			reach = 2
+		}
+		start := int64(math.Floor(-reach/s)) + 1
+		n := 2 - 2*start
+		ws := make([]float64, n)
+		sum := 0.0
+		for j := range ws {
+			d := (float64(start+int64(j)) - ratio) * s
+			if r.mode == "cubic" {
+				ws[j] = cubicWeight(d, r.cubicA)
+			} else {
+				ws[j] = max(0, 1-math.Abs(d))
+			}
+			i := int64(base) + start + int64(j)
+			if r.exclude && (i < 0 || i >= in) {
+				ws[j] = 0
+			}
+			sum += ws[j]
+		}
+		for j, w := range ws {
+			if r.antialias || r.exclude {
+				w /= sum
+			}
+			if w != 0 {
+				taps[x] = append(taps[x], resizeTap{clamp(int64(base) + start + int64(j)), w})
+			}
+		}
+	}
+	return taps
+}
+
+// isIdentity reports whether taps copy an axis unchanged.
+func isIdentity(taps [][]resizeTap) bool {
+	for x, t := range taps {
+		if len(t) != 1 || t[0].i != x || t[0].w != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// resizeAxis interpolates data (shape dims) along axis ax. Resize's
+// interpolation is separable, so resizing one axis after another equals
+// ONNX's n-dimensional formula; a position outside the crop region on any
+// axis ends up at the extrapolation value either way.
+func resizeAxis(data []float64, dims []int64, ax int, taps [][]resizeTap, extrapolation float64) ([]float64, []int64) {
+	in, out := dims[ax], int64(len(taps))
+	outer, inner := ir.Product(dims[:ax]), ir.Product(dims[ax+1:])
+	res := make([]float64, outer*out*inner)
+	for o := int64(0); o < outer; o++ {
+		for x, ts := range taps {
+			dst := res[(o*out+int64(x))*inner : (o*out+int64(x)+1)*inner]
+			if ts == nil {
+				for i := range dst {
+					dst[i] = extrapolation
+				}
+				continue
+			}
+			for _, t := range ts {
+				src := data[(o*in+int64(t.i))*inner : (o*in+int64(t.i)+1)*inner]
+				for i, v := range src {
+					dst[i] += t.w * v
+				}
+			}
+		}
+	}
+	nd := append([]int64{}, dims...)
+	nd[ax] = out
+	return res, nd
+}
+
+func runResize(c *KernelContext) error {
+	x := c.In(0)
+	if !x.DType.IsFloat() && !x.DType.IsInt() {
+		return c.Unsupported(x.DType)
+	}
+	r, err := resizeAttrsOf(c.attrs, c.Opset)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	ri, si, zi := resizeInputs(c.attrs)
+	arg := func(i int) *ir.Tensor {
+		if i < 0 || c.In(i) == nil || c.In(i).Len() == 0 {
+			return nil
+		}
+		return c.In(i)
+	}
+	p, err := planResize(r, x.Shape(), arg(si), arg(zi))
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	rank := len(x.Dims)
+	p.roiStart, p.roiEnd = make([]float64, rank), make([]float64, rank)
+	for i := range p.roiEnd {
+		p.roiEnd[i] = 1
+	}
+	if roi := arg(ri); roi != nil && r.coord == "tf_crop_and_resize" {
+		axes := r.axes
+		if axes == nil {
+			for i := 0; i < rank; i++ {
+				axes = append(axes, int64(i))
+			}
+		}
+		if !roi.DType.IsFloat() || roi.Len() != 2*int64(len(axes)) {
+			return c.Errorf("roi is %s%v, want %d floats", roi.DType, roi.Dims, 2*len(axes))
+		}
+		v := Float64s(roi)
+		norm, err := normAxes(axes, rank)
+		if err != nil {
+			return c.Errorf("%v", err)
+		}
+		for i, ax := range norm {
+			p.roiStart[ax], p.roiEnd[ax] = v[i], v[len(norm)+i]
+		}
+	}
+	data, dims := Float64s(x), append([]int64{}, x.Dims...)
+	for ax := range dims {
+		out := p.out[ax].Value
+		if dims[ax] == 0 && out > 0 {
+			return c.Errorf("cannot resize an empty axis %d to %d", ax, out)
+		}
+		taps := resizeTaps(r, p, ax, dims[ax], out)
+		if int64(len(taps)) == dims[ax] && isIdentity(taps) {
+			continue
+		}
+		data, dims = resizeAxis(data, dims, ax, taps, r.extrapolation)
+	}
+	if x.DType.IsInt() {
+		// Interpolated integers round to nearest and saturate.
+		bits := 8 * x.DType.Size()
+		lo, hi := 0.0, math.Exp2(float64(bits))-1
+		if x.DType.IsSigned() {
+			lo, hi = -math.Exp2(float64(bits-1)), math.Exp2(float64(bits-1))-1
+		}
+		for i, v := range data {
+			data[i] = min(max(math.Round(v), lo), hi)
+		}
+	}
+	c.Set(0, FromFloat64s(x.DType, dims, data))
 	return nil
 }

@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
 )
@@ -397,7 +398,7 @@ func runLayerNorm(c *KernelContext) error {
 		}
 		means, invStds = append(means, m), append(invStds, inv)
 	})
-	statDims := append(append([]int64{}, x.Dims[:axis]...), make([]int64, len(normDims))...)
+	statDims := slices.Clone(x.Dims)
 	for i := axis; i < len(statDims); i++ {
 		statDims[i] = 1
 	}

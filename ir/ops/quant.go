@@ -420,29 +420,35 @@ func inferQLinearMatMul(c *InferContext) error {
 	return nil
 }
 
+// qparam is a scale or zero point with the dims that lay it out against
+// the output (see paramIndex).
+type qparam struct {
+	t    *ir.Tensor
+	dims []int64
+}
+
 // rescale converts exact integer accumulations to the quantized output:
-// acc · (s1·s2/s3) rounded, plus the output zero point, saturated. The
-// scales are laid out by the dims given (see paramIndex) against the
-// output dims; the multiplier is formed in float32 as ONNX Runtime does.
-func rescale(c *KernelContext, acc []float64, dims []int64, s1 *ir.Tensor, s1d []int64, s2 *ir.Tensor, s2d []int64, s3 *ir.Tensor, s3d []int64, zp *ir.Tensor, zpd []int64) error {
-	lo, hi, ok := intRange(zp.DType)
+// acc·(s1·s2/s3) rounded, plus the output zero point, saturated. The
+// multiplier is formed in float32, as ONNX Runtime does.
+func rescale(c *KernelContext, acc []float64, dims []int64, s1, s2, s3, zp qparam) error {
+	lo, hi, ok := intRange(zp.t.DType)
 	if !ok {
-		return c.Unsupported(zp.DType)
+		return c.Unsupported(zp.t.DType)
 	}
 	var idx [4][]int
-	for i, pd := range [][]int64{s1d, s2d, s3d, zpd} {
+	for i, p := range []qparam{s1, s2, s3, zp} {
 		var err error
-		if idx[i], err = paramIndex(pd, dims); err != nil {
+		if idx[i], err = paramIndex(p.dims, dims); err != nil {
 			return c.Errorf("%v", err)
 		}
 	}
-	v1, v2, v3, z := Float64s(s1), Float64s(s2), Float64s(s3), Float64s(zp)
+	v1, v2, v3, z := Float64s(s1.t), Float64s(s2.t), Float64s(s3.t), Float64s(zp.t)
 	y := make([]float64, len(acc))
 	for i, a := range acc {
 		m := float32(v1[idx[0][i]]) * float32(v2[idx[1][i]]) / float32(v3[idx[2][i]])
 		y[i] = requantize(a*float64(m), z[idx[3][i]], lo, hi)
 	}
-	c.Set(0, FromFloat64s(zp.DType, dims, y))
+	c.Set(0, FromFloat64s(zp.t.DType, dims, y))
 	return nil
 }
 
@@ -453,11 +459,11 @@ func runQLinearMatMul(c *KernelContext) error {
 		return c.Errorf("%v", err)
 	}
 	// a's scale is per row of the output, b's per column, y's per row.
-	return rescale(c, acc, dims, as, perRow(as.Dims), bs, bs.Dims, ys, perRow(ys.Dims), yzp, perRow(yzp.Dims))
+	return rescale(c, acc, dims, qparam{as, perRow(as.Dims)}, qparam{bs, bs.Dims}, qparam{ys, perRow(ys.Dims)}, qparam{yzp, perRow(yzp.Dims)})
 }
 
 func inferConvInteger(c *InferContext) error {
-	shape, err := convShape(c.attrs, c.In(0).Shape, c.In(1).Shape)
+	_, shape, err := convShape(c.attrs, c.In(0).Shape, c.In(1).Shape)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -504,7 +510,7 @@ func runConvInteger(c *KernelContext) error {
 }
 
 func inferQLinearConv(c *InferContext) error {
-	shape, err := convShape(c.attrs, c.In(0).Shape, c.In(3).Shape)
+	_, shape, err := convShape(c.attrs, c.In(0).Shape, c.In(3).Shape)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -521,5 +527,5 @@ func runQLinearConv(c *KernelContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	return rescale(c, acc, dims, xs, xs.Dims, ws, perChannel(ws.Dims, len(dims), 1), ys, ys.Dims, yzp, yzp.Dims)
+	return rescale(c, acc, dims, qparam{xs, xs.Dims}, qparam{ws, perChannel(ws.Dims, len(dims), 1)}, qparam{ys, ys.Dims}, qparam{yzp, yzp.Dims})
 }

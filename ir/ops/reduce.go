@@ -11,101 +11,8 @@ import (
 
 // The reduce family: ReduceX over a set of axes, ArgMax/ArgMin, TopK and
 // CumSum. All of them (and the normalizations in norm.go) walk a tensor as
-// groups of elements that share their coordinates on the kept axes; that
-// walk is the reduction type below.
-
-// A reduction splits the elements of a tensor into groups, one per
-// combination of coordinates on the kept axes: element k of group g has the
-// flat index base[g] + offs[k]. Groups come in row-major order of the kept
-// axes, which is the order of the reduced tensor's elements; the elements
-// of a group come in row-major order of the reduced axes, so for a single
-// reduced axis k is the coordinate along it.
-type reduction struct {
-	base []int
-	offs []int
-}
-
-// newReduction splits a tensor of shape dims; reduced marks the reduced axes.
-func newReduction(dims []int64, reduced []bool) reduction {
-	strides := Strides(dims)
-	var keptDims, keptStrides, redDims, redStrides []int64
-	for i, d := range dims {
-		if reduced[i] {
-			redDims, redStrides = append(redDims, d), append(redStrides, strides[i])
-		} else {
-			keptDims, keptStrides = append(keptDims, d), append(keptStrides, strides[i])
-		}
-	}
-	return reduction{base: offsets(keptDims, keptStrides), offs: offsets(redDims, redStrides)}
-}
-
-// offsets lists the flat offsets sum(coord[a]*strides[a]) of every
-// coordinate of a box of shape dims, in row-major order.
-func offsets(dims, strides []int64) []int {
-	out := make([]int, ir.Product(dims))
-	coord := make([]int64, len(dims))
-	var off int64
-	for k := range out {
-		out[k] = int(off)
-		for a := len(dims) - 1; a >= 0; a-- {
-			coord[a]++
-			off += strides[a]
-			if coord[a] < dims[a] {
-				break
-			}
-			off -= coord[a] * strides[a]
-			coord[a] = 0
-		}
-	}
-	return out
-}
-
-// alongAxis is the reduction over one axis: each group is a line of the
-// tensor parallel to that axis.
-func alongAxis(dims []int64, axis int) reduction {
-	reduced := make([]bool, len(dims))
-	reduced[axis] = true
-	return newReduction(dims, reduced)
-}
-
-// fromAxis is the reduction over the axes from axis on (Softmax before
-// opset 13, LayerNormalization): each group is a contiguous block.
-func fromAxis(dims []int64, axis int) reduction {
-	reduced := make([]bool, len(dims))
-	for i := axis; i < len(dims); i++ {
-		reduced[i] = true
-	}
-	return newReduction(dims, reduced)
-}
-
-// foldGroups applies f to each group's elements (gathered into a scratch
-// slice that f must not keep) and returns one result per group.
-func foldGroups[T, R any](r reduction, xs []T, f func(group []T) R) []R {
-	out := make([]R, len(r.base))
-	buf := make([]T, len(r.offs))
-	for g, b := range r.base {
-		for k, o := range r.offs {
-			buf[k] = xs[b+o]
-		}
-		out[g] = f(buf)
-	}
-	return out
-}
-
-// mapGroups replaces each group's elements in place by f's transform of
-// them (f rewrites the gathered slice).
-func mapGroups[T any](r reduction, xs []T, f func(group []T)) {
-	buf := make([]T, len(r.offs))
-	for _, b := range r.base {
-		for k, o := range r.offs {
-			buf[k] = xs[b+o]
-		}
-		f(buf)
-		for k, o := range r.offs {
-			xs[b+o] = buf[k]
-		}
-	}
-}
+// groups of elements that share their coordinates on the kept axes: the
+// reduction type of util_reduce.go.
 
 // axisMask marks the given axes (possibly negative, no repeats) of a
 // rank-rank tensor.
@@ -180,16 +87,6 @@ func keyBounds(d ir.DType) (lo, hi int64) {
 	return math.MinInt64, math.MaxInt64 // int64, and uint64 in key form
 }
 
-// checkType returns the Unsupported error when the row's kernel lacks d,
-// so kernels run by constant folding (which skips the executor's check)
-// never see a type they cannot read.
-func checkType(c *KernelContext, d ir.DType) error {
-	if !c.schema.SupportsType(d) {
-		return c.Unsupported(d)
-	}
-	return nil
-}
-
 // Element types: ReduceX take ONNX's "high-precision numeric" types;
 // ReduceMax/ReduceMin add 8-bit integers (opset 12) and bool (opset 20).
 var (
@@ -207,10 +104,10 @@ type reduceOp struct {
 	// axesInput is the opset from which axes is an input, not an attribute.
 	axesInput int64
 	types     []ir.DType
-	float     func(xs []float64) float64
+	viaFloat  func(xs []float64) float64
 	// lo and hi are the type's least and greatest value (in order-key form),
 	// the identities of max and min.
-	int func(xs []int64, lo, hi int64) int64
+	viaInt func(xs []int64, lo, hi int64) int64
 }
 
 var reduceOps = []reduceOp{
@@ -384,7 +281,7 @@ func inferReduce(axesInput bool) func(c *InferContext) error {
 				out.Shape = ir.Shape{Ranked: true, Dims: make([]ir.Dim, rank)}
 				for i := range out.Shape.Dims {
 					out.Shape.Dims[i] = ir.UnknownDim()
-					if keep && x.Shape.Dims[i] == ir.D(1) {
+					if d := x.Shape.Dims[i]; keep && d.IsStatic() && d.Value == 1 {
 						out.Shape.Dims[i] = ir.D(1)
 					}
 				}
@@ -443,12 +340,12 @@ func runReduce(op reduceOp, axesInput bool) func(c *KernelContext) error {
 		}
 		r := newReduction(x.Dims, reduced)
 		dims := reducedDims(x.Dims, reduced, c.Int("keepdims") != 0, 1)
-		if x.DType.IsFloat() || op.int == nil {
-			c.Set(0, FromFloat64s(x.DType, dims, foldGroups(r, Float64s(x), op.float)))
+		if x.DType.IsFloat() || op.viaInt == nil {
+			c.Set(0, FromFloat64s(x.DType, dims, foldGroups(r, Float64s(x), op.viaFloat)))
 			return nil
 		}
 		lo, hi := keyBounds(x.DType)
-		out := foldGroups(r, orderKeys(x), func(xs []int64) int64 { return op.int(xs, lo, hi) })
+		out := foldGroups(r, orderKeys(x), func(xs []int64) int64 { return op.viaInt(xs, lo, hi) })
 		c.Set(0, fromOrderKeys(x.DType, dims, out))
 		return nil
 	}

@@ -1061,6 +1061,42 @@ func runConstant(c *KernelContext) error {
 // petabytes.
 const maxRangeLen = 1 << 32
 
+// rangeLen is Range's element count, ceil((limit-start)/delta) clamped at
+// 0, computed in the inputs' own arithmetic (float64 or int64).
+func rangeLen(start, limit, delta *ir.Tensor) (int64, error) {
+	for i, t := range []*ir.Tensor{start, limit, delta} {
+		if t.Len() != 1 || t.DType != start.DType || !t.DType.IsFloat() && !t.DType.IsInt() {
+			return 0, fmt.Errorf("input %d is %s%v, want a scalar %s", i, t.DType, t.Dims, start.DType)
+		}
+	}
+	var n int64
+	if start.DType.IsFloat() {
+		s, l, d := start.Float64At(0), limit.Float64At(0), delta.Float64At(0)
+		if d == 0 || math.IsNaN(s+l+d) || math.IsInf(s+l+d, 0) {
+			return 0, fmt.Errorf("cannot make a range from %v to %v by %v", s, l, d)
+		}
+		f := max(math.Ceil((l-s)/d), 0)
+		if f > maxRangeLen {
+			return 0, fmt.Errorf("range from %v to %v by %v has %v elements", s, l, d, f)
+		}
+		n = int64(f)
+	} else {
+		s, l, d := start.Int64At(0), limit.Int64At(0), delta.Int64At(0)
+		switch span := l - s; {
+		case d == 0:
+			return 0, fmt.Errorf("delta is 0")
+		case d > 0 && span > 0:
+			n = (span + d - 1) / d
+		case d < 0 && span < 0:
+			n = (-span - d - 1) / -d
+		}
+		if n > maxRangeLen {
+			return 0, fmt.Errorf("range from %d to %d by %d has %d elements", s, l, d, n)
+		}
+	}
+	return n, nil
+}
+
 func inferRange(c *InferContext) error {
 	elem := c.In(0).Elem
 	for i := 1; i < 3; i++ {
@@ -1068,46 +1104,34 @@ func inferRange(c *InferContext) error {
 			return c.Errorf("input %d is %s, input 0 is %s", i, e, elem)
 		}
 	}
-	c.Set(0, ir.TensorType(elem, unknownDims(1)))
+	n := ir.UnknownDim()
+	if s, l, d := c.Const(0), c.Const(1), c.Const(2); s != nil && l != nil && d != nil {
+		v, err := rangeLen(s, l, d)
+		if err != nil {
+			return c.Errorf("%v", err)
+		}
+		n = ir.D(v)
+	}
+	c.Set(0, ir.TensorType(elem, ir.ShapeOf(n)))
 	return nil
 }
 
 func runRange(c *KernelContext) error {
-	start, limit, delta := c.In(0), c.In(1), c.In(2)
-	for i, t := range []*ir.Tensor{start, limit, delta} {
-		if t.Len() != 1 || t.DType != start.DType {
-			return c.Errorf("input %d is %s%v, want a scalar %s", i, t.DType, t.Dims, start.DType)
-		}
+	start, delta := c.In(0), c.In(2)
+	n, err := rangeLen(start, c.In(1), delta)
+	if err != nil {
+		return c.Errorf("%v", err)
 	}
 	if start.DType.IsFloat() {
-		s, l, d := start.Float64At(0), limit.Float64At(0), delta.Float64At(0)
-		if d == 0 || math.IsNaN(s+l+d) || math.IsInf(s+l+d, 0) {
-			return c.Errorf("cannot make a range from %v to %v by %v", s, l, d)
-		}
-		n := max(math.Ceil((l-s)/d), 0)
-		if n > maxRangeLen {
-			return c.Errorf("range from %v to %v by %v has %v elements", s, l, d, n)
-		}
-		v := make([]float64, int(n))
+		s, d := start.Float64At(0), delta.Float64At(0)
+		v := make([]float64, n)
 		for i := range v {
 			v[i] = s + float64(i)*d
 		}
-		c.Set(0, FromFloat64s(start.DType, []int64{int64(n)}, v))
+		c.Set(0, FromFloat64s(start.DType, []int64{n}, v))
 		return nil
 	}
-	s, l, d := start.Int64At(0), limit.Int64At(0), delta.Int64At(0)
-	if d == 0 {
-		return c.Errorf("delta is 0")
-	}
-	n := int64(0)
-	if span := l - s; d > 0 && span > 0 {
-		n = (span + d - 1) / d
-	} else if d < 0 && span < 0 {
-		n = (-span - d - 1) / -d
-	}
-	if n > maxRangeLen {
-		return c.Errorf("range from %d to %d by %d has %d elements", s, l, d, n)
-	}
+	s, d := start.Int64At(0), delta.Int64At(0)
 	v := make([]int64, n)
 	for i := range v {
 		v[i] = s + int64(i)*d

@@ -8,9 +8,12 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 )
 
-// Attribute declarations for schema rows. They live apart from the conv
-// family because every family declares attributes; a nil default means the
-// attribute is optional with no default.
+// Helpers the conv family wrote and every family may use: attribute
+// declarations for schema rows, shape and dtype checks for inference, and
+// parallelFor for hot kernels.
+
+// Attribute declarations; defInts declares an optional attribute without
+// a default.
 
 func defInt(name string, v int64) AttrDef {
 	return AttrDef{Name: name, Kind: ir.AttrInt, Default: ir.AttrI(name, v)}
@@ -99,4 +102,41 @@ func parallelFor(n int, f func(i int)) {
 	if panicky != nil {
 		panic(panicky)
 	}
+}
+
+// dimsOf returns a shape's dims, or rank unknown dims when it is unranked.
+func dimsOf(s ir.Shape, rank int) []ir.Dim {
+	if s.Ranked {
+		return s.Dims
+	}
+	out := make([]ir.Dim, rank)
+	for i := range out {
+		out[i] = ir.UnknownDim()
+	}
+	return out
+}
+
+// sameElem checks that the inputs at idx share an element type (where
+// known) and returns it.
+func sameElem(c *InferContext, idx ...int) (ir.DType, error) {
+	elem, from := ir.Undefined, 0
+	for _, i := range idx {
+		e := c.In(i).Elem
+		switch {
+		case e == ir.Undefined || !c.HasInput(i):
+		case elem == ir.Undefined:
+			elem, from = e, i
+		case e != elem:
+			return elem, c.Errorf("input %d is %s, input %d %s", from, elem, i, e)
+		}
+	}
+	return elem, nil
+}
+
+// optFloat64s converts an optional input.
+func optFloat64s(t *ir.Tensor) []float64 {
+	if t == nil {
+		return nil
+	}
+	return Float64s(t)
 }

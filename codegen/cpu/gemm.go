@@ -1,0 +1,213 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/value"
+)
+
+// gemm describes C[b] = act(A[b]·B[b] + bias (+ add)) for a register-blocked
+// vector micro-kernel: tiles of mr rows × nb columns (nv vectors of vl
+// floats), every tile's accumulators in registers over the whole K loop,
+// broadcast A scalars times B vectors with llvm.fma. Threads split the
+// tiles.
+//
+// Operands are described by pointer makers and strides (in floats):
+// A row-tile mt starts at aTile*mt and element (i, k) of a tile is at
+// i*aRi + k*aKi (a packed [mr][K] panel or a plain matrix); B column-tile nt
+// starts at bTile*nt with row k at k*bKi (a packed panel padded to nb, or
+// a plain row-major matrix, whose tail is read with masked loads).
+type gemm struct {
+	M, N, K, batch  int64
+	mr, nv, vl      int64
+	a, b, c         func(k *kfn) value.Value
+	aTile, aRi, aKi int64
+	bTile, bKi      int64
+	bPadded         bool
+	ldc             int64
+	// batch offsets (floats) of each operand; nil means 0.
+	aBatch, bBatch, cBatch func(k *kfn, bi value.Value) value.Value
+	// epilogue
+	bias     func(k *kfn) value.Value
+	biasRs   int64                    // bias element (m, n) at m*biasRs + n*biasCs
+	biasCs   int64                    // 0 or 1
+	add      func(k *kfn) value.Value // optional full [M,N] matrix (ldc) added
+	lo, hi   float64
+	parallel bool
+}
+
+func (g *gen) newGemm(M, N, K int64) *gemm {
+	vl := int64(g.vl)
+	nv := min(int64(g.nv), (N+vl-1)/vl)
+	mr := min(int64(g.mr), M)
+	return &gemm{M: M, N: N, K: K, batch: 1, mr: mr, nv: nv, vl: vl, lo: math.Inf(-1), hi: math.Inf(1), ldc: N,
+		parallel: 2*M*N*K >= 1<<18}
+}
+
+func (gm *gemm) nb() int64 { return gm.nv * gm.vl }
+
+// packB lays out B (K×N, element get(k, n)) as column panels of nb floats,
+// zero padded: the layout the micro-kernel streams.
+func (g *gen) packB(gm *gemm, get func(k, n int64) float32) {
+	nb := gm.nb()
+	nt := (gm.N + nb - 1) / nb
+	buf := make([]float32, nt*gm.K*nb)
+	for t := int64(0); t < nt; t++ {
+		for k := int64(0); k < gm.K; k++ {
+			for j := int64(0); j < nb; j++ {
+				if n := t*nb + j; n < gm.N {
+					buf[(t*gm.K+k)*nb+j] = get(k, n)
+				}
+			}
+		}
+	}
+	off := g.addFloats(buf)
+	gm.b = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: off}, f32) }
+	gm.bTile, gm.bKi, gm.bPadded = gm.K*nb, nb, true
+}
+
+// packA lays out A (M×K, element get(m, k)) as row panels [K][mr].
+func (g *gen) packA(gm *gemm, get func(m, k int64) float32) {
+	mt := (gm.M + gm.mr - 1) / gm.mr
+	buf := make([]float32, mt*gm.K*gm.mr)
+	for t := int64(0); t < mt; t++ {
+		for k := int64(0); k < gm.K; k++ {
+			for i := int64(0); i < gm.mr; i++ {
+				if m := t*gm.mr + i; m < gm.M {
+					buf[(t*gm.K+k)*gm.mr+i] = get(m, k)
+				}
+			}
+		}
+	}
+	off := g.addFloats(buf)
+	gm.a = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: off}, f32) }
+	gm.aTile, gm.aRi, gm.aKi = gm.K*gm.mr, 1, gm.mr
+}
+
+// emit writes the tile loop into the current step.
+func (gm *gemm) emit(k *kfn) {
+	mt := (gm.M + gm.mr - 1) / gm.mr
+	nb := gm.nb()
+	nt := (gm.N + nb - 1) / nb
+	total := gm.batch * mt * nt
+	ap, bp, cp := gm.a(k), gm.b(k), gm.c(k)
+	var biasP, addP value.Value
+	if gm.bias != nil {
+		biasP = gm.bias(k)
+	}
+	if gm.add != nil {
+		addP = gm.add(k)
+	}
+	var lo, hi value.Value = c64(0), c64(total)
+	if gm.parallel {
+		lo, hi = k.split(total)
+	}
+	mTail := gm.M - (mt-1)*gm.mr
+	nTail := gm.N - (nt-1)*nb
+	k.loop(lo, hi, func(t value.Value) {
+		bi := k.div(t, c64(mt*nt))
+		r := k.rem(t, c64(mt*nt))
+		mi, ni := k.div(r, c64(nt)), k.rem(r, c64(nt))
+		aOff := k.mul(mi, c64(gm.aTile))
+		bOff := k.mul(ni, c64(gm.bTile))
+		cOff := k.add(k.mul(mi, c64(gm.mr*gm.ldc)), k.mul(ni, c64(nb)))
+		if gm.aBatch != nil {
+			aOff = k.add(aOff, gm.aBatch(k, bi))
+		}
+		if gm.bBatch != nil {
+			bOff = k.add(bOff, gm.bBatch(k, bi))
+		}
+		if gm.cBatch != nil {
+			cOff = k.add(cOff, gm.cBatch(k, bi))
+		}
+		m0 := k.mul(mi, c64(gm.mr))
+		n0 := k.mul(ni, c64(nb))
+		tile := func(rows, cols int64) {
+			gm.micro(k, rows, cols, ap, bp, cp, biasP, addP, aOff, bOff, cOff, m0, n0)
+		}
+		byCols := func(rows int64) {
+			if nTail == nb {
+				tile(rows, nb)
+				return
+			}
+			k.ifElse(k.icmp(enum.IPredEQ, ni, c64(nt-1)), func() { tile(rows, nTail) }, func() { tile(rows, nb) })
+		}
+		if mTail == gm.mr {
+			byCols(gm.mr)
+		} else {
+			k.ifElse(k.icmp(enum.IPredEQ, mi, c64(mt-1)), func() { byCols(mTail) }, func() { byCols(gm.mr) })
+		}
+	})
+}
+
+func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, bOff, cOff, m0, n0 value.Value) {
+	vl := int(gm.vl)
+	nv := (cols + gm.vl - 1) / gm.vl
+	lastValid := int(cols - (nv-1)*gm.vl)
+	valid := func(j int64) int {
+		if j == nv-1 {
+			return lastValid
+		}
+		return vl
+	}
+	zero := constant.NewZeroInitializer(vecT(vl))
+	init := make([]value.Value, rows*nv)
+	for i := range init {
+		init[i] = zero
+	}
+	acc := k.loopAcc(c64(0), c64(gm.K), init, func(kk value.Value, acc []value.Value) []value.Value {
+		bRow := k.add(bOff, k.mul(kk, c64(gm.bKi)))
+		bv := make([]value.Value, nv)
+		for j := int64(0); j < nv; j++ {
+			v := valid(j)
+			if gm.bPadded {
+				v = vl
+			}
+			bv[j] = k.vload(bp, k.add(bRow, c64(j*gm.vl)), vl, v)
+		}
+		aRow := k.add(aOff, k.mul(kk, c64(gm.aKi)))
+		out := make([]value.Value, len(acc))
+		for i := int64(0); i < rows; i++ {
+			av := k.vsplat(k.load(ap, k.add(aRow, c64(i*gm.aRi))), vl)
+			for j := int64(0); j < nv; j++ {
+				out[i*nv+j] = k.fma(av, bv[j], acc[i*nv+j])
+			}
+		}
+		return out
+	})
+	for i := int64(0); i < rows; i++ {
+		m := k.add(m0, c64(i))
+		for j := int64(0); j < nv; j++ {
+			v := acc[i*nv+j]
+			n := k.add(n0, c64(j*gm.vl))
+			if biasP != nil {
+				bo := k.mul(m, c64(gm.biasRs))
+				if gm.biasCs == 0 {
+					v = k.fadd(v, k.vsplat(k.load(biasP, bo), vl))
+				} else {
+					v = k.fadd(v, k.vload(biasP, k.add(bo, n), vl, valid(j)))
+				}
+			}
+			at := k.add(cOff, c64(i*gm.ldc+j*gm.vl))
+			if addP != nil {
+				v = k.fadd(v, k.vload(addP, at, vl, valid(j)))
+			}
+			v = k.clip(v, gm.lo, gm.hi)
+			k.vstore(v, cp, at, vl, valid(j))
+		}
+	}
+}
+
+// batchOffset returns a function mapping a flat batch index over dims to
+// an element offset with the given strides.
+func batchOffset(dims, strides []int64) func(k *kfn, bi value.Value) value.Value {
+	ds := collapse(dims, []operand{{str: strides}})
+	return func(k *kfn, bi value.Value) value.Value {
+		return k.offsets(bi, ds, []operand{{str: make([]int64, 1)}})[0]
+	}
+}
+
+var _ = ir.Float32

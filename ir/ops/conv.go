@@ -66,10 +66,7 @@ func readWindow(a attrs, kernel []int64) (*windowSpec, error) {
 			v = a.Ints(name)
 		}
 		if v == nil {
-			v = make([]int64, count)
-			for i := range v {
-				v[i] = def
-			}
+			v = slices.Repeat([]int64{def}, count)
 		}
 		if len(v) != count {
 			return nil, fmt.Errorf("%s has %d values, want %d for %d spatial axes", name, len(v), count, n)

@@ -5,46 +5,59 @@
 //	agraph (float[N,128] X) => (float[N,10] Y)
 //	<float[128,10] W = {...}, float[N,10] T>
 //	{
-//	  [mm] T = MatMul(X, W)
+//	  [mm] T = MatMul (X, W)
 //	  Y = Relu <alpha = 0.5> (T)
 //	}
 //
-// The printer writes one canonical form that Parse reads back to the same ir
-// (ir.Diff reports nothing) and prints again byte for byte:
+// Parse accepts the syntax as ONNX's parser does (attributes before or
+// after the inputs, `Op(,x)` or `Op("", x)` for an omitted input, input
+// defaults `(float[2] X = {1, 2})`, # comments). Names must be defined
+// before they are read; a subgraph reads its enclosing graphs' values.
+//
+// The printer writes one canonical form that Parse reads back to the same
+// ir (ir.Diff reports nothing) and prints again byte for byte:
 //
 //   - Names that are not identifiers, or that are type words (float, seq,
 //     ...) or inf/nan, are quoted. Strings escape only `"` and `\`, with a
 //     backslash, as ONNX's parser expects; other bytes appear as they are.
+//     Quoted attribute names and quoted names of graph-valued attributes
+//     are kiln extensions, used only for names that need them.
+//   - `float` is a scalar, `float[]` a tensor of unknown rank, `?` an
+//     unknown dim; a value with no type prints as its bare name.
 //   - Initializers all go in the `<...>` list after the outputs, in their
-//     order; an initializer named like a graph input is that input's default
-//     (Parse also accepts ONNX's `(float[2] X = {...})` input form). Then
-//     come Graph.ValueInfo entries, as `type name`. Only those values carry
-//     a printed type besides inputs and outputs.
-//   - Node names print as the node label `[name]`; overloads as `Op:name`;
-//     an omitted input or output as `""`.
+//     order; one named like a graph input is that input's default. Then
+//     come Graph.ValueInfo entries as `type name`. As in frontend/onnx, a
+//     declaration (output or value_info) types a node output of its graph;
+//     a value_info naming anything else stays a detached value. So a node
+//     output's type survives printing only when it is a graph output or in
+//     Graph.ValueInfo.
+//   - Node names print as the label `[name]`; overloads as `Op:name`; an
+//     omitted input or output as `""`; a node with no outputs as `= Op(...)`.
+//     Attributes with subgraphs go after the inputs, one a line.
 //   - Attributes carry a `: kind` annotation only where the value cannot
-//     tell (empty lists, attribute references `@ref`). Float attributes and
-//     float literals always look like floats (`1.0`, `inf`, `-nan`).
+//     tell (empty lists, references `@ref`). Float attributes and float
+//     data always look like floats (`1.0`, `inf`, `-nan`).
 //   - Tensor data: float and double print the shortest decimal that reads
-//     back to the same bits (inf, -inf, nan, -nan); float16 and bfloat16
-//     print as decimals (`0.5`), and an integer literal for them is the raw
-//     bit pattern, as in ONNX's parser, which the printer uses only for a
-//     NaN payload a decimal cannot carry. Float8 types print bit patterns;
-//     int4/uint4 one value per element; complex numbers as (re, im) pairs;
-//     bool as 0/1.
+//     back to the same bits; float16 and bfloat16 the shortest decimal that
+//     reads back to the same 16 bits. An integer literal for float16 or
+//     bfloat16 is the raw bit pattern, as in ONNX's parser; the printer uses
+//     that form only for NaN payloads. Float8 types print bit patterns,
+//     int4/uint4 one value per element, complex numbers (re, im) pairs,
+//     bool 0/1.
 //   - WriteFile moves initializers of more than ExternalThreshold elements
 //     to one binary file beside the text, named after it with ".bin" added
 //     (model.onnxtxt → model.onnxtxt.bin), each 64-byte aligned, referenced
-//     as `= ["location": "model.onnxtxt.bin", "offset": "0", "length":
-//     "37632"]` (ONNX's external-data keys; values are strings).
+//     with ONNX's external-data keys, whose values are strings:
+//     `= ["location": "model.onnxtxt.bin", "offset": "0", "length": "37632"]`.
 //
 // The syntax cannot express, so Print drops: doc strings of graphs, nodes,
 // values, tensors and attributes; graph and node metadata_props; type and
 // dim denotations; NaN payloads of float and double data (the sign stays);
-// negative dims other than "unknown". Print fails on what would change the
-// meaning of the model: sparse initializers and sparse-tensor attributes,
-// element types it cannot name, and op domains that are not dotted
-// identifiers. Model functions are not supported.
+// negative dim values (they print as `?`). Print fails on what would change
+// the model's meaning: sparse initializers and sparse-tensor attributes,
+// element types it cannot name, and op domains, op types or overloads that
+// are not (dotted) identifiers. Model functions and opaque types are not
+// supported.
 package text
 
 import (

@@ -345,7 +345,7 @@ func TestResizeCubicAgainstFormula(t *testing.T) {
 			y := Float64s(out[0])
 			require.Len(t, y, 15)
 			for o := range y {
-				src := (float64(o)+0.5)/1.7 - 0.5
+				src := (float64(o)+0.5)/float64(float32(1.7)) - 0.5 // the scale is a float32
 				i0 := math.Floor(src)
 				var sum, wsum float64
 				for k := -1.0; k <= 2; k++ {

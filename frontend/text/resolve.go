@@ -174,7 +174,8 @@ func (r *resolver) graph(name lexer.Token, a *astGraphBody, parent *scope) (*ir.
 		if err != nil {
 			return nil, err
 		}
-		if in := sc.values[v.Name]; in != nil && in.Producer == nil && in.Const == nil && isInput(g, in) {
+		// Only inputs are defined without data this early in a graph.
+		if in := sc.values[v.Name]; in != nil && in.Const == nil {
 			in.Const = v.Const // an initializer named like an input is its default
 			v = in
 		} else if err := sc.define(d.Name, v); err != nil {
@@ -223,15 +224,6 @@ func (r *resolver) graph(name lexer.Token, a *astGraphBody, parent *scope) (*ir.
 		g.Outputs = append(g.Outputs, v)
 	}
 	return g, nil
-}
-
-func isInput(g *ir.Graph, v *ir.Value) bool {
-	for _, in := range g.Inputs {
-		if in == v {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *resolver) declType(d *astDecl) (ir.Type, error) {

@@ -15,9 +15,11 @@ import (
 // coordinates, and Resize against the textbook bilinear, bicubic and
 // nearest formulas.
 
-// pySlice lists the indices Python's a[start:stop:step] visits on an axis
-// of length n: the semantics ONNX's Slice follows.
-func pySlice(n, start, stop, step int64) []int64 {
+// specSlice lists the indices Slice visits on an axis of length n: those
+// of Python's a[start:stop:step], except that the spec clamps a
+// negative-step start to [0, n-1], where Python would make a start before
+// the axis an empty slice.
+func specSlice(n, start, stop, step int64) []int64 {
 	norm := func(v, lo, hi int64) int64 {
 		if v < 0 {
 			v += n
@@ -29,7 +31,7 @@ func pySlice(n, start, stop, step int64) []int64 {
 		lo, hi = -1, n-1
 	}
 	var out []int64
-	for i := norm(start, lo, hi); step > 0 && i < norm(stop, lo, hi) || step < 0 && i > norm(stop, lo, hi); i += step {
+	for i := norm(start, max(lo, 0), hi); step > 0 && i < norm(stop, lo, hi) || step < 0 && i > norm(stop, lo, hi); i += step {
 		out = append(out, i)
 	}
 	return out
@@ -51,9 +53,9 @@ func TestSliceAgainstPython(t *testing.T) {
 		out, err := callKernel(t, "Slice", 13, []*ir.Tensor{x, i64s(starts...), i64s(ends...), i64s(ax...), i64s(steps...)}, 1)
 		require.NoError(t, err)
 		y := out[0]
-		picks := [][]int64{pySlice(5, 0, 5, 1), pySlice(6, 0, 6, 1), pySlice(7, 0, 7, 1)}
+		picks := [][]int64{specSlice(5, 0, 5, 1), specSlice(6, 0, 6, 1), specSlice(7, 0, 7, 1)}
 		for i, a := range axes {
-			picks[a] = pySlice(x.Dims[a], starts[i], ends[i], steps[i])
+			picks[a] = specSlice(x.Dims[a], starts[i], ends[i], steps[i])
 		}
 		require.Equal(t, []int64{int64(len(picks[0])), int64(len(picks[1])), int64(len(picks[2]))}, y.Dims,
 			"starts %v ends %v axes %v steps %v", starts, ends, ax, steps)

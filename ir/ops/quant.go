@@ -50,7 +50,10 @@ var quantOps = []*Schema{
 		defInt("output_dtype", 0)}, inferDequantize, runDequantize),
 	quantRow("DynamicQuantizeLinear", 11, 1, 1, 3, []ir.DType{ir.Float32}, nil, inferDynamicQuantize, runDynamicQuantize),
 	quantRow("MatMulInteger", 10, 2, 4, 1, int8Types, nil, inferMatMulInteger, runMatMulInteger),
+	// QLinearMatMul-21 added float16/bfloat16 scales and float8 operands
+	// (declared, not computed).
 	quantRow("QLinearMatMul", 10, 8, 8, 1, int8Types, nil, inferQLinearMatMul, runQLinearMatMul),
+	quantRow("QLinearMatMul", 21, 8, 8, 1, int8Types, nil, inferQLinearMatMul, runQLinearMatMul),
 	quantRow("ConvInteger", 10, 2, 4, 1, int8Types, convAttrs(), inferConvInteger, runConvInteger),
 	quantRow("QLinearConv", 10, 8, 9, 1, int8Types, convAttrs(), inferQLinearConv, runQLinearConv),
 }

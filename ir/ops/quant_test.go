@@ -178,6 +178,17 @@ func TestQLinearMatMulAgainstNaive(t *testing.T) {
 	azp, bzp, yzp := ir.Scalar(ir.Int8, int8(3)), ir.FromSlice(ir.Int8, []int64{N}, []int8{0, -2, 1}), ir.Scalar(ir.Int8, int8(-7))
 	out, err := callKernel(t, "QLinearMatMul", 10, []*ir.Tensor{a, as, azp, b, bs, bzp, ys, yzp}, 1)
 	require.NoError(t, err)
+	// v21 takes float16 scales; these three are exact in float16.
+	half := func(v float32) *ir.Tensor { return FromFloat64s(ir.Float16, nil, []float64{float64(v)}) }
+	out21, err := callKernel(t, "QLinearMatMul", 21, []*ir.Tensor{a, half(0.5), azp, b, half(0.25), ir.Scalar(ir.Int8, int8(0)), half(2), yzp}, 1)
+	require.NoError(t, err)
+	for i, v := range ir.Data[int8](out21[0]) {
+		var acc float64
+		for p := range K {
+			acc += (Float64s(a)[i/N*K+p] - 3) * Float64s(b)[p*N+i%N]
+		}
+		assert.Equal(t, int8(min(127, max(-128, math.RoundToEven(acc/16)-7))), v, "v21 element %d", i)
+	}
 	av, bv, got := Float64s(a), Float64s(b), ir.Data[int8](out[0])
 	for i := range M {
 		for j := range N {

@@ -67,7 +67,12 @@ func (t Type) Equal(o Type) bool {
 func (t Type) String() string {
 	switch t.Kind {
 	case TensorKind:
-		if !t.Shape.Ranked {
+		// As in the text syntax: "float" is a scalar, "float[]" has
+		// unknown rank.
+		switch {
+		case !t.Shape.Ranked:
+			return t.Elem.String() + "[]"
+		case len(t.Shape.Dims) == 0:
 			return t.Elem.String()
 		}
 		return t.Elem.String() + t.Shape.String()

@@ -19,19 +19,28 @@ func inferPass(_ *Context, m *ir.Model) error {
 // a constant cannot blow up the engine.
 const maxFoldBytes = 64 << 20
 
-// foldPass evaluates every node whose inputs are all initializers with the
-// reference kernels and turns its outputs into initializers. The outputs
+// foldPass turns into initializers the outputs of every node whose result
+// is known at compile time: nodes whose inputs are all initializers
+// (evaluated with the reference kernels), and nodes shape inference already
+// evaluated (Shape of a static shape and the arithmetic on it). The outputs
 // keep their *Value (and name), so no reader needs rewriting.
 func foldPass(_ *Context, m *ir.Model) error {
 	g := m.Graph
 	opsets := ops.OpsetsOf(m)
+	known, err := ops.InferShapes(m)
+	if err != nil {
+		return err
+	}
 	isInput := map[*ir.Value]bool{}
 	for _, v := range g.Inputs {
 		isInput[v] = true
 	}
 	var kept []*ir.Node
 	for _, n := range g.Nodes {
-		outs, err := tryFold(n, opsets, isInput)
+		outs, err := knownOutputs(n, known)
+		if outs == nil {
+			outs, err = tryFold(n, opsets, isInput)
+		}
 		if err != nil {
 			return err
 		}
@@ -51,6 +60,24 @@ func foldPass(_ *Context, m *ir.Model) error {
 	}
 	g.Nodes = kept
 	return nil
+}
+
+// knownOutputs returns the node's outputs when inference knows them all.
+func knownOutputs(n *ir.Node, known map[*ir.Value]*ir.Tensor) ([]*ir.Tensor, error) {
+	if len(n.Subgraphs()) > 0 || nondeterministic(n.OpType) {
+		return nil, nil
+	}
+	outs := make([]*ir.Tensor, len(n.Outputs))
+	for i, o := range n.Outputs {
+		if o == nil {
+			continue
+		}
+		if outs[i] = known[o]; outs[i] == nil {
+			return nil, nil
+		}
+		outs[i] = outs[i].Clone()
+	}
+	return outs, nil
 }
 
 func tryFold(n *ir.Node, opsets ops.Opsets, isInput map[*ir.Value]bool) ([]*ir.Tensor, error) {

@@ -226,8 +226,13 @@ func TestBadModels(t *testing.T) {
 	undefined := filepath.Join(dir, "undefined.onnxtxt")
 	require.NoError(t, os.WriteFile(undefined, []byte("<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2] X) => (float[2] Y) {\n  Y = Add(X, Z)\n}\n"), 0o644))
 	missing := filepath.Join(dir, "missing.onnx")
+	// A text model whose weights file beside it is gone.
+	src, err := os.ReadFile(filepath.Join(models, "digits_mlp.onnxtxt"))
+	require.NoError(t, err)
+	noWeights := filepath.Join(dir, "digits_mlp.onnxtxt")
+	require.NoError(t, os.WriteFile(noWeights, src, 0o644))
 
-	for _, path := range []string{garbage, truncated, empty, syntax, undefined, missing} {
+	for _, path := range []string{garbage, truncated, empty, syntax, undefined, missing, noWeights} {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			requireOneErrorLine(t, cc(t, "inspect", path), path)
 			requireOneErrorLine(t, cc(t, "convert", path, filepath.Join(dir, "out.onnxtxt")), path)

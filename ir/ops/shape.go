@@ -767,7 +767,7 @@ func inferSplit(c *InferContext) error {
 	}
 	var sizes []int64
 	switch {
-	case declared(c.attrs, "split"):
+	case declared(c.attrs, "split") && c.Has("split"):
 		sizes = c.Ints("split")
 	case c.HasInput(1):
 		if sizes = constInts(c, 1); sizes == nil {
@@ -811,7 +811,7 @@ func runSplit(c *KernelContext) error {
 	}
 	var sizes []int64
 	switch {
-	case declared(c.attrs, "split"):
+	case declared(c.attrs, "split") && c.Has("split"):
 		sizes = c.Ints("split")
 	case c.In(1) != nil:
 		if sizes, err = indexValues(c.In(1), "split"); err != nil {
@@ -1147,9 +1147,13 @@ func eyeLikeType(a attrs, in ir.DType) ir.DType {
 	return in
 }
 
+// eyeLikeOK reports whether EyeLike can make a tensor of dtype d: a
+// number or bool.
+func eyeLikeOK(d ir.DType) bool { return d.IsFloat() || d.IsInt() || d == ir.Bool }
+
 func inferEyeLike(c *InferContext) error {
 	x := c.In(0)
-	if dt := eyeLikeType(c.attrs, x.Elem); c.Has("dtype") && (dt == ir.String || !movable(dt)) {
+	if dt := eyeLikeType(c.attrs, x.Elem); c.Has("dtype") && !eyeLikeOK(dt) {
 		return c.Errorf("dtype %s is not a numeric or bool type", dt)
 	}
 	if x.Shape.Ranked && x.Shape.Rank() != 2 {
@@ -1166,7 +1170,7 @@ func inferEyeLike(c *InferContext) error {
 func runEyeLike(c *KernelContext) error {
 	x := c.In(0)
 	dt := eyeLikeType(c.attrs, x.DType)
-	if dt == ir.String || !movable(dt) {
+	if !eyeLikeOK(dt) {
 		return c.Unsupported(dt)
 	}
 	if len(x.Dims) != 2 {

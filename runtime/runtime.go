@@ -20,8 +20,8 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/kiln-ml/kiln/ir"
-	"github.com/kiln-ml/kiln/runtime/engine"
 	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
+	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
 // Engine is a loaded, verified engine.

@@ -153,7 +153,7 @@ func inferSlice(c *InferContext) error {
 	x := c.In(0)
 	var a sliceArgs
 	known := true
-	if declared(c.attrs, "starts") {
+	if c.declares("starts") {
 		a = sliceArgs{starts: c.Ints("starts"), ends: c.Ints("ends"), axes: c.Ints("axes")}
 	} else {
 		a.starts, a.ends = constInts(c, 1), constInts(c, 2)
@@ -220,7 +220,7 @@ func runSlice(c *KernelContext) error {
 		return err
 	}
 	var a sliceArgs
-	if declared(c.attrs, "starts") {
+	if c.declares("starts") {
 		a = sliceArgs{starts: c.Ints("starts"), ends: c.Ints("ends"), axes: c.Ints("axes")}
 	} else {
 		names := []string{"starts", "ends", "axes", "steps"}
@@ -390,7 +390,7 @@ func runGatherElements(c *KernelContext) error {
 }
 
 func batchDims(a attrs) int64 {
-	if declared(a, "batch_dims") {
+	if a.declares("batch_dims") {
 		return a.Int("batch_dims")
 	}
 	return 0
@@ -489,7 +489,7 @@ func runGatherND(c *KernelContext) error {
 // scatterReduction returns the node's reduction after checking that its
 // opset allows it.
 func scatterReduction(a attrs, opset int64) (string, error) {
-	if !declared(a, "reduction") {
+	if !a.declares("reduction") {
 		return "none", nil
 	}
 	r := a.String("reduction")
@@ -813,9 +813,9 @@ func padMode(a attrs, opset int64) (string, error) {
 // padsAttr returns Pad-1's paddings or Pad-2's pads, or nil from Pad-11 on.
 func padsAttr(a attrs) ([]int64, bool) {
 	switch {
-	case declared(a, "pads"):
+	case a.declares("pads"):
 		return a.Ints("pads"), true
-	case declared(a, "paddings"):
+	case a.declares("paddings"):
 		return a.Ints("paddings"), true
 	}
 	return nil, false
@@ -927,7 +927,7 @@ func runPad(c *KernelContext) error {
 	// The constant: Pad-1/2's float attribute, or the optional third input.
 	var fill *ir.Tensor
 	switch {
-	case declared(c.attrs, "value"):
+	case c.declares("value"):
 		if x.DType != ir.String {
 			fill = FromFloat64s(x.DType, nil, []float64{float64(c.Float("value"))})
 		}
@@ -984,12 +984,12 @@ type resizeAttrs struct {
 
 func resizeAttrsOf(a attrs, opset int64) (resizeAttrs, error) {
 	r := resizeAttrs{mode: a.String("mode"), coord: "asymmetric", nearest: "simple", policy: "stretch"}
-	if declared(a, "coordinate_transformation_mode") {
+	if a.declares("coordinate_transformation_mode") {
 		r.coord, r.nearest = a.String("coordinate_transformation_mode"), a.String("nearest_mode")
 		r.cubicA, r.extrapolation = float64(a.Float("cubic_coeff_a")), float64(a.Float("extrapolation_value"))
 		r.exclude = a.Int("exclude_outside") != 0
 	}
-	if declared(a, "antialias") {
+	if a.declares("antialias") {
 		r.antialias = a.Int("antialias") != 0
 		r.axes = a.Ints("axes")
 		r.policy = a.String("keep_aspect_ratio_policy")
@@ -1023,7 +1023,7 @@ func resizeAttrsOf(a attrs, opset int64) (resizeAttrs, error) {
 // resizeInputs numbers Resize's optional inputs by version: Resize-10 has
 // scales at 1 and nothing else.
 func resizeInputs(a attrs) (roi, scales, sizes int) {
-	if !declared(a, "coordinate_transformation_mode") {
+	if !a.declares("coordinate_transformation_mode") {
 		return -1, 1, -1
 	}
 	return 1, 2, 3

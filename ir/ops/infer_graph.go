@@ -70,7 +70,7 @@ func inferNode(n *ir.Node, opsets Opsets, known map[*ir.Value]*ir.Tensor) error 
 	if err := s.Infer(c); err != nil {
 		return err
 	}
-	if allConst && len(n.Subgraphs()) == 0 && !nondeterministic[n.OpType] {
+	if allConst && len(n.Subgraphs()) == 0 && !nondeterministic[n.OpType] && smallOutputs(c.Outputs) {
 		kc := NewKernelContext(s, n, opset, consts)
 		if err := s.Run(kc); err == nil {
 			for i, t := range kc.Outputs {
@@ -137,4 +137,16 @@ func MergeTypes(declared, inferred ir.Type) (ir.Type, error) {
 		}
 	}
 	return out, nil
+}
+
+// smallOutputs reports whether every inferred output is static and small
+// enough to evaluate at compile time, so a constant ConstantOfShape or
+// Expand to a huge shape is never materialised here.
+func smallOutputs(types []ir.Type) bool {
+	for _, t := range types {
+		if n := t.Shape.NumElements(); n < 0 || n > maxFoldElements {
+			return false
+		}
+	}
+	return true
 }

@@ -133,7 +133,7 @@ func withDims(t *ir.Tensor, dims []int64) *ir.Tensor {
 // shapeBounds resolves Shape-15's start and end against rank: negative
 // values count from the back, and both clamp to [0, rank].
 func shapeBounds(a attrs, rank int) (lo, hi int) {
-	if !declared(a, "start") {
+	if !a.declares("start") {
 		return 0, rank
 	}
 	clamp := func(v int64) int {
@@ -274,13 +274,13 @@ func reshapeShape(in ir.Shape, target []int64, allowzero bool) (ir.Shape, error)
 func inferReshape(c *InferContext) error {
 	x := c.In(0)
 	var target []int64
-	if declared(c.attrs, "shape") {
+	if c.declares("shape") {
 		target = c.Ints("shape")
 	} else if target = constInts(c, 1); target == nil {
 		c.Set(0, ir.TensorType(x.Elem, unknownDims(vectorLen(c.In(1)))))
 		return nil
 	}
-	s, err := reshapeShape(x.Shape, target, declared(c.attrs, "allowzero") && c.Int("allowzero") != 0)
+	s, err := reshapeShape(x.Shape, target, c.declares("allowzero") && c.Int("allowzero") != 0)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -291,7 +291,7 @@ func inferReshape(c *InferContext) error {
 func runReshape(c *KernelContext) error {
 	x := c.In(0)
 	var target []int64
-	if declared(c.attrs, "shape") {
+	if c.declares("shape") {
 		target = c.Ints("shape")
 	} else {
 		var err error
@@ -299,7 +299,7 @@ func runReshape(c *KernelContext) error {
 			return c.Errorf("%v", err)
 		}
 	}
-	s, err := reshapeShape(x.Shape(), target, declared(c.attrs, "allowzero") && c.Int("allowzero") != 0)
+	s, err := reshapeShape(x.Shape(), target, c.declares("allowzero") && c.Int("allowzero") != 0)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -408,7 +408,7 @@ func unsqueezeShape(in ir.Shape, axes []int64) (ir.Shape, error) {
 // opset 13 and the optional second input from 13. known is false when the
 // input is present but not a compile-time constant.
 func axesArg(c *InferContext) (axes []int64, known bool) {
-	if declared(c.attrs, "axes") {
+	if c.declares("axes") {
 		return c.Ints("axes"), true
 	}
 	if !c.HasInput(1) {
@@ -419,7 +419,7 @@ func axesArg(c *InferContext) (axes []int64, known bool) {
 }
 
 func kernelAxes(c *KernelContext) ([]int64, error) {
-	if declared(c.attrs, "axes") {
+	if c.declares("axes") {
 		return c.Ints("axes"), nil
 	}
 	if c.In(1) == nil {
@@ -725,7 +725,7 @@ func splitSizes(a attrs, sizes []int64, dim int64, nOut int) ([]int64, error) {
 		return sizes, nil
 	}
 	// Split-18 allows a smaller last chunk, with or without num_outputs.
-	uneven := declared(a, "num_outputs")
+	uneven := a.declares("num_outputs")
 	if uneven && a.Has("num_outputs") && a.Int("num_outputs") != int64(nOut) {
 		return nil, fmt.Errorf("num_outputs is %d but the node has %d outputs", a.Int("num_outputs"), nOut)
 	}
@@ -767,7 +767,7 @@ func inferSplit(c *InferContext) error {
 	}
 	var sizes []int64
 	switch {
-	case declared(c.attrs, "split") && c.Has("split"):
+	case c.declares("split") && c.Has("split"):
 		sizes = c.Ints("split")
 	case c.HasInput(1):
 		if sizes = constInts(c, 1); sizes == nil {
@@ -811,7 +811,7 @@ func runSplit(c *KernelContext) error {
 	}
 	var sizes []int64
 	switch {
-	case declared(c.attrs, "split") && c.Has("split"):
+	case c.declares("split") && c.Has("split"):
 		sizes = c.Ints("split")
 	case c.In(1) != nil:
 		if sizes, err = indexValues(c.In(1), "split"); err != nil {
@@ -957,7 +957,7 @@ func constantValue(a attrs) (*ir.Tensor, error) {
 	var out *ir.Tensor
 	n := 0
 	for _, name := range []string{"value", "sparse_value", "value_float", "value_floats", "value_int", "value_ints", "value_string", "value_strings"} {
-		if !declared(a, name) || !a.Has(name) {
+		if !a.declares(name) || !a.Has(name) {
 			continue
 		}
 		n++
@@ -1242,9 +1242,9 @@ func runDepthToSpace(c *KernelContext) error {
 	// (channel, block row, block col); both interleave the blocks into
 	// the rows and columns.
 	split, perm := []int64{n, bs, bs, oc, h, w}, []int{0, 3, 4, 1, 5, 2}
-	if declared(c.attrs, "mode") && c.String("mode") == "CRD" {
+	if c.declares("mode") && c.String("mode") == "CRD" {
 		split, perm = []int64{n, oc, bs, bs, h, w}, []int{0, 1, 4, 2, 5, 3}
-	} else if declared(c.attrs, "mode") && c.String("mode") != "DCR" {
+	} else if c.declares("mode") && c.String("mode") != "DCR" {
 		return c.Errorf("unknown mode %q", c.String("mode"))
 	}
 	_, idx := permuteIndex(split, perm)

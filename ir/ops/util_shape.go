@@ -11,18 +11,6 @@ import (
 // element) and copy through it, which works for every fixed-size dtype and
 // for strings with one code path.
 
-// declared reports whether the row's schema declares an attribute, so one
-// inference or kernel function can serve rows where an attribute became an
-// input (Reshape's shape, Squeeze's axes, Split's split, Pad's pads).
-func declared(a attrs, name string) bool {
-	for _, d := range a.schema.Attrs {
-		if d.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // movable reports whether takeElems can copy elements of dtype d.
 func movable(d ir.DType) bool {
 	switch d.Size() {
@@ -136,12 +124,11 @@ func strideMap(n, start, step, stride int64) []int {
 func permuteIndex(in []int64, perm []int) (dims []int64, idx []int) {
 	st := Strides(in)
 	dims = make([]int64, len(perm))
-	maps := make([][]int, len(perm))
+	strides := make([]int64, len(perm))
 	for a, p := range perm {
-		dims[a] = in[p]
-		maps[a] = strideMap(in[p], 0, 1, st[p])
+		dims[a], strides[a] = in[p], st[p]
 	}
-	return dims, axisIndex(dims, maps)
+	return dims, offsets(dims, strides)
 }
 
 // nextCoord advances a row-major coordinate within dims.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -124,14 +123,4 @@ func PrintTimings(w io.Writer, ts []Timing) {
 	}
 	fmt.Fprintf(tw, "total\t%.3f\t\t\n", float64(total.Microseconds())/1000)
 	tw.Flush()
-}
-
-// sortedKeys is used by passes that must iterate maps deterministically.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

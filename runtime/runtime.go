@@ -112,11 +112,12 @@ func HostTriple() string {
 
 // MissingFeatures returns the CPU features in need that this CPU lacks.
 func MissingFeatures(need []string) []string {
+	// Names as Linux's /proc/cpuinfo spells them (what codegen records).
 	have := map[string]bool{
-		"avx2": cpu.X86.HasAVX2, "fma": cpu.X86.HasFMA, "avx512f": cpu.X86.HasAVX512F,
-		"avx512bw": cpu.X86.HasAVX512BW, "avx512dq": cpu.X86.HasAVX512DQ, "avx512vl": cpu.X86.HasAVX512VL,
-		"avx512vnni": cpu.X86.HasAVX512VNNI, "f16c": cpu.X86.HasAVX2, // F16C ships with every AVX2 CPU
-		"neon": goruntime.GOARCH == "arm64", "asimd": cpu.ARM64.HasASIMD, "asimddp": cpu.ARM64.HasASIMDDP,
+		"avx": cpu.X86.HasAVX, "avx2": cpu.X86.HasAVX2, "fma": cpu.X86.HasFMA,
+		"avx512f": cpu.X86.HasAVX512F, "avx512bw": cpu.X86.HasAVX512BW, "avx512dq": cpu.X86.HasAVX512DQ,
+		"avx512vl": cpu.X86.HasAVX512VL, "avx512_vnni": cpu.X86.HasAVX512VNNI,
+		"asimd": cpu.ARM64.HasASIMD, "asimddp": cpu.ARM64.HasASIMDDP,
 	}
 	var missing []string
 	for _, f := range need {

@@ -1,0 +1,166 @@
+// Package build is cc's compile driver: model file → passes → native code
+// → engine file. cmd/cc is a thin flag layer over it.
+package build
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kiln-ml/kiln/codegen/cpu"
+	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/frontend/text"
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/passes"
+	"github.com/kiln-ml/kiln/runtime/engine"
+)
+
+// Version is kiln's version, recorded in every engine.
+const Version = "0.1.0"
+
+// Options are cc build's settings. They are recorded in the engine, so
+// two builds with equal options give identical files.
+type Options struct {
+	CPU       string   // llc -mcpu; "native" by default
+	OptLevel  int      // 0 runs only the required passes
+	Disabled  []string // passes to skip
+	DumpAfter []string // pass names or "all"
+	DumpDir   string
+	Verify    bool
+	LLC       string
+}
+
+// Output is what one build produced.
+type Output struct {
+	Model   *ir.Model // after the passes
+	Timings []passes.Timing
+	Code    *cpu.Result
+	Engine  []byte
+}
+
+// ReadModel reads .onnx or .onnxtxt by extension.
+func ReadModel(path string) (*ir.Model, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".onnx":
+		return onnx.ReadFile(path)
+	case ".onnxtxt", ".txt":
+		return text.ParseFile(path)
+	}
+	return nil, fmt.Errorf("%s: unknown model extension (want .onnx or .onnxtxt)", path)
+}
+
+// Optimize runs the O2 pipeline (or the required passes at -O0).
+func Optimize(m *ir.Model, opts Options) ([]passes.Timing, error) {
+	c := &passes.Context{OptLevel: opts.OptLevel, Verify: opts.Verify, DumpDir: opts.DumpDir,
+		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: text.WriteFile}
+	for name := range c.Disabled {
+		p, ok := passes.Lookup(passes.O2, name)
+		if !ok {
+			return nil, fmt.Errorf("--disable: no pass named %q (see cc passes)", name)
+		}
+		if p.Required {
+			return nil, fmt.Errorf("--disable: pass %q is required", name)
+		}
+	}
+	for name := range c.DumpAfter {
+		if _, ok := passes.Lookup(passes.O2, name); !ok && name != "all" {
+			return nil, fmt.Errorf("--dump-after: no pass named %q (see cc passes)", name)
+		}
+	}
+	err := passes.Run(c, passes.O2, m)
+	return c.Timings, err
+}
+
+// Build compiles the model at path into an engine.
+func Build(path string, opts Options) (*Output, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ReadModel(path)
+	if err != nil {
+		return nil, err
+	}
+	timings, err := Optimize(m, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cpuName := opts.CPU
+	if cpuName == "" {
+		cpuName = "native"
+	}
+	code, err := cpu.Compile(m, cpu.Options{CPU: cpuName, LLC: opts.LLC})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	plan, err := text.Print(withoutBigConstants(m))
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(src)
+	meta := engine.Metadata{
+		KilnVersion:  Version,
+		ModelName:    m.Graph.Name,
+		SourceSHA256: hex.EncodeToString(sum[:]),
+		Precision:    "fp32",
+		Target:       engine.Target{Triple: "x86_64-unknown-linux-gnu", CPU: cpuName, Features: code.Features},
+		ArenaBytes:   code.ArenaBytes,
+		TensorBytes:  code.TensorBytes,
+		BuildFlags:   opts.flags(),
+		Kernels:      code.Kernels,
+	}
+	for _, io := range code.Inputs {
+		meta.Inputs = append(meta.Inputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Index: io.Index})
+	}
+	for _, io := range code.Outputs {
+		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Index: io.Index})
+	}
+	e := &engine.Engine{Meta: meta, Plan: []byte(plan), Weights: code.Weights,
+		Code: map[string][]byte{meta.Target.Triple: code.SharedObject}}
+	buf, err := e.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return &Output{Model: m, Timings: timings, Code: code, Engine: buf}, nil
+}
+
+func (o Options) flags() []string {
+	f := []string{fmt.Sprintf("-O%d", o.OptLevel), "--cpu=" + o.CPU}
+	for _, d := range o.Disabled {
+		f = append(f, "--disable="+d)
+	}
+	return f
+}
+
+// withoutBigConstants returns a shallow copy of m for the engine's plan in
+// which initializers above text.ExternalThreshold elements become graph
+// inputs of the same type: the plan shows the graph and its weights' types,
+// while the data lives (pre-packed) in the weights section only.
+func withoutBigConstants(m *ir.Model) *ir.Model {
+	c := *m
+	g := *m.Graph
+	c.Graph = &g
+	g.Initializers = nil
+	g.Inputs = append([]*ir.Value{}, m.Graph.Inputs...)
+	for _, v := range m.Graph.Initializers {
+		if v.Const.Len() > text.ExternalThreshold {
+			g.Inputs = append(g.Inputs, &ir.Value{Name: v.Name, Type: v.Type})
+			continue
+		}
+		g.Initializers = append(g.Initializers, v)
+	}
+	return &c
+}
+
+func set(names []string) map[string]bool {
+	s := map[string]bool{}
+	for _, n := range names {
+		if n != "" {
+			s[n] = true
+		}
+	}
+	return s
+}

@@ -1,23 +1,185 @@
 // Command infer is kiln's runtime CLI: it loads engine files that `cc build`
-// writes and runs, checks and benchmarks them. It never needs LLVM or the
-// model frontends, and builds with CGO_ENABLED=0.
-//
-// The engine format and its executors are not built yet; until they are,
-// infer only describes what is coming.
+// writes and runs, checks and benchmarks them. It never needs LLVM and
+// builds with CGO_ENABLED=0.
 package main
 
-import "github.com/kiln-ml/kiln/internal/cli"
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/internal/conformance"
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/runtime"
+)
 
 var tool = &cli.Tool{
-	Name:    "infer",
-	Summary: "kiln's runtime: run, check and benchmark compiled engine files",
-	Coming: []cli.Coming{
-		{Name: "run", Summary: "run an engine on input tensors (.pb files) and write its outputs"},
-		{Name: "check", Summary: "verify an engine file (header, checksums, target, CPU features) and print its metadata"},
-		{Name: "bench", Summary: "measure an engine's latency and throughput"},
-	},
-	Footer: "Engines (.kiln files) are built by 'cc build', which comes with the compiler.\n" +
-		"Until then, 'cc inspect', 'cc convert' and 'cc test' work on ONNX models.",
+	Name:     "infer",
+	Summary:  "kiln's runtime: run, check and benchmark compiled engine files",
+	Commands: []*cli.Command{runCmd, checkCmd, benchCmd},
+	Footer:   "Engines (.kiln files) are built by 'bin/cc build MODEL'.",
 }
 
 func main() { cli.Run(tool) }
+
+// inputList collects repeated --input NAME=FILE flags.
+type inputList []string
+
+func (l *inputList) String() string     { return strings.Join(*l, ",") }
+func (l *inputList) Set(s string) error { *l = append(*l, s); return nil }
+
+var runCmd = &cli.Command{
+	Name:    "run",
+	Args:    "ENGINE",
+	Summary: "run an engine on input tensors (ONNX TensorProto .pb files) and write or print its outputs",
+	Help: `Inputs not given with --input get random N(0,1) values (seeded). With --output-dir the
+outputs are written as output_N.pb in the engine's output order; otherwise a summary is printed.`,
+	MinArgs: 1,
+	MaxArgs: 1,
+	Setup: func(fs *flag.FlagSet) cli.RunFunc {
+		var inputs inputList
+		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb); repeat for several inputs")
+		outDir := fs.String("output-dir", "", "write outputs here as output_N.pb")
+		threads := fs.Int("threads", 0, "threads per inference (0: all cores)")
+		return func(env *cli.Env, args []string) error {
+			eng, err := runtime.Load(args[0])
+			if err != nil {
+				return err
+			}
+			feeds, err := loadInputs(eng, inputs, 1)
+			if err != nil {
+				return err
+			}
+			ctx, err := eng.NewContext(runtime.Options{Threads: *threads})
+			if err != nil {
+				return err
+			}
+			outs, err := ctx.Run(feeds)
+			if err != nil {
+				return err
+			}
+			for i, b := range eng.Outputs() {
+				t := outs[b.Name]
+				if *outDir == "" {
+					fmt.Fprintf(env.Stdout, "%s %s%v %s\n", b.Name, t.DType, t.Dims, preview(t))
+					continue
+				}
+				data, err := onnx.WriteTensor(t)
+				if err != nil {
+					return err
+				}
+				if err := os.MkdirAll(*outDir, 0o755); err != nil {
+					return err
+				}
+				path := filepath.Join(*outDir, fmt.Sprintf("output_%d.pb", i))
+				if err := os.WriteFile(path, data, 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "wrote %s (%s %s%v)\n", path, b.Name, t.DType, t.Dims)
+			}
+			return nil
+		}
+	},
+}
+
+var checkCmd = &cli.Command{
+	Name:    "check",
+	Args:    "ENGINE",
+	Summary: "run an engine on an ONNX test_data_set folder and compare with its expected outputs",
+	Help: `--test-data DIR holds input_N.pb and output_N.pb (the ONNX backend-test layout), in the
+engine's input and output order. Prints each output's max abs and relative L2 error and PASS
+or FAIL; exit status 1 on FAIL.`,
+	MinArgs: 1,
+	MaxArgs: 1,
+	Setup: func(fs *flag.FlagSet) cli.RunFunc {
+		dir := fs.String("test-data", "", "folder with input_N.pb and output_N.pb (required)")
+		relL2 := fs.Float64("rel-l2", 1e-4, "largest relative L2 error that passes")
+		threads := fs.Int("threads", 0, "threads per inference (0: all cores)")
+		return func(env *cli.Env, args []string) error {
+			if *dir == "" {
+				return cli.Usagef("--test-data is required")
+			}
+			eng, err := runtime.Load(args[0])
+			if err != nil {
+				return err
+			}
+			feeds := map[string]*ir.Tensor{}
+			for i, b := range eng.Inputs() {
+				t, err := onnx.ReadTensorFile(filepath.Join(*dir, fmt.Sprintf("input_%d.pb", i)))
+				if err != nil {
+					return err
+				}
+				feeds[b.Name] = t
+			}
+			ctx, err := eng.NewContext(runtime.Options{Threads: *threads})
+			if err != nil {
+				return err
+			}
+			outs, err := ctx.Run(feeds)
+			if err != nil {
+				return err
+			}
+			failed := false
+			for i, b := range eng.Outputs() {
+				want, err := onnx.ReadTensorFile(filepath.Join(*dir, fmt.Sprintf("output_%d.pb", i)))
+				if err != nil {
+					return err
+				}
+				detail, ok := conformance.Compare(want, outs[b.Name], conformance.Tolerance{RelL2: *relL2})
+				status := "PASS"
+				if !ok {
+					status, failed = "FAIL", true
+				}
+				fmt.Fprintf(env.Stdout, "%s %s: %s\n", status, b.Name, detail)
+			}
+			if failed {
+				return cli.Exit(1)
+			}
+			return nil
+		}
+	},
+}
+
+// loadInputs reads the --input files and fills the rest with seeded random
+// normal values.
+func loadInputs(eng *runtime.Engine, specs []string, seed int64) (map[string]*ir.Tensor, error) {
+	feeds := map[string]*ir.Tensor{}
+	for _, s := range specs {
+		name, file, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, cli.Usagef("--input wants NAME=FILE, got %q", s)
+		}
+		t, err := onnx.ReadTensorFile(file)
+		if err != nil {
+			return nil, err
+		}
+		feeds[name] = t
+	}
+	for _, b := range eng.Inputs() {
+		if feeds[b.Name] == nil {
+			t, err := randomTensor(b.DType, b.Shape, seed)
+			if err != nil {
+				return nil, err
+			}
+			feeds[b.Name] = t
+		}
+	}
+	return feeds, nil
+}
+
+func preview(t *ir.Tensor) string {
+	n := min(int(t.Len()), 8)
+	parts := make([]string, n)
+	for i := 0; i < n; i++ {
+		parts[i] = fmt.Sprintf("%.5g", t.Float64At(i))
+	}
+	more := ""
+	if int(t.Len()) > n {
+		more = " ..."
+	}
+	return "[" + strings.Join(parts, " ") + more + "]"
+}

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"encoding/json"
+	"path/filepath"
+
+	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/internal/build"
+	"github.com/kiln-ml/kiln/ir"
+
 	"bytes"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,16 +48,18 @@ func TestCLI(t *testing.T) {
 		code, stdout, stderr := run(args...)
 		assert.Equal(t, 0, code)
 		assert.Empty(t, stderr)
-		for _, want := range []string{"coming (not built yet)", "run ", "check ", "bench ", "cc build"} {
+		for _, want := range []string{"run ", "check ", "bench ", "cc build"} {
 			assert.Contains(t, stdout, want)
 		}
 	}
-	for _, sub := range []string{"run", "check", "bench"} {
-		code, stdout, stderr := run(sub, "model.kiln")
-		assert.Equal(t, 2, code)
+	for _, args := range [][]string{{"run"}, {"check", "--test-data", "."}, {"bench"}} {
+		code, stdout, stderr := run(append(args, "missing.kiln")...)
+		assert.Equal(t, 1, code)
 		assert.Empty(t, stdout)
-		assert.True(t, strings.HasPrefix(stderr, "infer "+sub+" is not built yet (coming: "), stderr)
+		assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, stderr)
+		assert.Contains(t, stderr, "missing.kiln")
 	}
+	engineTests(t, run)
 	code, _, stderr := run()
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "usage: infer SUBCOMMAND")
@@ -64,12 +72,15 @@ func TestCLI(t *testing.T) {
 }
 
 // infer runs where the compiler's tools are absent: no cgo, no LLVM, no
-// model frontends, and it cross-compiles.
+// compiler passes or text frontend (it reads tensors with frontend/onnx),
+// and it cross-compiles.
 func TestDependencies(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	list := exec.Command("go", "list", "-deps", ".")
+	list.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := list.Output()
 	require.NoError(t, err)
 	for _, pkg := range strings.Fields(string(out)) {
-		for _, banned := range []string{"github.com/kiln-ml/kiln/frontend/", "github.com/llir/", "github.com/kiln-ml/kiln/codegen", "github.com/alecthomas/participle", "google.golang.org/protobuf"} {
+		for _, banned := range []string{"github.com/kiln-ml/kiln/frontend/text", "github.com/kiln-ml/kiln/passes", "github.com/llir/", "github.com/kiln-ml/kiln/codegen", "github.com/alecthomas/participle"} {
 			assert.False(t, strings.HasPrefix(pkg, banned), "infer imports %s", pkg)
 		}
 		assert.NotEqual(t, "runtime/cgo", pkg, "infer needs cgo")
@@ -78,4 +89,53 @@ func TestDependencies(t *testing.T) {
 		t.Skip("cross-compiling takes a while")
 	}
 	buildInfer(t, "GOOS=linux", "GOARCH=arm64")
+}
+
+// engineTests builds the bundled digits MLP into an engine (when llc is
+// present) and drives check, bench and run on it, plus a corrupted copy.
+func engineTests(t *testing.T, run func(args ...string) (int, string, string)) {
+	if _, err := exec.LookPath("llc"); err != nil {
+		t.Log("llc is absent: skipping the engine tests (make deps installs it)")
+		return
+	}
+	out, err := build.Build("../../testdata/models/digits_mlp.onnx", build.Options{OptLevel: 2})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "mlp.kiln")
+	require.NoError(t, os.WriteFile(path, out.Engine, 0o644))
+
+	code, stdout, stderr := run("check", path, "--test-data", "../../testdata/models/digits_mlp/test_data_set_0")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "PASS")
+
+	code, stdout, stderr = run("bench", path, "--json", "--iterations", "50", "--warmup", "0", "--threads", "1")
+	require.Equal(t, 0, code, stderr)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &r))
+	for _, key := range []string{"engine", "threads", "iterations", "throughput_qps", "load_ms", "first_run_ms", "peak_rss_bytes", "latency_ms"} {
+		assert.Contains(t, r, key)
+	}
+	assert.EqualValues(t, 50, r["iterations"])
+	lat := r["latency_ms"].(map[string]any)
+	for _, key := range []string{"min", "mean", "median", "p90", "p95", "p99", "max"} {
+		assert.Contains(t, lat, key)
+	}
+	assert.LessOrEqual(t, lat["min"].(float64), lat["median"].(float64))
+
+	// A wrong-shaped input names the input, the shape given and expected.
+	bad := filepath.Join(t.TempDir(), "x.pb")
+	data, err := onnx.WriteTensor(ir.NewTensor(ir.Float32, 1, 63))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bad, data, 0o644))
+	code, _, stderr = run("run", path, "--input", out.Code.Inputs[0].Name+"="+bad)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "[1 63]")
+	assert.Contains(t, stderr, "[1 64]")
+
+	// A flipped byte in the code section is refused, naming the section.
+	corrupt := append([]byte(nil), out.Engine...)
+	corrupt[len(corrupt)-100] ^= 1
+	require.NoError(t, os.WriteFile(path, corrupt, 0o644))
+	code, _, stderr = run("run", path)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "checksum mismatch")
 }

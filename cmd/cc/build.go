@@ -1,0 +1,112 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kiln-ml/kiln/internal/build"
+	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/passes"
+)
+
+var buildCmd = &cli.Command{
+	Name:    "build",
+	Args:    "MODEL",
+	Summary: "compile a model into an engine file (native x86-64 code via LLVM)",
+	Help: `Runs the O2 pass pipeline (see cc passes), lowers the graph to LLVM IR, compiles it
+with llc (LLVM 14) and writes one engine file that bin/infer runs. --emit stops at an
+earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or engine.`,
+	MinArgs: 1,
+	MaxArgs: 1,
+	Setup: func(fs *flag.FlagSet) cli.RunFunc {
+		out := fs.String("o", "", "output file (default: MODEL with the emitted kind's extension)")
+		emit := fs.String("emit", "engine", "what to write: ir, llvm, obj or engine")
+		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512)")
+		opt := fs.Int("O", 2, "optimization level: 0 runs only the required passes")
+		disable := fs.String("disable", "", "comma-separated passes to skip")
+		dumpAfter := fs.String("dump-after", "", "comma-separated passes (or all) after which to write the graph as text")
+		dumpDir := fs.String("dump-dir", "kiln-dump", "folder for --dump-after files")
+		timePasses := fs.Bool("time-passes", false, "print a per-pass timing table")
+		verify := fs.Bool("verify", false, "check the graph after every pass")
+		return func(env *cli.Env, args []string) error {
+			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]
+			if ext == "" {
+				return cli.Usagef("--emit must be ir, llvm, obj or engine, not %q", *emit)
+			}
+			model := args[0]
+			path := *out
+			if path == "" {
+				path = strings.TrimSuffix(model, filepath.Ext(model)) + ext
+			}
+			opts := build.Options{CPU: *cpuName, OptLevel: *opt, Disabled: split(*disable),
+				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify}
+			if *emit == "ir" {
+				m, err := build.ReadModel(model)
+				if err != nil {
+					return err
+				}
+				timings, err := build.Optimize(m, opts)
+				if err != nil {
+					return cli.FileError(model, err)
+				}
+				if *timePasses {
+					passes.PrintTimings(env.Stdout, timings)
+				}
+				return writeModel(path, m)
+			}
+			res, err := build.Build(model, opts)
+			if err != nil {
+				return err
+			}
+			if *timePasses {
+				passes.PrintTimings(env.Stdout, res.Timings)
+			}
+			var data []byte
+			switch *emit {
+			case "llvm":
+				data = []byte(res.Code.LLVMIR)
+			case "obj":
+				data = res.Code.Object
+			default:
+				data = res.Engine
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "wrote %s (%s bytes); arena %s bytes (tensors total %s), weights %s bytes\n", path,
+				commas(int64(len(data))), commas(res.Code.ArenaBytes), commas(res.Code.TensorBytes), commas(int64(len(res.Code.Weights))))
+			return nil
+		}
+	},
+}
+
+var passesCmd = &cli.Command{
+	Name:    "passes",
+	Summary: "list the optimization pipeline in order",
+	Setup: func(fs *flag.FlagSet) cli.RunFunc {
+		return func(env *cli.Env, args []string) error {
+			fmt.Fprintln(env.Stdout, "O2 pipeline (required passes also run at -O0):")
+			for i, p := range passes.O2 {
+				req := ""
+				if p.Required {
+					req = " (required)"
+				}
+				fmt.Fprintf(env.Stdout, "%2d  %-12s %s%s\n", i, p.Name, p.Doc, req)
+			}
+			return nil
+		}
+	},
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

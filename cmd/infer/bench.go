@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/runtime"
+)
+
+var benchCmd = &cli.Command{
+	Name:    "bench",
+	Args:    "ENGINE",
+	Summary: "measure an engine's latency and throughput (a trtexec-style summary)",
+	Help: `Runs --warmup seconds untimed, then --iterations timed runs (or as many as fit in
+--duration seconds), on random inputs unless --input gives them. --json prints one object:
+engine, threads, iterations, throughput_qps, load_ms, first_run_ms, peak_rss_bytes and
+latency_ms {min, mean, median, p90, p95, p99, max}.`,
+	MinArgs: 1,
+	MaxArgs: 1,
+	Setup: func(fs *flag.FlagSet) cli.RunFunc {
+		var inputs inputList
+		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb); repeat for several inputs")
+		threads := fs.Int("threads", 0, "threads per inference (0: all cores)")
+		warmup := fs.Float64("warmup", 0.5, "seconds of untimed runs first")
+		iterations := fs.Int("iterations", 0, "timed runs (default: as many as fit in --duration)")
+		duration := fs.Float64("duration", 3, "seconds of timed runs when --iterations is not given")
+		asJSON := fs.Bool("json", false, "print one JSON object")
+		return func(env *cli.Env, args []string) error {
+			start := time.Now()
+			eng, err := runtime.Load(args[0])
+			if err != nil {
+				return err
+			}
+			loadMS := ms(time.Since(start))
+			feeds, err := loadInputs(eng, inputs, 1)
+			if err != nil {
+				return err
+			}
+			ctx, err := eng.NewContext(runtime.Options{Threads: *threads})
+			if err != nil {
+				return err
+			}
+			start = time.Now()
+			if _, err := ctx.Run(feeds); err != nil {
+				return err
+			}
+			firstMS := ms(time.Since(start))
+			for end := time.Now().Add(seconds(*warmup)); time.Now().Before(end); {
+				if _, err := ctx.Run(feeds); err != nil {
+					return err
+				}
+			}
+			var lat []float64
+			begin := time.Now()
+			stop := begin.Add(seconds(*duration))
+			for i := 0; ; i++ {
+				if *iterations > 0 && i >= *iterations || *iterations <= 0 && i > 0 && time.Now().After(stop) {
+					break
+				}
+				t := time.Now()
+				if _, err := ctx.Run(feeds); err != nil {
+					return err
+				}
+				lat = append(lat, ms(time.Since(t)))
+			}
+			r := summarize(lat, time.Since(begin))
+			r.Engine, r.Threads, r.LoadMS, r.FirstRunMS, r.PeakRSS = args[0], ctx.Threads(), loadMS, firstMS, peakRSS()
+			if *asJSON {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			r.print(env)
+			return nil
+		}
+	},
+}
+
+// report holds the bench summary; the JSON names are a stable interface.
+type report struct {
+	Engine     string  `json:"engine"`
+	Threads    int     `json:"threads"`
+	Iterations int     `json:"iterations"`
+	Throughput float64 `json:"throughput_qps"`
+	LoadMS     float64 `json:"load_ms"`
+	FirstRunMS float64 `json:"first_run_ms"`
+	PeakRSS    int64   `json:"peak_rss_bytes"`
+	Latency    struct {
+		Min    float64 `json:"min"`
+		Mean   float64 `json:"mean"`
+		Median float64 `json:"median"`
+		P90    float64 `json:"p90"`
+		P95    float64 `json:"p95"`
+		P99    float64 `json:"p99"`
+		Max    float64 `json:"max"`
+	} `json:"latency_ms"`
+}
+
+func summarize(lat []float64, total time.Duration) report {
+	var r report
+	r.Iterations = len(lat)
+	sorted := append([]float64(nil), lat...)
+	sort.Float64s(sorted)
+	sum := 0.0
+	for _, v := range sorted {
+		sum += v
+	}
+	n := len(sorted)
+	pct := func(p float64) float64 { return sorted[min(n-1, int(p*float64(n)))] }
+	r.Latency.Min, r.Latency.Max = sorted[0], sorted[n-1]
+	r.Latency.Mean = sum / float64(n)
+	r.Latency.Median = sorted[n/2]
+	if n%2 == 0 {
+		r.Latency.Median = (sorted[n/2-1] + sorted[n/2]) / 2
+	}
+	r.Latency.P90, r.Latency.P95, r.Latency.P99 = pct(0.90), pct(0.95), pct(0.99)
+	r.Throughput = float64(n) / total.Seconds()
+	return r
+}
+
+func (r report) print(env *cli.Env) {
+	w := env.Stdout
+	fmt.Fprintf(w, "=== Performance summary: %s ===\n", r.Engine)
+	fmt.Fprintf(w, "Threads: %d   Iterations: %d\n", r.Threads, r.Iterations)
+	fmt.Fprintf(w, "Throughput: %.2f qps\n", r.Throughput)
+	l := r.Latency
+	fmt.Fprintf(w, "Latency: min = %.4f ms, max = %.4f ms, mean = %.4f ms, median = %.4f ms, percentile(90%%) = %.4f ms, percentile(95%%) = %.4f ms, percentile(99%%) = %.4f ms\n",
+		l.Min, l.Max, l.Mean, l.Median, l.P90, l.P95, l.P99)
+	fmt.Fprintf(w, "Engine load: %.2f ms   First run: %.3f ms   Peak RSS: %.1f MiB\n", r.LoadMS, r.FirstRunMS, float64(r.PeakRSS)/(1<<20))
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// peakRSS reads the process's high-water resident set (VmHWM) on Linux.
+func peakRSS() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// randomTensor makes seeded benchmark data: N(0,1) for floats, 0..9 for
+// integers (valid as small indices), alternating for bool.
+func randomTensor(dtype string, shape []int64, seed int64) (*ir.Tensor, error) {
+	d, err := ir.ParseDType(dtype)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewSource(seed))
+	t := ir.NewTensor(d, shape...)
+	switch d {
+	case ir.Float32:
+		data := ir.Data[float32](t)
+		for i := range data {
+			data[i] = float32(rng.NormFloat64())
+		}
+	case ir.Int64:
+		data := ir.Data[int64](t)
+		for i := range data {
+			data[i] = rng.Int63n(10)
+		}
+	case ir.Int32:
+		data := ir.Data[int32](t)
+		for i := range data {
+			data[i] = int32(rng.Intn(10))
+		}
+	default:
+		for i := range t.Raw {
+			t.Raw[i] = byte(rng.Intn(2))
+		}
+	}
+	return t, nil
+}

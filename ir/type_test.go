@@ -9,9 +9,9 @@ import (
 
 func TestDim(t *testing.T) {
 	for _, c := range []struct {
-		d                 Dim
-		static, symbolic  bool
-		str               string
+		d                Dim
+		static, symbolic bool
+		str              string
 	}{
 		{D(3), true, false, "3"},
 		{D(0), true, false, "0"},
@@ -102,8 +102,8 @@ func TestTypeString(t *testing.T) {
 	}{
 		{TensorType(Float32, ShapeOf(D(1), D(3), Sym("N"))), "float[1,3,N]"},
 		{TensorType(Float64, ShapeOf(UnknownDim(), D(2))), "double[?,2]"},
-		{f, "float"},                       // scalar
-		{i64, "int64[]"},                   // unknown rank
+		{f, "float"},     // scalar
+		{i64, "int64[]"}, // unknown rank
 		{TensorType(Float16, S(0)), "float16[0]"},
 		{Type{Kind: SparseTensorKind, Elem: Float32, Shape: S(4, 4)}, "sparse_tensor(float[4,4])"},
 		{Type{Kind: SparseTensorKind, Elem: Int8}, "sparse_tensor(int8)"},

@@ -84,7 +84,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		r := cc(t, args...)
 		require.Equal(t, 0, r.code)
-		for _, want := range []string{"inspect", "convert", "test", "coming (not built yet)", "build", "passes", "do not put it on PATH"} {
+		for _, want := range []string{"inspect", "convert", "test", "build", "passes", "do not put it on PATH"} {
 			assert.Contains(t, r.stdout, want)
 		}
 	}
@@ -106,8 +106,9 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "usage: cc SUBCOMMAND"},
 		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`},
-		{[]string{"build", mlpModel}, "cc build is not built yet"},
-		{[]string{"passes"}, "cc passes is not built yet"},
+		{[]string{"build", "--emit", "asm", mlpModel}, "--emit must be ir, llvm, obj or engine"},
+		{[]string{"build"}, "cc build: wants MODEL, got 0 arguments"},
+		{[]string{"passes", "extra"}, "cc passes"},
 		{[]string{"inspect"}, "cc inspect: wants MODEL, got 0 arguments"},
 		{[]string{"inspect", mlpModel, mlpModel}, "cc inspect: wants MODEL, got 2 arguments"},
 		{[]string{"inspect", "--bogus", mlpModel}, "cc inspect: unknown flag --bogus"},

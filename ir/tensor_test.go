@@ -106,8 +106,8 @@ func TestDataViewsAndPanics(t *testing.T) {
 		{"narrower", func() { Data[uint8](NewTensor(Float16, 2)) }, "ir.Data: cannot view float16 as uint8"},
 		{"packed", func() { Data[uint8](NewTensor(Int4, 2)) }, "ir.Data: cannot view int4 as uint8"},
 		{"string", func() { Data[uint8](NewTensor(String, 2)) }, "ir.Data: cannot view string as uint8"},
-		{"Float32s", func() { NewTensor(Int32, 1).Float32s() }, "ir.Data: cannot view int32 as float32"},
-		{"Int64s", func() { NewTensor(Float64, 1).Int64s() }, "ir.Data: cannot view double as int64"},
+		{"Float32s", func() { NewTensor(Int64, 1).Float32s() }, "ir.Data: cannot view int64 as float32"},
+		{"Int64s", func() { NewTensor(Float32, 1).Int64s() }, "ir.Data: cannot view float as int64"},
 	} {
 		assert.PanicsWithValue(t, c.msg, c.f, c.name)
 	}

@@ -197,7 +197,7 @@ func (g *Graph) TopoSort() error {
 		var ds []*Node
 		add := func(v *Value) {
 			if v != nil && v.Producer != nil {
-				if _, local := producerIndex[v.Producer]; local && v.Producer != n {
+				if _, local := producerIndex[v.Producer]; local {
 					ds = append(ds, v.Producer)
 				}
 			}

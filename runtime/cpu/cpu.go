@@ -29,10 +29,11 @@ const EntryPoint = "kiln_run"
 // Library is a loaded engine. It is safe for concurrent use: each Run
 // borrows a worker pool of its own.
 type Library struct {
-	handle uintptr
-	entry  uintptr
-	mu     sync.Mutex
-	free   []*pool // idle worker pools, one per concurrent caller
+	handle  uintptr
+	entry   uintptr
+	cleanup func()
+	mu      sync.Mutex
+	free    []*pool // idle worker pools, one per concurrent caller
 }
 
 // Open loads a shared object from memory. It writes the bytes to an
@@ -42,21 +43,25 @@ func Open(so []byte) (*Library, error) {
 	if len(so) < 4 || string(so[:4]) != "\x7fELF" {
 		return nil, fmt.Errorf("cpu: not an ELF shared object")
 	}
+	// The image file stays open while the library is loaded: the dynamic
+	// loader knows libraries by path, and /proc/self/fd/N must not name two
+	// loaded libraries at once.
 	path, cleanup, err := writeImage(so)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: writing the shared object: %w", err)
 	}
-	defer cleanup()
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
+		cleanup()
 		return nil, fmt.Errorf("cpu: loading the shared object: %w", err)
 	}
 	entry, err := purego.Dlsym(h, EntryPoint)
 	if err != nil {
 		purego.Dlclose(h)
+		cleanup()
 		return nil, fmt.Errorf("cpu: the shared object has no %s: %w", EntryPoint, err)
 	}
-	return &Library{handle: h, entry: entry}, nil
+	return &Library{handle: h, entry: entry, cleanup: cleanup}, nil
 }
 
 // Symbol resolves another exported function of the library.
@@ -70,7 +75,9 @@ func (l *Library) Close() error {
 	}
 	l.free = nil
 	l.mu.Unlock()
-	return purego.Dlclose(l.handle)
+	err := purego.Dlclose(l.handle)
+	l.cleanup()
+	return err
 }
 
 func writeImage(so []byte) (string, func(), error) {

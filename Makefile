@@ -17,9 +17,7 @@ FUZZTIME ?= 20s
 OUT      := out
 
 # Packages whose code is concurrent: also tested with the race detector.
-# runtime/cpu is left out for now: its purego calls into native code crash
-# under -race (see the issue notes).
-RACE_PKGS := ./runtime/engine ./runtime/reference ./ir/ops ./internal/conformance
+RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance
 
 .PHONY: help build deps test fuzz conformance demo clean
 

@@ -110,7 +110,9 @@ func (gm *gemm) emit(k *kfn) {
 	k.loop(lo, hi, func(t value.Value) {
 		bi := k.div(t, c64(mt*nt))
 		r := k.rem(t, c64(mt*nt))
-		mi, ni := k.div(r, c64(nt)), k.rem(r, c64(nt))
+		// Column tiles outermost: one B panel stays in cache while every
+		// row tile (the small packed A panels) streams past it.
+		ni, mi := k.div(r, c64(mt)), k.rem(r, c64(mt))
 		aOff := k.mul(mi, c64(gm.aTile))
 		bOff := k.mul(ni, c64(gm.bTile))
 		cOff := k.add(k.mul(mi, c64(gm.mr*gm.ldc)), k.mul(ni, c64(nb)))

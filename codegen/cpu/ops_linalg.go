@@ -266,34 +266,7 @@ func (g *gen) lowerConv(n *ir.Node) error {
 	}
 	vl := int64(g.vl)
 	ldb := (N + vl - 1) / vl * vl
-	rows := c.N * K
-	par := gm.parallel
-	g.step("Im2col", !par, func(k *kfn) {
-		xp, sp := k.ptr(X), k.scratchPtr(0)
-		var lo, hi value.Value = c64(0), c64(rows)
-		if par {
-			lo, hi = k.split(rows)
-		}
-		k.loop(lo, hi, func(r value.Value) {
-			img, kk := k.div(r, c64(K)), k.rem(r, c64(K))
-			ic := k.div(kk, c64(c.kh*c.kw))
-			kh := k.rem(k.div(kk, c64(c.kw)), c64(c.kh))
-			kw := k.rem(kk, c64(c.kw))
-			plane := k.mul(k.add(k.mul(img, c64(c.C)), ic), c64(c.H*c.W))
-			k.loopN(0, c.OH, func(oh value.Value) {
-				ih := k.add(k.add(k.mul(oh, c64(c.sh)), c64(-c.ph)), k.mul(kh, c64(c.dh)))
-				okh := k.icmp(enum.IPredULT, ih, c64(c.H))
-				rowBase := k.add(plane, k.mul(ih, c64(c.W)))
-				dst := k.add(k.mul(r, c64(ldb)), k.mul(oh, c64(c.OW)))
-				k.loopN(0, c.OW, func(ow value.Value) {
-					iw := k.add(k.add(k.mul(ow, c64(c.sw)), c64(-c.pw)), k.mul(kw, c64(c.dw)))
-					ok := k.b.NewAnd(okh, k.icmp(enum.IPredULT, iw, c64(c.W)))
-					x := k.load(xp, k.sel(ok, k.add(rowBase, iw), c64(0)))
-					k.store(k.sel(ok, x, cf(0)), sp, k.add(dst, ow))
-				})
-			})
-		})
-	})
+	g.emitIm2col(X, c, ldb, gm.parallel)
 	gm.b = func(k *kfn) value.Value { return k.scratchPtr(0) }
 	gm.bTile, gm.bKi, gm.bPadded = gm.nb(), ldb, true
 	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(K*ldb)) }
@@ -373,4 +346,64 @@ func init() {
 		"MatMul": {types: floatOnly, lower: (*gen).lowerMatMul},
 		"Conv":   {types: floatOnly, lower: (*gen).lowerConv, check: convCheck, scratch: convScratch},
 	})
+}
+
+// emitIm2col writes the im2col matrix [N*C*KH*KW][ldb] into the node's
+// scratch. The taps (kh, kw) are unrolled at compile time, so each output
+// row splits into static zero / copy / zero ranges: plain loops the
+// vectorizer turns into vector moves.
+func (g *gen) emitIm2col(X *ir.Value, c convGeom, ldb int64, par bool) {
+	planes := c.N * c.C
+	taps := c.kh * c.kw
+	g.step("Im2col", !par, func(k *kfn) {
+		xp, sp := k.ptr(X), k.scratchPtr(0)
+		var lo, hi value.Value = c64(0), c64(planes)
+		if par {
+			lo, hi = k.split(planes)
+		}
+		k.loop(lo, hi, func(pl value.Value) {
+			src := k.mul(pl, c64(c.H*c.W))
+			for kh := int64(0); kh < c.kh; kh++ {
+				// valid oh: 0 <= oh*sh - ph + kh*dh < H
+				ohLo, ohHi := validRange(c.OH, c.sh, kh*c.dh-c.ph, c.H)
+				for kw := int64(0); kw < c.kw; kw++ {
+					owLo, owHi := validRange(c.OW, c.sw, kw*c.dw-c.pw, c.W)
+					row := k.mul(k.add(k.mul(pl, c64(taps)), c64(kh*c.kw+kw)), c64(ldb))
+					zero := func(from, to int64) {
+						k.loopN(from, to, func(i value.Value) { k.store(cf(0), sp, k.add(row, i)) })
+					}
+					zero(0, ohLo*c.OW)
+					zero(ohHi*c.OW, c.OH*c.OW)
+					if ohLo >= ohHi {
+						continue
+					}
+					k.loopN(ohLo, ohHi, func(oh value.Value) {
+						dst := k.add(row, k.mul(oh, c64(c.OW)))
+						ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+						sbase := k.add(src, k.add(k.mul(ih, c64(c.W)), c64(kw*c.dw-c.pw)))
+						k.loopN(0, owLo, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+						k.loopN(owLo, owHi, func(ow value.Value) {
+							k.store(k.load(xp, k.add(sbase, k.mul(ow, c64(c.sw)))), sp, k.add(dst, ow))
+						})
+						k.loopN(owHi, c.OW, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+					})
+				}
+			}
+		})
+	})
+}
+
+// validRange returns the output positions o in [0, n) with
+// 0 <= o*stride + off < size, as [lo, hi).
+func validRange(n, stride, off, size int64) (lo, hi int64) {
+	lo, hi = n, 0
+	for o := int64(0); o < n; o++ {
+		if p := o*stride + off; p >= 0 && p < size {
+			lo, hi = min(lo, o), max(hi, o+1)
+		}
+	}
+	if lo > hi {
+		return 0, 0
+	}
+	return lo, hi
 }

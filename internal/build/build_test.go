@@ -20,12 +20,12 @@ func needLLC(t *testing.T) {
 	}
 }
 
-// TestBuildRunDigits compiles the bundled digits MLP to an engine, loads
-// it with the runtime and checks the outputs against PyTorch's, at 1 and
+// TestBuildRunDigits compiles the bundled digits models to engines, loads
+// them with the runtime and checks the outputs against PyTorch's, at 1 and
 // 2 threads; and checks that two builds give byte-identical engines.
 func TestBuildRunDigits(t *testing.T) {
 	needLLC(t)
-	for _, name := range []string{"digits_mlp"} {
+	for _, name := range []string{"digits_mlp", "digits_cnn"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join("../../testdata/models", name+".onnx")
 			out, err := Build(path, Options{OptLevel: 2, Verify: true})

@@ -86,12 +86,15 @@ func writeImage(so []byte) (string, func(), error) {
 	if runtime.GOARCH == "amd64" {
 		fd, _, errno := syscall.Syscall(sysMemfdCreate, uintptr(unsafe.Pointer(&name[0])), 1 /* MFD_CLOEXEC */, 0)
 		if errno == 0 {
-			f := os.NewFile(fd, "memfd:kiln-engine")
-			if _, err := f.Write(so); err != nil {
-				f.Close()
+			// A raw descriptor, not an *os.File: a File's finalizer would
+			// close it when an unclosed Library is collected, and the next
+			// engine's memfd could then reuse the path of a library that is
+			// still loaded (the loader would hand back the old one).
+			if err := writeAll(int(fd), so); err != nil {
+				syscall.Close(int(fd))
 				return "", nil, err
 			}
-			return fmt.Sprintf("/proc/self/fd/%d", fd), func() { f.Close() }, nil
+			return fmt.Sprintf("/proc/self/fd/%d", fd), func() { syscall.Close(int(fd)) }, nil
 		}
 	}
 	f, err := os.CreateTemp("", "kiln-engine-*.so")
@@ -140,6 +143,9 @@ func (p *pool) grow(n int) {
 
 func worker(tid int64, ch chan *call) {
 	runtime.LockOSThread()
+	// Unlock before exiting: a goroutine that ends locked takes its thread
+	// down with it, which crashes cgo builds right after a Dlclose.
+	defer runtime.UnlockOSThread()
 	for c := range ch {
 		purego.SyscallN(c.entry, uintptr(tid), uintptr(c.n), c.weights, c.arena, c.io, uintptr(unsafe.Pointer(c.barrier)))
 		c.wg.Done()
@@ -199,4 +205,15 @@ func AlignedBytes(n int64) []byte {
 	buf := make([]byte, n+64)
 	off := (64 - int(uintptr(unsafe.Pointer(&buf[0]))%64)) % 64
 	return buf[off : off+int(n) : off+int(n)]
+}
+
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := syscall.Write(fd, b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }

@@ -54,6 +54,7 @@ var O2 = []Pass{
 	{Name: "infer", Run: inferPass, Required: true, Doc: "type and shape inference; propagates small compile-time values"},
 	{Name: "simplify", Run: simplifyPass, Doc: "removes Identity, inference-mode Dropout, no-op Reshape/Transpose/Cast"},
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
+	{Name: "conv-bn", Run: convBNPass, Doc: "folds inference-mode BatchNormalization into the preceding Conv's weights and bias"},
 	{Name: "cse", Run: csePass, Doc: "merges nodes with the same op, attributes and inputs"},
 	{Name: "dce", Run: dcePass, Required: true, Doc: "removes nodes and initializers no output depends on"},
 	{Name: "infer-final", Run: inferPass, Required: true, Doc: "re-types every value after the rewrites"},
@@ -67,6 +68,8 @@ var passOrder = [][2]string{
 	{"simplify", "fold"},
 	{"fold", "dce"},
 	{"cse", "dce"},
+	{"fold", "conv-bn"},
+	{"conv-bn", "dce"},
 	{"dce", "infer-final"},
 }
 

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kiln-ml/kiln/frontend/text"
+	"github.com/kiln-ml/kiln/passes"
+)
+
+func TestPasses(t *testing.T) {
+	r := cc(t, "passes")
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, p := range passes.O2 {
+		assert.Contains(t, r.stdout, p.Name)
+	}
+}
+
+// --emit ir with --dump-after all writes the graph after every pass, each
+// file parsing back; --time-passes prints one row per pass.
+func TestBuildDumpAfter(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "opt.onnxtxt")
+	r := cc(t, "build", "--emit", "ir", "--dump-after", "all", "--dump-dir", dir, "--time-passes", "-o", out, mlpModel)
+	require.Equal(t, 0, r.code, r.stderr)
+	for i, p := range passes.O2 {
+		path := filepath.Join(dir, fmt.Sprintf("%02d-%s.onnxtxt", i, p.Name))
+		_, err := text.ParseFile(path)
+		assert.NoError(t, err, "dump after %s", p.Name)
+		assert.Contains(t, r.stdout, p.Name, "timing row")
+	}
+	_, err := text.ParseFile(out)
+	assert.NoError(t, err)
+
+	r = cc(t, "build", "--dump-after", "nosuchpass", mlpModel)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, `no pass named "nosuchpass"`)
+}
+
+// An engine build writes a file infer can load; a model with an op the
+// CPU backend lacks is refused at build time with the op named.
+func TestBuildEngine(t *testing.T) {
+	if _, err := exec.LookPath("llc"); err != nil {
+		t.Skip("llc is absent: make deps installs it")
+	}
+	out := filepath.Join(t.TempDir(), "mlp.kiln")
+	r := cc(t, "build", "-o", out, mlpModel)
+	require.Equal(t, 0, r.code, r.stderr)
+	st, err := os.Stat(out)
+	require.NoError(t, err)
+	assert.Greater(t, st.Size(), int64(1000))
+
+	unsupported := filepath.Join(t.TempDir(), "u.onnxtxt")
+	require.NoError(t, os.WriteFile(unsupported, []byte(`<ir_version: 8, opset_import: ["" : 13]>
+g (float[4] X) => (float[4] Y) {
+  A = Relu(X)
+  Y = Hardmax(A)
+}
+`), 0o644))
+	r = cc(t, "build", "-o", filepath.Join(t.TempDir(), "u.kiln"), unsupported)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "Hardmax")
+}

@@ -68,7 +68,7 @@ conformance: build ## the reference executor on ONNX's node tests (those in scop
 	fi; \
 	exit $$status
 
-demo: build ## inspect and convert the bundled models, test them on the reference executor
+demo: deps build ## inspect, convert and test the bundled model, compile it to an engine, check and benchmark it
 	@mkdir -p $(OUT)/demo
 	@echo '$$ bin/cc inspect testdata/models/digits_mlp.onnx'
 	@$(BIN)/cc inspect testdata/models/digits_mlp.onnx
@@ -84,6 +84,15 @@ demo: build ## inspect and convert the bundled models, test them on the referenc
 	@echo
 	@echo '$$ bin/cc test testdata/models'
 	@$(BIN)/cc test testdata/models
+	@for m in digits_mlp digits_cnn; do \
+		echo; \
+		echo "\$$ bin/cc build --time-passes testdata/models/$$m.onnx -o $(OUT)/demo/$$m.kiln"; \
+		$(BIN)/cc build --time-passes testdata/models/$$m.onnx -o $(OUT)/demo/$$m.kiln; \
+		echo "\$$ bin/infer check $(OUT)/demo/$$m.kiln --test-data testdata/models/$$m/test_data_set_0"; \
+		$(BIN)/infer check $(OUT)/demo/$$m.kiln --test-data testdata/models/$$m/test_data_set_0; \
+		echo "\$$ bin/infer bench $(OUT)/demo/$$m.kiln --threads 1 --duration 1"; \
+		$(BIN)/infer bench $(OUT)/demo/$$m.kiln --threads 1 --duration 1; \
+	done
 
 clean: ## remove bin/ and out/
 	rm -rf $(BIN) $(OUT)

@@ -8,9 +8,9 @@ import (
 	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
-// Engine is a compiled model loaded into this process: a convenience for
-// tests and tools that compile and run in one go (deployed engines go
-// through runtime/cpu directly).
+// Engine is a compiled model loaded into this process, for the tests: they
+// compile and run in one go without the engine file (codegen itself must
+// not know how engines are loaded).
 type Engine struct {
 	Result  *Result
 	lib     *rcpu.Library

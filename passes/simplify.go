@@ -8,9 +8,15 @@ import (
 // simplifyPass removes nodes that compute their input unchanged: Identity,
 // Dropout in inference mode (mask unused), Reshape to the same static
 // shape, Transpose with the identity permutation, Cast to the same type.
+// It first collapses chains: Reshape of a Reshape reads the first's input,
+// and Transpose of a Transpose becomes one Transpose (often the identity);
+// the inner node goes when dce finds it unread.
 func simplifyPass(_ *Context, m *ir.Model) error {
 	g := m.Graph
 	opsets := ops.OpsetsOf(m)
+	for _, n := range g.Nodes {
+		collapseChain(n)
+	}
 	var kept []*ir.Node
 	for _, n := range g.Nodes {
 		if in := passThrough(n, opsets); in != nil && bypass(g, n.Outputs[0], in) {
@@ -20,6 +26,42 @@ func simplifyPass(_ *Context, m *ir.Model) error {
 	}
 	g.Nodes = kept
 	return nil
+}
+
+// collapseChain makes a Reshape or Transpose read through a producer of the
+// same op. A Reshape's target shape must be a static initializer without 0
+// entries (0 copies a dim of the input, which would change meaning).
+func collapseChain(n *ir.Node) {
+	in := n.Input(0)
+	if n.Domain != "" || in == nil || in.Producer == nil || in.Producer.OpType != n.OpType || in.Producer.Domain != "" {
+		return
+	}
+	inner := in.Producer
+	switch n.OpType {
+	case "Reshape":
+		shape := n.Input(1)
+		if shape == nil || shape.Const == nil || n.Attr("allowzero") != nil {
+			return
+		}
+		for _, d := range ops.Int64s(shape.Const) {
+			if d == 0 {
+				return
+			}
+		}
+		n.Inputs[0] = inner.Inputs[0]
+	case "Transpose":
+		outer, first := n.Attr("perm"), inner.Attr("perm")
+		if outer == nil || first == nil || len(outer.Ints) != len(first.Ints) {
+			return
+		}
+		// out[i] = mid[outer[i]] = x[first[outer[i]]]
+		perm := make([]int64, len(outer.Ints))
+		for i, p := range outer.Ints {
+			perm[i] = first.Ints[p]
+		}
+		n.Inputs[0] = inner.Inputs[0]
+		n.SetAttr(ir.AttrIs("perm", perm...))
+	}
 }
 
 // passThrough returns the input a node forwards unchanged, or nil.

@@ -14,17 +14,18 @@ ONNXNODE := $(SHARED)/onnx-node
 SCOPE    := $(SHARED)/onnx-node.scope.tsv
 ZOO      := $(SHARED)/zoo
 FUZZTIME ?= 20s
+BENCHTIME ?= 3
 OUT      := out
 
 # Packages whose code is concurrent: also tested with the race detector.
 RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance
 
-.PHONY: help build deps test fuzz conformance demo clean
+.PHONY: help build deps test fuzz conformance bench demo clean
 
 help: ## list the targets
 	@echo "kiln — make TARGET"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
-	@echo "Variables: FUZZTIME=$(FUZZTIME) (per fuzz target), SHARED=$(SHARED) (test models)."
+	@echo "Variables: FUZZTIME=$(FUZZTIME) (per fuzz target), BENCHTIME=$(BENCHTIME) (seconds per benchmark), SHARED=$(SHARED) (test models)."
 
 build: ## build bin/cc and bin/infer (CGO_ENABLED=0; installs nothing)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/cc ./cmd/cc
@@ -67,6 +68,13 @@ conformance: build ## the reference executor on ONNX's node tests (those in scop
 		echo "skipping the zoo models: $(ZOO) is absent"; \
 	fi; \
 	exit $$status
+
+bench: ## kiln vs ONNX Runtime on the float32 zoo models at 1 and 2 threads (not part of CI)
+	@if [ ! -d $(ZOO) ]; then echo "skipping make bench: $(ZOO) is absent"; exit 0; fi; \
+	if ! command -v node >/dev/null; then echo "skipping make bench: node is absent (ONNX Runtime runs in Node.js)"; exit 0; fi; \
+	if ! command -v llc >/dev/null && ! command -v llc-14 >/dev/null; then echo "skipping make bench: llc is absent (make deps)"; exit 0; fi; \
+	$(MAKE) --no-print-directory build; \
+	$(GO) run ./internal/bench --zoo $(ZOO) --bin $(BIN) --ort $(SHARED)/tools/ort/ort_bench.js --duration $(BENCHTIME)
 
 demo: deps build ## inspect, convert and test the bundled model, compile it to an engine, check and benchmark it
 	@mkdir -p $(OUT)/demo

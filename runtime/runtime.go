@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -179,6 +181,18 @@ func (c *Context) Threads() int { return c.threads }
 // Run checks the inputs against the engine's bindings (names, dtypes,
 // shapes), runs one inference and returns freshly allocated outputs.
 func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	out, err := c.bind(inputs)
+	if err != nil {
+		return nil, err
+	}
+	e := c.engine
+	e.lib.Run(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
+	goruntime.KeepAlive(inputs)
+	return out, nil
+}
+
+// bind checks the inputs, allocates the outputs and points c.io at both.
+func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
 	e := c.engine
 	for name := range inputs {
 		if findBinding(e.inputs, name) == nil {
@@ -205,9 +219,99 @@ func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 		out[b.Name] = t
 		c.io[b.Index] = rawPointer(t.Raw)
 	}
-	e.lib.Run(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
-	goruntime.KeepAlive(inputs)
 	return out, nil
+}
+
+// A Profile records the time of each kernel step (Engine.Meta.Kernels, in
+// execution order) over profiled inferences. The engine counts CPU cycles;
+// the Profile converts them to time at the rate the counter ran against
+// the wall clock over all its runs, so profile for long enough (tens of
+// milliseconds or more) for that rate to be exact.
+type Profile struct {
+	Kernels []string
+	Runs    int
+
+	lib     *cpurt.Library
+	samples [][]uint64 // per kernel, per run: cycles
+	times   []uint64   // one run's counter readings, a row per thread
+	c0, c1  uint64
+	t0, t1  time.Time
+}
+
+// NewProfile starts an empty profile of the engine's kernels. Engines built
+// before profiling existed have no profiling entry point.
+func (e *Engine) NewProfile() (*Profile, error) {
+	if !e.lib.Profiled() {
+		return nil, errors.New("the engine has no profiling entry point (rebuild it with this kiln's cc)")
+	}
+	return &Profile{Kernels: e.Meta.Kernels, lib: e.lib, samples: make([][]uint64, len(e.Meta.Kernels))}, nil
+}
+
+// RunProfiled is Run through the engine's profiling entry point, adding
+// the run's per-kernel times to p. It is slower than Run by a counter read
+// and a barrier per kernel.
+func (c *Context) RunProfiled(inputs map[string]*ir.Tensor, p *Profile) (map[string]*ir.Tensor, error) {
+	if p.lib != c.engine.lib {
+		return nil, errors.New("RunProfiled: the profile belongs to another engine")
+	}
+	out, err := c.bind(inputs)
+	if err != nil {
+		return nil, err
+	}
+	if n := c.threads * (len(p.samples) + 1); len(p.times) < n {
+		p.times = make([]uint64, n)
+	}
+	if p.Runs == 0 {
+		p.c0, p.t0 = p.lib.Cycles(), time.Now()
+	}
+	e := c.engine
+	if err := e.lib.RunProfile(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io, p.times); err != nil {
+		return nil, err
+	}
+	p.c1, p.t1 = p.lib.Cycles(), time.Now()
+	goruntime.KeepAlive(inputs)
+	for i := range p.samples {
+		p.samples[i] = append(p.samples[i], p.times[i+1]-p.times[i]) // thread 0's row
+	}
+	p.Runs++
+	return out, nil
+}
+
+// Mean returns each kernel's mean time per run.
+func (p *Profile) Mean() []time.Duration {
+	return p.each(func(s []uint64) float64 {
+		sum := 0.0
+		for _, c := range s {
+			sum += float64(c)
+		}
+		return sum / float64(len(s))
+	})
+}
+
+// Median returns each kernel's median time, which a busy machine's
+// preemptions disturb less than the mean.
+func (p *Profile) Median() []time.Duration {
+	return p.each(func(s []uint64) float64 {
+		s = slices.Clone(s)
+		slices.Sort(s)
+		if n := len(s); n%2 == 0 {
+			return (float64(s[n/2-1]) + float64(s[n/2])) / 2
+		}
+		return float64(s[len(s)/2])
+	})
+}
+
+// each converts a statistic of each kernel's cycle samples to time.
+func (p *Profile) each(stat func([]uint64) float64) []time.Duration {
+	out := make([]time.Duration, len(p.samples))
+	if p.Runs == 0 || p.c1 <= p.c0 {
+		return out
+	}
+	nsPerCycle := float64(p.t1.Sub(p.t0).Nanoseconds()) / float64(p.c1-p.c0)
+	for i, s := range p.samples {
+		out[i] = time.Duration(stat(s) * nsPerCycle)
+	}
+	return out
 }
 
 func rawPointer(b []byte) unsafe.Pointer {

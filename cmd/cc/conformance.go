@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-ml/kiln/internal/build"
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/conformance"
+	"github.com/kiln-ml/kiln/ir"
 )
 
 var testCmd = &cli.Command{
@@ -28,6 +30,10 @@ in order of the tests' paths, one line each:
   UNSUPPORTED name: detail     (the op, opset or dtype kiln lacks)
 
 then the line "N passed, N failed, N skipped" (skipped = UNSUPPORTED).
+--backend cpu compiles each test (pinning its inputs to the test data's
+shapes) with cc build's -O2 pipeline for this machine's CPU and runs the
+engine through the runtime on --threads threads; ops the CPU backend lacks
+are UNSUPPORTED.
 Outputs are judged as ONNX's runner does (|got-want| <= atol + rtol*|want|
 per element), or by relative L2 error with --rel-l2. The exit status is 1
 when any test fails.
@@ -38,7 +44,8 @@ when any test fails.
 	MaxArgs: -1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		var o testOptions
-		fs.StringVar(&o.backend, "backend", "reference", "the `NAME` of the executor to test: "+strings.Join(conformance.BackendNames(), ", ")+" (cpu comes with the compiler)")
+		fs.StringVar(&o.backend, "backend", "reference", "the `NAME` of the executor to test: "+strings.Join(conformance.BackendNames(), ", "))
+		fs.IntVar(&o.threads, "threads", 1, "threads per inference (cpu backend)")
 		fs.BoolVar(&o.json, "json", false, "print one JSON object")
 		fs.Float64Var(&o.tol.Rtol, "rtol", conformance.DefaultTolerance.Rtol, "relative tolerance `R` per element")
 		fs.Float64Var(&o.tol.Atol, "atol", conformance.DefaultTolerance.Atol, "absolute tolerance `A` per element")
@@ -52,11 +59,22 @@ when any test fails.
 
 type testOptions struct {
 	backend string
+	threads int
 	json    bool
 	tol     conformance.Tolerance
 	verbose bool
 	timeout time.Duration
 	jobs    int
+}
+
+func init() {
+	conformance.Register("cpu", conformance.CPU{Build: func(m *ir.Model, src []byte) ([]byte, error) {
+		out, err := build.BuildModel(m, src, build.Options{CPU: "native", OptLevel: 2})
+		if err != nil {
+			return nil, err
+		}
+		return out.Engine, nil
+	}})
 }
 
 type testSummary struct {
@@ -74,6 +92,13 @@ func runTests(env *cli.Env, paths []string, o testOptions) error {
 	backend, err := conformance.LookupBackend(o.backend)
 	if err != nil {
 		return cli.Usagef("%v", err)
+	}
+	if o.threads < 1 {
+		return cli.Usagef("--threads must be at least 1")
+	}
+	if c, ok := backend.(conformance.CPU); ok {
+		c.Threads = o.threads
+		backend = c
 	}
 	if o.tol.Rtol < 0 || o.tol.Atol < 0 || o.tol.RelL2 < 0 {
 		return cli.Usagef("tolerances must not be negative")

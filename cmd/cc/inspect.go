@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
@@ -23,8 +24,10 @@ var inspectCmd = &cli.Command{
 	Help: `MODEL is a .onnx or .onnxtxt file. inspect prints the IR version, producer,
 opset imports, the graph's inputs and outputs with dtype and shape, a histogram
 of op types (nodes in subgraphs included), the parameter count and size (the
-initializers), and every op/opset/dtype combination the reference executor does
-not support, found after shape inference.
+initializers), every op/opset/dtype combination the reference executor does
+not support, found after shape inference, and what the CPU backend (cc build)
+cannot compile: ops, dtypes and attributes it has no kernel for, and values
+whose shapes are not static.
 
 --json prints the same as one JSON object with these keys: file, ir_version,
 producer_name, producer_version, domain, model_version, graph_name, opsets
@@ -32,7 +35,9 @@ producer_name, producer_version, domain, model_version, graph_name, opsets
 list of dims: a number, a symbol's name, or null when unknown; null for unknown
 rank), initializer_inputs, nodes, ops [{op, domain, count}], initializers,
 parameters, parameter_bytes, shape_inference ("ok" or the error),
-unsupported [{domain, op, opset, dtype, reason, message}], all_supported.`,
+unsupported [{domain, op, opset, dtype, reason, message}], all_supported,
+cpu_unsupported (the same form; "op" is empty when the check itself failed, and
+"reason" says why), cpu_all_supported.`,
 	MinArgs: 1,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
@@ -75,6 +80,8 @@ type inspection struct {
 	ShapeInference    string        `json:"shape_inference"`
 	Unsupported       []unsupported `json:"unsupported"`
 	AllSupported      bool          `json:"all_supported"`
+	CPUUnsupported    []unsupported `json:"cpu_unsupported"`
+	CPUAllSupported   bool          `json:"cpu_all_supported"`
 }
 
 type opsetInfo struct {
@@ -164,14 +171,48 @@ func inspect(file string, m *ir.Model) *inspection {
 		list = reference.UnsupportedErrors{{Reason: err.Error()}}
 	}
 	for _, e := range list {
-		u := unsupported{Domain: domainName(e.Domain), Op: e.Op, Opset: e.Opset, Reason: e.Reason, Message: e.Error()}
-		if e.DType != ir.Undefined {
-			u.DType = e.DType.String()
-		}
-		info.Unsupported = append(info.Unsupported, u)
+		info.Unsupported = append(info.Unsupported, describeUnsupported(e))
 	}
 	info.AllSupported = len(info.Unsupported) == 0
+	info.CPUUnsupported = cpuUnsupported(m)
+	info.CPUAllSupported = len(info.CPUUnsupported) == 0
 	return info
+}
+
+func describeUnsupported(e *ops.UnsupportedError) unsupported {
+	u := unsupported{Domain: domainName(e.Domain), Op: e.Op, Opset: e.Opset, Reason: e.Reason, Message: e.Error()}
+	if e.DType != ir.Undefined {
+		u.DType = e.DType.String()
+	}
+	return u
+}
+
+// cpuUnsupported lists what the CPU backend cannot compile; a check that
+// fails (a model that does not verify, a panic) is one entry saying why.
+func cpuUnsupported(m *ir.Model) (list []unsupported) {
+	list = []unsupported{}
+	defer func() {
+		if r := recover(); r != nil {
+			msg := fmt.Sprintf("internal error in the CPU backend's check: %v", r)
+			list = []unsupported{{Reason: msg, Message: msg}}
+		}
+	}()
+	err := cpu.Unsupported(m)
+	var all cpu.UnsupportedErrors
+	var one *ops.UnsupportedError
+	switch {
+	case err == nil:
+	case errors.As(err, &all):
+		for _, e := range all {
+			list = append(list, describeUnsupported(e))
+		}
+	case errors.As(err, &one):
+		list = append(list, describeUnsupported(one))
+	default:
+		msg := strings.TrimSpace(strings.SplitN(err.Error(), "\n", 2)[0])
+		list = append(list, unsupported{Reason: msg, Message: msg})
+	}
+	return list
 }
 
 // inferenceStopped is the shape_inference of a model with an op that kiln
@@ -305,12 +346,17 @@ func (info *inspection) print(w io.Writer) {
 	if info.ShapeInference != "ok" && info.ShapeInference != inferenceStopped {
 		row("shapes", "inference failed: %s", info.ShapeInference)
 	}
-	if info.AllSupported {
-		row("support", "all ops supported")
+	printUnsupported(row, "support", info.Unsupported, "all ops supported")
+	printUnsupported(row, "cpu backend", info.CPUUnsupported, "compiles every node")
+}
+
+func printUnsupported(row func(string, string, ...any), label string, list []unsupported, none string) {
+	if len(list) == 0 {
+		row(label, "%s", none)
 		return
 	}
-	row("support", "%d unsupported:", len(info.Unsupported))
-	for _, u := range info.Unsupported {
+	row(label, "%d unsupported:", len(list))
+	for _, u := range list {
 		row("", "  %s", strings.TrimPrefix(u.Message, "unsupported: "))
 	}
 }

@@ -94,7 +94,7 @@ func TestHelp(t *testing.T) {
 		assert.True(t, strings.HasPrefix(r.stdout, "usage: cc "+sub), r.stdout)
 	}
 	r := cc(t, "test", "--help")
-	for _, flag := range []string{"--backend", "--json", "--rtol", "--atol", "--rel-l2 E", "--verbose", "--timeout", "--jobs"} {
+	for _, flag := range []string{"--backend", "--threads", "--json", "--rtol", "--atol", "--rel-l2 E", "--verbose", "--timeout", "--jobs"} {
 		assert.Contains(t, r.stdout, flag)
 	}
 }
@@ -116,7 +116,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"convert", mlpModel}, "cc convert: wants IN OUT"},
 		{[]string{"convert", mlpModel, "out.txt"}, `unknown model format ".txt"`},
 		{[]string{"test"}, "cc test: wants at least 1 argument"},
-		{[]string{"test", "--backend", "cpu", models}, `unknown backend "cpu" (backends: reference)`},
+		{[]string{"test", "--backend", "tpu", models}, `unknown backend "tpu" (backends: cpu, reference)`},
+		{[]string{"test", "--backend", "cpu", "--threads", "0", models}, "--threads must be at least 1"},
 		{[]string{"test", "--rtol", "abc", models}, "--rtol"},
 		{[]string{"test", "--frob", models}, "cc test: unknown flag --frob"},
 	} {
@@ -199,6 +200,37 @@ func TestInspectReportsUnsupported(t *testing.T) {
 	require.Len(t, info.Unsupported, 1)
 	assert.Equal(t, "NoSuchOp", info.Unsupported[0].Op)
 	assert.Equal(t, "ai.onnx", info.Unsupported[0].Domain)
+}
+
+// inspect also says what the CPU backend cannot compile: here an op the
+// reference executor runs.
+func TestInspectReportsCPUUnsupported(t *testing.T) {
+	g := ir.NewGraph("g")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2, 3)))
+	g.SetOutputs(g.Apply("Hardmax", []*ir.Value{g.Apply("Relu", []*ir.Value{x})}))
+	path := filepath.Join(t.TempDir(), "hardmax.onnx")
+	require.NoError(t, onnx.WriteFile(path, ir.NewModel(g, 13)))
+
+	r := cc(t, "inspect", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "support      all ops supported\ncpu backend  1 unsupported:\n               Hardmax (opset 13): no CPU kernel\n")
+
+	r = cc(t, "inspect", "--json", path)
+	var info struct {
+		CPUUnsupported []struct {
+			Op, Reason string
+			Opset      int64
+		} `json:"cpu_unsupported"`
+		CPUAllSupported bool `json:"cpu_all_supported"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &info))
+	assert.False(t, info.CPUAllSupported)
+	require.Len(t, info.CPUUnsupported, 1)
+	assert.Equal(t, "Hardmax", info.CPUUnsupported[0].Op)
+	assert.EqualValues(t, 13, info.CPUUnsupported[0].Opset)
+
+	r = cc(t, "inspect", mlpModel)
+	assert.Contains(t, r.stdout, "cpu backend  compiles every node\n")
 }
 
 func TestInspectResNet18(t *testing.T) {
@@ -354,6 +386,51 @@ func TestConformanceCommand(t *testing.T) {
 	missing := filepath.Join(dir, "nope")
 	requireOneErrorLine(t, cc(t, "test", missing), missing)
 	requireOneErrorLine(t, cc(t, "test", filepath.Join(dir, "a_pass", "test_data_set_0")), filepath.Join(dir, "a_pass", "test_data_set_0"))
+}
+
+// The cpu backend compiles each test into an engine and runs it: the
+// bundled models pass at 1 and 2 threads, a wrong expected output fails,
+// and an op the reference runs but the CPU backend lacks is UNSUPPORTED.
+func TestConformanceCPUBackend(t *testing.T) {
+	if _, err := exec.LookPath("llc"); err != nil {
+		t.Skip("llc is absent: make deps installs it")
+	}
+	for _, threads := range []string{"1", "2"} {
+		r := cc(t, "test", "--backend", "cpu", "--threads", threads, models)
+		require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+		assert.Equal(t, "PASS digits_cnn\nPASS digits_mlp\n2 passed, 0 failed, 0 skipped\n", r.stdout)
+	}
+
+	dir := t.TempDir()
+	mlp, err := onnx.ReadFile(mlpModel)
+	require.NoError(t, err)
+	writeTest(t, filepath.Join(dir, "a_fail"), mlp, map[string]string{
+		"input_0.pb":  filepath.Join(models, "digits_mlp/test_data_set_0/input_0.pb"),
+		"output_0.pb": filepath.Join(models, "digits_cnn/test_data_set_0/output_0.pb"),
+	})
+	g := ir.NewGraph("g")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 3)))
+	g.SetOutputs(g.Apply("Hardmax", []*ir.Value{x}))
+	hardmax := filepath.Join(dir, "b_hardmax")
+	writeTest(t, hardmax, ir.NewModel(g, 13), nil)
+	for name, tn := range map[string]*ir.Tensor{
+		"input_0.pb":  ir.FromSlice(ir.Float32, []int64{1, 3}, []float32{1, 3, 2}),
+		"output_0.pb": ir.FromSlice(ir.Float32, []int64{1, 3}, []float32{0, 1, 0}),
+	} {
+		data, err := onnx.WriteTensor(tn)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(hardmax, "test_data_set_0", name), data, 0o644))
+	}
+	r := cc(t, "test", hardmax)
+	require.Equal(t, 0, r.code, r.stdout)
+
+	r = cc(t, "test", "--backend", "cpu", dir)
+	assert.Equal(t, 1, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, 3, r.stdout)
+	assert.Regexp(t, `^FAIL a_fail: test_data_set_0: output "output": `, lines[0])
+	assert.Regexp(t, `^UNSUPPORTED b_hardmax: codegen/cpu: unsupported: Hardmax \(opset 13\)`, lines[1])
+	assert.Equal(t, "0 passed, 1 failed, 1 skipped", lines[2])
 }
 
 // The bundled demo models come in three forms that must stay one model:

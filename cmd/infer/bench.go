@@ -24,17 +24,23 @@ var benchCmd = &cli.Command{
 	Help: `Runs --warmup seconds untimed, then --iterations timed runs (or as many as fit in
 --duration seconds), on random inputs unless --input gives them. --json prints one object:
 engine, threads, iterations, throughput_qps, load_ms, first_run_ms, peak_rss_bytes and
-latency_ms {min, mean, median, p90, p95, p99, max}.`,
+latency_ms {min, mean, median, p90, p95, p99, max}.
+
+--per-layer then runs as many inferences again (at most 10,000) through the engine's
+profiling entry point and prints each kernel step's median time (ms, and % of their sum) in
+execution order; a step's time is its slowest thread's, up to the barrier after it. With --json they are
+"layers": [{name, ms, percent}].`,
 	MinArgs: 1,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		var inputs inputList
-		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb); repeat for several inputs")
+		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
 		threads := fs.Int("threads", 0, "threads per inference (0: all cores)")
 		warmup := fs.Float64("warmup", 0.5, "seconds of untimed runs first")
 		iterations := fs.Int("iterations", 0, "timed runs (default: as many as fit in --duration)")
 		duration := fs.Float64("duration", 3, "seconds of timed runs when --iterations is not given")
 		asJSON := fs.Bool("json", false, "print one JSON object")
+		perLayer := fs.Bool("per-layer", false, "also profile each kernel step")
 		return func(env *cli.Env, args []string) error {
 			start := time.Now()
 			eng, err := runtime.Load(args[0])
@@ -75,6 +81,11 @@ latency_ms {min, mean, median, p90, p95, p99, max}.`,
 			}
 			r := summarize(lat, time.Since(begin))
 			r.Engine, r.Threads, r.LoadMS, r.FirstRunMS, r.PeakRSS = args[0], ctx.Threads(), loadMS, firstMS, peakRSS()
+			if *perLayer {
+				if r.Layers, err = profile(eng, ctx, feeds, len(lat)); err != nil {
+					return err
+				}
+			}
 			if *asJSON {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
@@ -104,6 +115,43 @@ type report struct {
 		P99    float64 `json:"p99"`
 		Max    float64 `json:"max"`
 	} `json:"latency_ms"`
+	Layers []layer `json:"layers,omitempty"`
+}
+
+// layer is one kernel step's mean time in a --per-layer profile.
+type layer struct {
+	Name    string  `json:"name"`
+	MS      float64 `json:"ms"`
+	Percent float64 `json:"percent"`
+}
+
+// maxProfiled bounds the profiled runs (the profile keeps every sample).
+const maxProfiled = 10000
+
+// profile runs n profiled inferences and returns each kernel's median time.
+func profile(eng *runtime.Engine, ctx *runtime.Context, feeds map[string]*ir.Tensor, n int) ([]layer, error) {
+	p, err := eng.NewProfile()
+	if err != nil {
+		return nil, err
+	}
+	for range min(n, maxProfiled) {
+		if _, err := ctx.RunProfiled(feeds, p); err != nil {
+			return nil, err
+		}
+	}
+	median := p.Median()
+	var total time.Duration
+	for _, d := range median {
+		total += d
+	}
+	layers := make([]layer, len(median))
+	for i, d := range median {
+		layers[i] = layer{Name: p.Kernels[i], MS: ms(d)}
+		if total > 0 {
+			layers[i].Percent = 100 * float64(d) / float64(total)
+		}
+	}
+	return layers, nil
 }
 
 func summarize(lat []float64, total time.Duration) report {
@@ -137,6 +185,21 @@ func (r report) print(env *cli.Env) {
 	fmt.Fprintf(w, "Latency: min = %.4f ms, max = %.4f ms, mean = %.4f ms, median = %.4f ms, percentile(90%%) = %.4f ms, percentile(95%%) = %.4f ms, percentile(99%%) = %.4f ms\n",
 		l.Min, l.Max, l.Mean, l.Median, l.P90, l.P95, l.P99)
 	fmt.Fprintf(w, "Engine load: %.2f ms   First run: %.3f ms   Peak RSS: %.1f MiB\n", r.LoadMS, r.FirstRunMS, float64(r.PeakRSS)/(1<<20))
+	if len(r.Layers) == 0 {
+		return
+	}
+	width := len("kernel")
+	for _, l := range r.Layers {
+		width = max(width, len(l.Name))
+	}
+	fmt.Fprintf(w, "\n=== Per-kernel times (median of %d profiled runs) ===\n", min(r.Iterations, maxProfiled))
+	fmt.Fprintf(w, "%-*s %10s %7s\n", width, "kernel", "ms", "%")
+	total := 0.0
+	for _, l := range r.Layers {
+		fmt.Fprintf(w, "%-*s %10.4f %6.1f%%\n", width, l.Name, l.MS, l.Percent)
+		total += l.MS
+	}
+	fmt.Fprintf(w, "%-*s %10.4f %6.1f%%\n", width, "total", total, 100.0)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }

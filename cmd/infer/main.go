@@ -35,14 +35,18 @@ func (l *inputList) Set(s string) error { *l = append(*l, s); return nil }
 var runCmd = &cli.Command{
 	Name:    "run",
 	Args:    "ENGINE",
-	Summary: "run an engine on input tensors (ONNX TensorProto .pb files) and write or print its outputs",
-	Help: `Inputs not given with --input get random N(0,1) values (seeded). With --output-dir the
-outputs are written as output_N.pb in the engine's output order; otherwise a summary is printed.`,
+	Summary: "run an engine on input tensors (ONNX TensorProto .pb or NumPy .npy files) and write or print its outputs",
+	Help: `--input NAME=FILE reads an ONNX TensorProto (.pb) or a NumPy array (.npy, format 1 to 3,
+little-endian float32, float64, int64, int32, uint8 or bool, C order); data of another
+element type than the input's is converted (float64 to float32, say; never floats to
+integers). Inputs not given with --input get random N(0,1) values (seeded). With
+--output-dir the outputs are written as output_N.pb in the engine's output order; otherwise
+a summary is printed.`,
 	MinArgs: 1,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		var inputs inputList
-		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb); repeat for several inputs")
+		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
 		outDir := fs.String("output-dir", "", "write outputs here as output_N.pb")
 		threads := fs.Int("threads", 0, "threads per inference (0: all cores)")
 		return func(env *cli.Env, args []string) error {
@@ -153,9 +157,20 @@ func loadInputs(eng *runtime.Engine, specs []string, seed int64) (map[string]*ir
 		if !ok {
 			return nil, cli.Usagef("--input wants NAME=FILE, got %q", s)
 		}
-		t, err := onnx.ReadTensorFile(file)
+		t, err := readInputFile(file)
 		if err != nil {
 			return nil, err
+		}
+		for _, b := range eng.Inputs() {
+			if b.Name == name {
+				d, err := ir.ParseDType(b.DType)
+				if err != nil {
+					return nil, err
+				}
+				if t, err = convertTo(t, d); err != nil {
+					return nil, fmt.Errorf("--input %s: %w", s, err)
+				}
+			}
 		}
 		feeds[name] = t
 	}

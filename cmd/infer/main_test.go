@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"path/filepath"
 
 	"github.com/kiln-ml/kiln/frontend/onnx"
@@ -120,6 +122,43 @@ func engineTests(t *testing.T, run func(args ...string) (int, string, string)) {
 		assert.Contains(t, lat, key)
 	}
 	assert.LessOrEqual(t, lat["min"].(float64), lat["median"].(float64))
+
+	// --per-layer adds a row per kernel step; their percentages sum to 100.
+	code, stdout, stderr = run("bench", path, "--json", "--per-layer", "--iterations", "20", "--warmup", "0", "--threads", "2")
+	require.Equal(t, 0, code, stderr)
+	var prof struct {
+		Layers []layer `json:"layers"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &prof))
+	require.Len(t, prof.Layers, len(out.Code.Kernels))
+	sum := 0.0
+	for i, l := range prof.Layers {
+		assert.Equal(t, out.Code.Kernels[i], l.Name)
+		assert.GreaterOrEqual(t, l.MS, 0.0)
+		sum += l.Percent
+	}
+	assert.InDelta(t, 100, sum, 0.01)
+	code, stdout, stderr = run("bench", path, "--per-layer", "--iterations", "5", "--warmup", "0")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "Per-kernel times")
+	assert.Contains(t, stdout, out.Code.Kernels[0])
+
+	// A .npy input (float64, as NumPy saves by default) runs as the .pb
+	// holding the same values, converted to float32.
+	x, err := onnx.ReadTensorFile("../../testdata/models/digits_mlp/test_data_set_0/input_0.pb")
+	require.NoError(t, err)
+	var body []byte
+	for _, v := range x.Float32s() {
+		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(float64(v)))
+	}
+	npy := filepath.Join(t.TempDir(), "x.npy")
+	require.NoError(t, os.WriteFile(npy, npyFile(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 64), }", body), 0o644))
+	name := out.Code.Inputs[0].Name
+	code, fromNPY, stderr := run("run", path, "--threads", "1", "--input", name+"="+npy)
+	require.Equal(t, 0, code, stderr)
+	code, fromPB, stderr := run("run", path, "--threads", "1", "--input", name+"=../../testdata/models/digits_mlp/test_data_set_0/input_0.pb")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, fromPB, fromNPY)
 
 	// A wrong-shaped input names the input, the shape given and expected.
 	bad := filepath.Join(t.TempDir(), "x.pb")

@@ -42,7 +42,8 @@ type gemm struct {
 func (g *gen) newGemm(M, N, K int64) *gemm {
 	vl := int64(g.vl)
 	nv := min(int64(g.nv), (N+vl-1)/vl)
-	mr := min(int64(g.mr), M)
+	// Narrow tiles get more rows: the register budget is mr×nv accumulators.
+	mr := min(int64(g.mr*g.nv)/nv, M)
 	return &gemm{M: M, N: N, K: K, batch: 1, mr: mr, nv: nv, vl: vl, lo: math.Inf(-1), hi: math.Inf(1), ldc: N,
 		parallel: 2*M*N*K >= 1<<18}
 }

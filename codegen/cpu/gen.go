@@ -53,8 +53,14 @@ type gen struct {
 	skip    map[*ir.Node]bool // folded at compile time
 	alias   map[*ir.Value]*ir.Value
 	scratch map[*ir.Node]int64 // arena offset of each node's scratch
-	// fusedAct maps a Conv/Gemm/MatMul to the Relu/Clip folded into it.
+	// fusedAct and fusedAdd map a Conv/Gemm/MatMul to the Relu/Clip and
+	// the residual Add folded into it (see fuseEpilogues).
 	fusedAct map[*ir.Node]*ir.Node
+	fusedAdd map[*ir.Node]*ir.Node
+	// nodes is the graph's node list after fusion (fuse.go): fused
+	// nodes, lowered by the functions in fused, replace what they absorb.
+	nodes []*ir.Node
+	fused map[*ir.Node]func() error
 
 	arenaBytes, tensorBytes int64
 	inputs, outputs         []IO
@@ -73,7 +79,8 @@ func newGen(m *ir.Model, feats []string) (*gen, error) {
 	}
 	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats,
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
-		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, scratch: map[*ir.Node]int64{}, fusedAct: map[*ir.Node]*ir.Node{}}
+		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, scratch: map[*ir.Node]int64{}, fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{},
+		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{}}
 	g.vl, g.mr, g.nv = 8, 6, 2
 	if hasFeature(feats, "avx512f") {
 		g.vl, g.mr, g.nv = 16, 6, 4
@@ -299,52 +306,24 @@ func (g *gen) build() error {
 		g.outputs = append(g.outputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, Index: slot})
 		slot++
 	}
-	// Fold what inference computed; check everything else is supported.
-	var unsupported []string
-	seen := map[string]bool{}
-	for _, n := range gr.Nodes {
-		allKnown := true
-		for _, o := range n.Outputs {
-			if o != nil && (g.known[o] == nil || outSet[o]) {
-				allKnown = false
-			}
-		}
-		if allKnown || n.OpType == "Constant" && n.Domain == "" && !outSet[n.Outputs[0]] {
-			g.skip[n] = true
-			if g.known[n.Outputs[0]] == nil { // a big Constant
-				if t := n.Attr("value"); t != nil && t.T != nil {
-					g.known[n.Outputs[0]] = t.T
-				} else {
-					delete(g.skip, n)
-				}
-			}
-			if g.skip[n] {
-				continue
-			}
-		}
-		for _, o := range n.Outputs {
-			if o != nil && !o.Type.Shape.IsStatic() {
-				return fmt.Errorf("codegen/cpu: value %q (output of %s) has shape %s: the CPU backend needs static shapes", o.Name, n, o.Type)
-			}
-		}
-		if msg := g.supports(n); msg != "" && !seen[msg] {
-			seen[msg] = true
-			unsupported = append(unsupported, msg)
-		}
-	}
-	if len(unsupported) > 0 {
-		return fmt.Errorf("codegen/cpu: unsupported: %s", strings.Join(unsupported, "; "))
+	if err := g.checkSupport(outSet); err != nil {
+		return err
 	}
 	g.fuseEpilogues(outSet)
+	g.fuse(outSet)
 	if err := g.planMemory(outSet); err != nil {
 		return err
 	}
-	for _, n := range gr.Nodes {
+	for _, n := range g.nodes {
 		if g.skip[n] || g.alias[n.Outputs[0]] != nil {
 			continue
 		}
 		g.curNode = n
-		if err := opTable[n.OpType].lower(g, n); err != nil {
+		lower := func() error { return opTable[n.OpType].lower(g, n) }
+		if f := g.fused[n]; f != nil {
+			lower = f
+		}
+		if err := lower(); err != nil {
 			return fmt.Errorf("codegen/cpu: %s: %w", n, err)
 		}
 	}
@@ -362,33 +341,6 @@ func (g *gen) build() error {
 	}
 	g.emitEntry()
 	return nil
-}
-
-// supports returns "" or a message naming what the backend lacks.
-func (g *gen) supports(n *ir.Node) string {
-	info, ok := opTable[n.OpType]
-	if !ok || n.Domain != "" && n.Domain != "ai.onnx" {
-		return fmt.Sprintf("%s (opset %d)", opName(n), g.opsets[n.Domain])
-	}
-	d := ir.Undefined
-	if v := n.Input(0); v != nil {
-		d = v.Type.Elem
-	} else if v := n.Output(0); v != nil {
-		d = v.Type.Elem
-	}
-	okType := false
-	for _, t := range info.types {
-		okType = okType || t == d
-	}
-	if !okType {
-		return fmt.Sprintf("%s (opset %d) on %s", opName(n), g.opsets[n.Domain], d)
-	}
-	if info.check != nil {
-		if err := info.check(g, n); err != nil {
-			return fmt.Sprintf("%s (opset %d): %v", opName(n), g.opsets[n.Domain], err)
-		}
-	}
-	return ""
 }
 
 func opName(n *ir.Node) string {
@@ -412,11 +364,12 @@ func (g *gen) emitEntry() {
 	var sense value.Value = ld
 	for i, s := range g.steps {
 		b.NewCall(s.f, tid, nth, w, a, io)
-		if i+1 < len(g.steps) && !(s.serial && g.steps[i+1].serial) {
+		if g.barrierAfter(i) {
 			sense = b.NewCall(bar, nth, bp, sense)
 		}
 	}
 	b.NewRet(nil)
+	g.emitProfileEntry(bar)
 }
 
 // emitBarrier writes a sense-reversing spin barrier over bar[0] (arrival
@@ -436,14 +389,26 @@ func (g *gen) emitBarrier() *ll.Func {
 	st2 := last.NewStore(flip, senseP)
 	st2.Atomic, st2.Ordering, st2.Align = true, enum.AtomicOrderingRelease, 8
 	last.NewRet(flip)
+	// Poll with PAUSE; every 1024 polls (some 50 µs) give the core away
+	// with sched_yield: on a machine with more runnable threads than cores,
+	// the thread being waited for may need this one's core to finish.
 	pause := g.declare("llvm.x86.sse2.pause", types.Void)
+	schedYield := ll.NewInlineAsm(types.NewPointer(types.NewFunc(i64, i64)), "syscall",
+		"={ax},{ax},~{rcx},~{r11},~{memory},~{dirflag},~{fpsr},~{flags}")
+	schedYield.SideEffect = true
+	poll, yield, back := f.NewBlock(""), f.NewBlock(""), f.NewBlock("")
 	wait.NewBr(spin)
+	polls := spin.NewPhi(ll.NewIncoming(c64(0), wait))
 	senseP2 := spin.NewGetElementPtr(i64, bp, c64(1))
 	cur := spin.NewLoad(i64, senseP2)
 	cur.Atomic, cur.Ordering, cur.Align = true, enum.AtomicOrderingAcquire, 8
-	spin.NewCall(pause)
-	back := f.NewBlock("")
-	spin.NewCondBr(spin.NewICmp(enum.IPredEQ, cur, flip), back, spin)
+	spin.NewCondBr(spin.NewICmp(enum.IPredEQ, cur, flip), back, poll)
+	poll.NewCall(pause)
+	next := poll.NewAdd(polls, c64(1))
+	poll.NewCondBr(poll.NewICmp(enum.IPredEQ, poll.NewAnd(next, c64(1023)), c64(0)), yield, spin)
+	yield.NewCall(schedYield, c64(24)) // SYS_sched_yield on x86-64 Linux
+	yield.NewBr(spin)
+	polls.Incs = append(polls.Incs, ll.NewIncoming(next, poll), ll.NewIncoming(next, yield))
 	back.NewRet(flip)
 	done.NewRet(sense)
 	return f
@@ -451,29 +416,3 @@ func (g *gen) emitBarrier() *ll.Func {
 
 var _ = constant.NewInt
 var _ = sort.Ints
-
-// fuseEpilogues folds a Relu or Clip into the Conv/Gemm/MatMul feeding it
-// when the activation is that value's only reader.
-func (g *gen) fuseEpilogues(outSet map[*ir.Value]bool) {
-	uses := g.model.Graph.Uses()
-	for _, n := range g.model.Graph.Nodes {
-		if g.skip[n] || n.OpType != "Relu" && n.OpType != "Clip" || n.Domain != "" {
-			continue
-		}
-		v := n.Inputs[0]
-		p := v.Producer
-		if p == nil || g.skip[p] || g.fusedAct[p] != nil || outSet[v] || len(uses[v]) != 1 {
-			continue
-		}
-		if p.OpType != "Conv" && p.OpType != "Gemm" && p.OpType != "MatMul" || v.Type.Elem != ir.Float32 {
-			continue
-		}
-		if n.OpType == "Clip" {
-			if _, _, err := clipBounds(g, n); err != nil {
-				continue
-			}
-		}
-		g.fusedAct[p] = n
-		g.skip[n] = true
-	}
-}

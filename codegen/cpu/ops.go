@@ -1,7 +1,11 @@
 package cpu
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // opInfo is one row of what the CPU backend supports: the element types of
@@ -9,7 +13,8 @@ import (
 // inputs, the scratch memory a node needs, and its lowering to steps.
 type opInfo struct {
 	types   []ir.DType
-	view    bool // the output may alias input 0 (same bytes, new shape)
+	view    bool                          // the output may alias input 0 (same bytes, new shape)
+	viewIf  func(g *gen, n *ir.Node) bool // view for some nodes only
 	check   func(g *gen, n *ir.Node) error
 	scratch func(g *gen, n *ir.Node) int64
 	lower   func(g *gen, n *ir.Node) error
@@ -33,3 +38,114 @@ func register(rows map[string]*opInfo) {
 // parallelWorth reports whether elementwise work of n elements is worth
 // splitting across threads.
 func parallelWorth(n int64) bool { return n >= 1<<15 }
+
+// UnsupportedErrors lists what the CPU backend cannot compile in a model:
+// ops, opsets and element types it has no kernel for, attributes or
+// inputs its kernels do not handle, and values whose shapes are not
+// static. Compile returns it; errors.As finds each *ops.UnsupportedError.
+type UnsupportedErrors []*ops.UnsupportedError
+
+func (u UnsupportedErrors) Error() string {
+	msgs := make([]string, len(u))
+	for i, e := range u {
+		msgs[i] = e.Error()
+	}
+	return "codegen/cpu: " + strings.Join(msgs, "; ")
+}
+
+// Unwrap lets errors.As find each *ops.UnsupportedError.
+func (u UnsupportedErrors) Unwrap() []error {
+	errs := make([]error, len(u))
+	for i, e := range u {
+		errs[i] = e
+	}
+	return errs
+}
+
+// Unsupported reports what Compile would refuse in m (UnsupportedErrors),
+// or an error from verifying m or inferring its shapes, or nil; it
+// compiles nothing. Shape inference annotates m's values.
+func Unsupported(m *ir.Model) error {
+	g, err := newGen(m, nil)
+	if err != nil {
+		return err
+	}
+	outSet := map[*ir.Value]bool{}
+	for _, v := range m.Graph.Outputs {
+		outSet[v] = true
+	}
+	return g.checkSupport(outSet)
+}
+
+// checkSupport marks the nodes whose outputs inference computed as folded
+// (skip) and checks that the backend can lower all the others.
+func (g *gen) checkSupport(outSet map[*ir.Value]bool) error {
+	var list UnsupportedErrors
+	seen := map[string]bool{}
+	for _, n := range g.model.Graph.Nodes {
+		allKnown := true
+		for _, o := range n.Outputs {
+			if o != nil && (g.known[o] == nil || outSet[o]) {
+				allKnown = false
+			}
+		}
+		if allKnown || n.OpType == "Constant" && n.Domain == "" && !outSet[n.Outputs[0]] {
+			g.skip[n] = true
+			if g.known[n.Outputs[0]] == nil { // a big Constant
+				if t := n.Attr("value"); t != nil && t.T != nil {
+					g.known[n.Outputs[0]] = t.T
+				} else {
+					delete(g.skip, n)
+				}
+			}
+			if g.skip[n] {
+				continue
+			}
+		}
+		ue := g.supports(n)
+		if ue == nil {
+			for _, o := range n.Outputs {
+				if o != nil && !o.Type.Shape.IsStatic() {
+					ue = &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain],
+						Reason: "an output's shape is not static (the CPU backend needs static shapes)"}
+					break
+				}
+			}
+		}
+		if ue != nil && !seen[ue.Error()] {
+			seen[ue.Error()] = true
+			list = append(list, ue)
+		}
+	}
+	if len(list) > 0 {
+		return list
+	}
+	return nil
+}
+
+// supports returns nil or what the backend lacks for n.
+func (g *gen) supports(n *ir.Node) *ops.UnsupportedError {
+	ue := &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain]}
+	info, ok := opTable[n.OpType]
+	if !ok || n.Domain != "" && n.Domain != "ai.onnx" {
+		ue.Reason = "no CPU kernel"
+		return ue
+	}
+	d := ir.Undefined
+	if v := n.Input(0); v != nil {
+		d = v.Type.Elem
+	} else if v := n.Output(0); v != nil {
+		d = v.Type.Elem
+	}
+	if !slices.Contains(info.types, d) {
+		ue.DType = d
+		return ue
+	}
+	if info.check != nil {
+		if err := info.check(g, n); err != nil {
+			ue.Reason = err.Error()
+			return ue
+		}
+	}
+	return nil
+}

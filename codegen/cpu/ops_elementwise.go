@@ -102,7 +102,10 @@ func (k *kfn) offsets(o value.Value, dims []ldim, ops []operand) []value.Value {
 }
 
 // ewLoop runs f over an iteration space: ops[0] is written with f of the
-// other operands' elements. parallel splits the work by thread.
+// other operands' elements. parallel splits the work by thread. When every
+// operand is float32, the output is contiguous along the innermost
+// (collapsed) dim and the inputs are contiguous or broadcast there, f gets
+// vectors of vl lanes (broadcast operands splatted) and the tail is masked.
 func (k *kfn) ewLoop(dims []int64, ops []operand, parallel bool, f func(xs []value.Value) value.Value) {
 	ds := collapse(dims, ops)
 	inner := ds[len(ds)-1]
@@ -122,10 +125,15 @@ func (k *kfn) ewLoop(dims []int64, ops []operand, parallel bool, f func(xs []val
 	if parallel {
 		lo, hi = k.split(total)
 	}
-	elem := make([]types.Type, len(ops))
-	for j, op := range ops {
-		elem[j] = op.p.Type().(*types.PointerType).ElemType
+	vec := inner.n > 1 && inner.s[0] == 1
+	for _, op := range ops {
+		et := op.p.Type().(*types.PointerType).ElemType
+		vec = vec && et.Equal(f32)
 	}
+	for _, s := range inner.s[1:] {
+		vec = vec && (s == 0 || s == 1)
+	}
+	vl := int64(k.g.vl)
 	k.loop(lo, hi, func(p value.Value) {
 		o, c := p, value.Value(c64(0))
 		if chunks > 1 {
@@ -138,13 +146,37 @@ func (k *kfn) ewLoop(dims []int64, ops []operand, parallel bool, f func(xs []val
 			e := k.add(j0, c64(cs))
 			j1 = k.sel(k.icmp(enum.IPredSLT, e, c64(inner.n)), e, c64(inner.n))
 		}
-		k.loop(j0, j1, func(i value.Value) {
+		if !vec {
+			k.loop(j0, j1, func(i value.Value) {
+				xs := make([]value.Value, len(ops)-1)
+				for j := 1; j < len(ops); j++ {
+					xs[j-1] = k.load(ops[j].p, k.add(offs[j], k.mul(i, c64(inner.s[j]))))
+				}
+				k.store(f(xs), ops[0].p, k.add(offs[0], k.mul(i, c64(inner.s[0]))))
+			})
+			return
+		}
+		at := func(i value.Value, valid int) {
 			xs := make([]value.Value, len(ops)-1)
 			for j := 1; j < len(ops); j++ {
-				xs[j-1] = k.load(ops[j].p, k.add(offs[j], k.mul(i, c64(inner.s[j]))))
+				if inner.s[j] == 0 {
+					xs[j-1] = k.vsplat(k.load(ops[j].p, offs[j]), int(vl))
+				} else {
+					xs[j-1] = k.vload(ops[j].p, k.add(offs[j], i), int(vl), valid)
+				}
 			}
-			k.store(f(xs), ops[0].p, k.add(offs[0], k.mul(i, c64(inner.s[0]))))
-		})
+			k.vstore(f(xs), ops[0].p, k.add(offs[0], i), int(vl), valid)
+		}
+		// Chunks are multiples of vl, so only the end of the row has a tail.
+		k.loop(k.div(j0, c64(vl)), k.div(j1, c64(vl)), func(v value.Value) { at(k.mul(v, c64(vl)), int(vl)) })
+		if tail := inner.n % vl; tail != 0 {
+			last := func() { at(c64(inner.n-tail), int(tail)) }
+			if chunks > 1 {
+				k.ifThen(k.icmp(enum.IPredEQ, j1, c64(inner.n)), last)
+			} else {
+				last()
+			}
+		}
 	})
 }
 
@@ -162,11 +194,15 @@ func (g *gen) lowerCopy(n *ir.Node) error {
 	return nil
 }
 
-// ---- binary ----
+// ---- elementwise ops ----
 
 type binFn func(k *kfn, x, y value.Value) value.Value
 
+// isFloat reports whether t is a float scalar or a vector of floats.
 func isFloat(t types.Type) bool {
+	if vt, ok := t.(*types.VectorType); ok {
+		t = vt.ElemType
+	}
 	_, ok := t.(*types.FloatType)
 	return ok
 }
@@ -198,74 +234,7 @@ var binOps = map[string]binFn{
 	},
 	"Max": func(k *kfn, x, y value.Value) value.Value { return k.fmax(x, y) },
 	"Min": func(k *kfn, x, y value.Value) value.Value { return k.fmin(x, y) },
-}
-
-func (g *gen) lowerBinary(n *ir.Node) error {
-	f := binOps[n.OpType]
-	return g.lowerBroadcast(n, func(k *kfn, xs []value.Value) value.Value { return f(k, xs[0], xs[1]) })
-}
-
-// lowerBroadcast lowers an op reading all inputs broadcast to the output.
-func (g *gen) lowerBroadcast(n *ir.Node, f func(k *kfn, xs []value.Value) value.Value) error {
-	out := n.Outputs[0]
-	od := dimsOf(out)
-	g.step(n.OpType, !parallelWorth(numel(out)), func(k *kfn) {
-		ops := []operand{{k.ptr(out), 0, contiguous(od)}}
-		for _, in := range n.Inputs {
-			ops = append(ops, operand{k.ptr(in), 0, bstrides(dimsOf(in), od)})
-		}
-		k.ewLoop(od, ops, parallelWorth(numel(out)), func(xs []value.Value) value.Value { return f(k, xs) })
-	})
-	return nil
-}
-
-// Pow: only constant scalar exponents with an exact cheap form.
-func powExponent(g *gen, n *ir.Node) (float64, error) {
-	t := g.constOf(n.Input(1))
-	if t == nil || t.Len() != 1 {
-		return 0, fmt.Errorf("exponent must be a constant scalar")
-	}
-	e := t.Float64At(0)
-	switch e {
-	case 1, 2, 3, 0.5, -1, -0.5:
-		return e, nil
-	}
-	return 0, fmt.Errorf("exponent %v not supported", e)
-}
-
-func (g *gen) lowerPow(n *ir.Node) error {
-	e, err := powExponent(g, n)
-	if err != nil {
-		return err
-	}
-	return g.lowerUnaryFn(n, func(k *kfn, x value.Value) value.Value {
-		one := fconst(x.Type(), 1)
-		switch e {
-		case 2:
-			return k.fmul(x, x)
-		case 3:
-			return k.fmul(k.fmul(x, x), x)
-		case 0.5:
-			return k.sqrt(x)
-		case -1:
-			return k.fdiv(one, x)
-		case -0.5:
-			return k.fdiv(one, k.sqrt(x))
-		}
-		return x
-	})
-}
-
-// ---- unary ----
-
-func (g *gen) lowerUnaryFn(n *ir.Node, f func(k *kfn, x value.Value) value.Value) error {
-	in, out := n.Inputs[0], n.Outputs[0]
-	d := dimsOf(out)
-	g.step(n.OpType, !parallelWorth(numel(out)), func(k *kfn) {
-		k.ewLoop(d, []operand{{k.ptr(out), 0, contiguous(d)}, {k.ptr(in), 0, contiguous(d)}}, parallelWorth(numel(out)),
-			func(xs []value.Value) value.Value { return f(k, xs[0]) })
-	})
-	return nil
+	"Pow": func(k *kfn, x, y value.Value) value.Value { return k.pow(x, y) },
 }
 
 var unaryOps = map[string]func(k *kfn, x value.Value) value.Value{
@@ -273,6 +242,7 @@ var unaryOps = map[string]func(k *kfn, x value.Value) value.Value{
 	"Sqrt":    func(k *kfn, x value.Value) value.Value { return k.sqrt(x) },
 	"Erf":     func(k *kfn, x value.Value) value.Value { return k.erf(x) },
 	"Exp":     func(k *kfn, x value.Value) value.Value { return k.exp(x) },
+	"Log":     func(k *kfn, x value.Value) value.Value { return k.log(x) },
 	"Sigmoid": func(k *kfn, x value.Value) value.Value { return k.sigmoid(x) },
 	"Tanh":    func(k *kfn, x value.Value) value.Value { return k.tanh(x) },
 	"Neg":     func(k *kfn, x value.Value) value.Value { return k.b.NewFNeg(x) },
@@ -280,6 +250,267 @@ var unaryOps = map[string]func(k *kfn, x value.Value) value.Value{
 	"Reciprocal": func(k *kfn, x value.Value) value.Value {
 		return k.fdiv(fconst(x.Type(), 1), x)
 	},
+}
+
+// ewFn returns how to compute elementwise node n from the values of its
+// operand inputs (scalars or vectors), and which inputs are operands;
+// constant parameters (Clip bounds, a scalar Pow exponent) are folded into
+// the function. It returns nil for other ops.
+func (g *gen) ewFn(n *ir.Node) (func(k *kfn, xs []value.Value) value.Value, []int) {
+	if n.Domain != "" {
+		return nil, nil
+	}
+	if f, ok := unaryOps[n.OpType]; ok {
+		return func(k *kfn, xs []value.Value) value.Value { return f(k, xs[0]) }, []int{0}
+	}
+	switch n.OpType {
+	case "Clip":
+		lo, hi, err := clipBounds(g, n)
+		if err != nil {
+			return nil, nil
+		}
+		return func(k *kfn, xs []value.Value) value.Value { return k.clip(xs[0], lo, hi) }, []int{0}
+	case "Pow":
+		if t := g.constOf(n.Input(1)); t != nil && t.Len() == 1 {
+			e := t.Float64At(0)
+			return func(k *kfn, xs []value.Value) value.Value { return k.powConst(xs[0], e) }, []int{0}
+		}
+	}
+	if f, ok := binOps[n.OpType]; ok && len(n.Inputs) == 2 {
+		return func(k *kfn, xs []value.Value) value.Value { return f(k, xs[0], xs[1]) }, []int{0, 1}
+	}
+	return nil, nil
+}
+
+// ewGroup is a DAG of elementwise nodes over one iteration space (the
+// root's output dims), computed element by element in one pass: values
+// inside the group live in registers.
+type ewGroup struct {
+	nodes  []*ir.Node // in graph order; the last is the root
+	out    *ir.Value  // the root's output
+	dims   []int64
+	leaves []*ewLeaf // what the group reads from outside
+	hole   *ir.Value // a leaf a host kernel supplies in registers (nil standalone)
+}
+
+// ewLeaf is a value a group reads: from buf through strides over the
+// group's dims, or a scalar constant folded into the code.
+type ewLeaf struct {
+	v    *ir.Value // as the group's nodes see it
+	buf  *ir.Value // the tensor read: v, or an absorbed Transpose's input
+	from *ir.Node  // that Transpose
+	str  []int64
+	c    *float32
+}
+
+func (gr *ewGroup) root() *ir.Node { return gr.nodes[len(gr.nodes)-1] }
+
+// mem returns the leaves read from memory (not constants, not the hole).
+func (gr *ewGroup) mem() []*ewLeaf {
+	var ls []*ewLeaf
+	for _, l := range gr.leaves {
+		if l.c == nil && l.v != gr.hole {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// reads lists the tensors the group reads.
+func (gr *ewGroup) reads() []*ir.Value {
+	var vs []*ir.Value
+	for _, l := range gr.mem() {
+		vs = append(vs, l.buf)
+	}
+	return vs
+}
+
+// isLeaf reports whether the group reads v from outside.
+func (gr *ewGroup) isLeaf(v *ir.Value) bool {
+	for _, l := range gr.leaves {
+		if l.v == v {
+			return true
+		}
+	}
+	return false
+}
+
+// rowFriendly reports whether a host kernel writing rows of the output's
+// last dim can evaluate the group: every leaf is float32 and contiguous or
+// broadcast along that dim.
+func (gr *ewGroup) rowFriendly() bool {
+	for _, l := range gr.mem() {
+		if s := l.str[len(l.str)-1]; s > 1 || l.buf.Type.Elem != ir.Float32 {
+			return false
+		}
+	}
+	return len(gr.dims) > 0
+}
+
+// eval computes the group's root from its leaves' values (vals, filled in
+// for memory leaves and the hole); lane is the type of one value.
+func (gr *ewGroup) eval(k *kfn, vals map[*ir.Value]value.Value, lane types.Type) value.Value {
+	for _, l := range gr.leaves {
+		if l.c != nil {
+			vals[l.v] = fconst(lane, float64(*l.c))
+		}
+	}
+	for _, n := range gr.nodes {
+		fn, operands := k.g.ewFn(n)
+		xs := make([]value.Value, len(operands))
+		for i, oi := range operands {
+			xs[i] = vals[n.Inputs[oi]]
+		}
+		vals[n.Outputs[0]] = fn(k, xs)
+	}
+	return vals[gr.out]
+}
+
+// lowerGroup emits a group as its own step: one vectorized loop over the
+// output.
+func (g *gen) lowerGroup(gr *ewGroup) error {
+	mem := gr.mem()
+	if len(mem) == 0 { // all leaves constant: read one from the weights
+		gr.leaves[0].c = nil
+		mem = gr.mem()
+	}
+	par := parallelWorth(numel(gr.out))
+	name := gr.root().OpType
+	if len(gr.nodes) > 1 {
+		name = fmt.Sprintf("%s_%d", name, len(gr.nodes))
+	}
+	g.step(name, !par, func(k *kfn) {
+		ops := []operand{{k.ptr(gr.out), 0, contiguous(gr.dims)}}
+		for _, l := range mem {
+			ops = append(ops, operand{k.ptr(l.buf), 0, l.str})
+		}
+		k.ewLoop(gr.dims, ops, par, func(xs []value.Value) value.Value {
+			vals := map[*ir.Value]value.Value{}
+			for i, l := range mem {
+				vals[l.v] = xs[i]
+			}
+			return gr.eval(k, vals, laneOf(xs))
+		})
+	})
+	return nil
+}
+
+// laneOf returns the float type (scalar or vector) among loaded values,
+// the type the group's folded constants take.
+func laneOf(xs []value.Value) types.Type {
+	for _, x := range xs {
+		if isFloat(x.Type()) {
+			return x.Type()
+		}
+	}
+	return xs[0].Type()
+}
+
+// atRow prepares evaluating the group along row r of its output (the last
+// dim; rows are the leading dims flattened) for a host kernel that has the
+// hole's value in registers: the returned function computes vl lanes from
+// column col (valid lanes, the rest masked off). The group must be
+// rowFriendly.
+func (gr *ewGroup) atRow(k *kfn, r value.Value) func(col value.Value, valid int, hole value.Value) value.Value {
+	vl := k.g.vl
+	mem := gr.mem()
+	rank := len(gr.dims)
+	ops := make([]operand, len(mem))
+	for i, l := range mem {
+		ops[i] = operand{k.ptr(l.buf), 0, l.str[:rank-1]}
+	}
+	bases := k.offsets(r, collapse(gr.dims[:rank-1], ops), ops)
+	splats := map[*ewLeaf]value.Value{}
+	for i, l := range mem {
+		if l.str[rank-1] == 0 {
+			splats[l] = k.vsplat(k.load(ops[i].p, bases[i]), vl)
+		}
+	}
+	return func(col value.Value, valid int, hole value.Value) value.Value {
+		vals := map[*ir.Value]value.Value{}
+		for i, l := range mem {
+			if s := splats[l]; s != nil {
+				vals[l.v] = s
+			} else {
+				vals[l.v] = k.vload(ops[i].p, k.add(bases[i], col), vl, valid)
+			}
+		}
+		if gr.hole != nil {
+			vals[gr.hole] = hole
+		}
+		return gr.eval(k, vals, vecT(vl))
+	}
+}
+
+// ---- Pow and Clip ----
+
+// powConst is x^e for a constant e: exact cheap forms where they exist.
+func (k *kfn) powConst(x value.Value, e float64) value.Value {
+	t := x.Type()
+	switch e {
+	case 1:
+		return x
+	case 2:
+		return k.fmul(x, x)
+	case 3:
+		return k.fmul(k.fmul(x, x), x)
+	case 0.5:
+		return k.sqrt(x)
+	case -1:
+		return k.fdiv(fconst(t, 1), x)
+	case -0.5:
+		return k.fdiv(fconst(t, 1), k.sqrt(x))
+	}
+	return k.pow(x, fconst(t, e))
+}
+
+// pow is x^y = exp(y·log|x|), negated for negative x and odd integer y,
+// NaN for negative x and non-integer y; x = 0 gives 0, 1 or +Inf by the
+// sign of y, y = 0 gives 1. An integer y is converted to float.
+func (k *kfn) pow(x, y value.Value) value.Value {
+	t := x.Type()
+	if !isFloat(y.Type()) {
+		y = k.b.NewSIToFP(y, t)
+	}
+	lnx := k.log(k.fabs(x))
+	z := k.fmul(y, lnx)
+	r := k.exp(z)
+	r = k.sel(k.b.NewFCmp(enum.FPredOGT, z, fconst(t, 88.72)), fconst(t, math.Inf(1)), r)
+	isInt := k.b.NewFCmp(enum.FPredOEQ, k.floor(y), y)
+	half := k.fmul(y, fconst(t, 0.5))
+	odd := k.b.NewAnd(isInt, k.b.NewFCmp(enum.FPredONE, k.floor(half), half))
+	neg := k.sel(odd, k.b.NewFNeg(r), k.sel(isInt, r, fconst(t, math.NaN())))
+	r = k.sel(k.b.NewFCmp(enum.FPredOLT, x, fconst(t, 0)), neg, r)
+	atZero := k.sel(k.b.NewFCmp(enum.FPredOGT, y, fconst(t, 0)), fconst(t, 0), fconst(t, math.Inf(1)))
+	r = k.sel(k.b.NewFCmp(enum.FPredOEQ, x, fconst(t, 0)), atZero, r)
+	return k.sel(k.b.NewFCmp(enum.FPredOEQ, y, fconst(t, 0)), fconst(t, 1), r)
+}
+
+// log is Cephes' logf: x = m·2^e with m in [√½, √2), log x = e·ln 2 +
+// log m, log m by a degree-9 polynomial in m-1. For x > 0 (0 gives a large
+// negative number, not -Inf; callers handle it).
+func (k *kfn) log(x value.Value) value.Value {
+	t := x.Type()
+	it := intTypeLike(t)
+	bits := k.b.NewBitCast(x, it)
+	var e value.Value = k.b.NewSIToFP(k.b.NewSub(k.b.NewAShr(bits, iconstLike(t, 23)), iconstLike(t, 126)), t)
+	// m keeps x's sign and mantissa bits (mask 0x807fffff) under the
+	// exponent of 0.5: m in [0.5, 1).
+	mant := k.b.NewAnd(bits, iconstLike(t, -0x7f800001))
+	var m value.Value = k.b.NewBitCast(k.b.NewOr(mant, iconstLike(t, 0x3f000000)), t)
+	small := k.b.NewFCmp(enum.FPredOLT, m, fconst(t, 0.707106781186547524))
+	e = k.sel(small, k.fsub(e, fconst(t, 1)), e)
+	m = k.sel(small, k.fadd(m, m), m)
+	m = k.fsub(m, fconst(t, 1))
+	z := k.fmul(m, m)
+	p := fconst(t, 7.0376836292e-2)
+	for _, c := range []float64{-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1} {
+		p = k.fma(p, m, fconst(t, c))
+	}
+	y := k.fmul(k.fmul(p, m), z)
+	y = k.fma(e, fconst(t, -2.12194440e-4), y)
+	y = k.fma(z, fconst(t, -0.5), y)
+	return k.fma(e, fconst(t, 0.693359375), k.fadd(m, y))
 }
 
 // clipBounds returns Clip's bounds (±Inf when absent).
@@ -309,14 +540,6 @@ func clipBounds(g *gen, n *ir.Node) (lo, hi float64, err error) {
 	return lo, hi, nil
 }
 
-func (g *gen) lowerClip(n *ir.Node) error {
-	lo, hi, err := clipBounds(g, n)
-	if err != nil {
-		return err
-	}
-	return g.lowerUnaryFn(n, func(k *kfn, x value.Value) value.Value { return k.clip(x, lo, hi) })
-}
-
 func (k *kfn) clip(x value.Value, lo, hi float64) value.Value {
 	if !math.IsInf(lo, -1) {
 		x = k.fmax(x, fconst(x.Type(), lo))
@@ -327,25 +550,44 @@ func (k *kfn) clip(x value.Value, lo, hi float64) value.Value {
 	return x
 }
 
+// lowerElementwise lowers an elementwise node fusion left alone (not
+// float32, or a graph output read by nothing else...) as a group of one.
+func (g *gen) lowerElementwise(n *ir.Node) error {
+	gr := &ewGroup{nodes: []*ir.Node{n}, out: n.Outputs[0], dims: dimsOf(n.Outputs[0])}
+	_, operands := g.ewFn(n)
+	for _, oi := range operands {
+		v := n.Inputs[oi]
+		if gr.isLeaf(v) {
+			continue
+		}
+		l := &ewLeaf{v: v, buf: v, str: bstrides(dimsOf(v), gr.dims)}
+		if t := g.constOf(v); t != nil && t.Len() == 1 && v.Type.Elem == ir.Float32 && n.Outputs[0].Type.Elem == ir.Float32 {
+			c := float32(t.Float64At(0))
+			l.c = &c
+		}
+		gr.leaves = append(gr.leaves, l)
+	}
+	return g.lowerGroup(gr)
+}
+
 func init() {
 	rows := map[string]*opInfo{}
+	check := func(g *gen, n *ir.Node) error {
+		if fn, _ := g.ewFn(n); fn == nil {
+			return fmt.Errorf("%d inputs", len(n.Inputs))
+		}
+		return nil
+	}
 	for name := range binOps {
 		t := numeric
-		if name == "Max" || name == "Min" {
+		if name == "Max" || name == "Min" || name == "Pow" {
 			t = floatOnly
 		}
-		rows[name] = &opInfo{types: t, lower: (*gen).lowerBinary, check: func(g *gen, n *ir.Node) error {
-			if len(n.Inputs) != 2 {
-				return fmt.Errorf("%d inputs", len(n.Inputs))
-			}
-			return nil
-		}}
+		rows[name] = &opInfo{types: t, lower: (*gen).lowerElementwise, check: check}
 	}
-	for name, f := range unaryOps {
-		f := f
-		rows[name] = &opInfo{types: floatOnly, lower: func(g *gen, n *ir.Node) error { return g.lowerUnaryFn(n, f) }}
+	for name := range unaryOps {
+		rows[name] = &opInfo{types: floatOnly, lower: (*gen).lowerElementwise}
 	}
-	rows["Pow"] = &opInfo{types: floatOnly, lower: (*gen).lowerPow, check: func(g *gen, n *ir.Node) error { _, err := powExponent(g, n); return err }}
-	rows["Clip"] = &opInfo{types: floatOnly, lower: (*gen).lowerClip, check: func(g *gen, n *ir.Node) error { _, _, err := clipBounds(g, n); return err }}
+	rows["Clip"] = &opInfo{types: floatOnly, lower: (*gen).lowerElementwise, check: func(g *gen, n *ir.Node) error { _, _, err := clipBounds(g, n); return err }}
 	register(rows)
 }

@@ -22,6 +22,10 @@ func softmaxGeom(g *gen, n *ir.Node) (outer, L, inner int64) {
 	return ir.Product(d[:axis]), d[axis], ir.Product(d[axis+1:])
 }
 
+// lowerSoftmax normalizes lines of L elements. Contiguous lines (inner =
+// 1, the usual last axis) run vectorized in three passes over the line,
+// which stays in L1: max, exp and sum (exp stored for Softmax), scale (or
+// x - max - log sum for LogSoftmax). Strided lines run scalar.
 func (g *gen) lowerSoftmax(n *ir.Node) error {
 	outer, L, inner := softmaxGeom(g, n)
 	in, out := n.Inputs[0], n.Outputs[0]
@@ -35,27 +39,68 @@ func (g *gen) lowerSoftmax(n *ir.Node) error {
 			lo, hi = k.split(lines)
 		}
 		k.loop(lo, hi, func(p value.Value) {
+			if inner == 1 {
+				k.softmaxRow(ip, op, k.mul(p, c64(L)), L, logSoftmax)
+				return
+			}
 			base := k.add(k.mul(k.div(p, c64(inner)), c64(L*inner)), k.rem(p, c64(inner)))
 			at := func(i value.Value) value.Value { return k.add(base, k.mul(i, c64(inner))) }
 			m := k.loopAcc(c64(0), c64(L), []value.Value{cf(math.Inf(-1))}, func(i value.Value, acc []value.Value) []value.Value {
 				return []value.Value{k.fmax(k.load(ip, at(i)), acc[0])}
 			})[0]
 			s := k.loopAcc(c64(0), c64(L), []value.Value{cf(0)}, func(i value.Value, acc []value.Value) []value.Value {
-				x := k.fsub(k.load(ip, at(i)), m)
-				e := k.exp(x)
+				e := k.exp(k.fsub(k.load(ip, at(i)), m))
 				if !logSoftmax {
 					k.store(e, op, at(i))
 				}
 				return []value.Value{k.fadd(acc[0], e)}
 			})[0]
 			if logSoftmax {
-				return // unreachable: LogSoftmax is not registered
+				ls := k.fadd(m, k.log(s))
+				k.loopN(0, L, func(i value.Value) { k.store(k.fsub(k.load(ip, at(i)), ls), op, at(i)) })
+				return
 			}
 			r := k.fdiv(cf(1), s)
 			k.loopN(0, L, func(i value.Value) { k.store(k.fmul(k.load(op, at(i)), r), op, at(i)) })
 		})
 	})
 	return nil
+}
+
+// softmaxRow is the vectorized Softmax/LogSoftmax of L contiguous floats.
+func (k *kfn) softmaxRow(ip, op, base value.Value, L int64, logSoftmax bool) {
+	vl := k.g.vl
+	vt := vecT(vl)
+	ninf := fconst(vt, math.Inf(-1))
+	valid := func(x value.Value, n int, fill value.Value) value.Value {
+		if n < vl {
+			return k.sel(maskConst(vl, n), x, fill)
+		}
+		return x
+	}
+	mv := k.colReduce(L, ninf, func(col value.Value, n int, acc value.Value) value.Value {
+		return k.fmax(valid(k.vload(ip, k.add(base, col), vl, n), n, ninf), acc)
+	})
+	m := k.vsplat(k.hmax(mv), vl)
+	sv := k.colReduce(L, fconst(vt, 0), func(col value.Value, n int, acc value.Value) value.Value {
+		e := k.exp(k.fsub(k.vload(ip, k.add(base, col), vl, n), m))
+		if !logSoftmax {
+			k.vstore(e, op, k.add(base, col), vl, n)
+		}
+		return k.fadd(acc, valid(e, n, fconst(vt, 0)))
+	})
+	s := k.hsum(sv)
+	if logSoftmax {
+		ls := k.vsplat(k.fadd(k.b.NewExtractElement(m, c32(0)), k.log(s)), vl)
+		k.colLoop(L, func(col value.Value, n int) {
+			k.vstore(k.fsub(k.vload(ip, k.add(base, col), vl, n), ls), op, k.add(base, col), vl, n)
+		})
+		return
+	}
+	r := k.vsplat(k.fdiv(cf(1), s), vl)
+	k.colLoop(L, func(col value.Value, n int) {
+		k.vstore(k.fmul(k.vload(op, k.add(base, col), vl, n), r), op, k.add(base, col), vl, n)
+	})
 }
 
 // reduceAxes returns the normalized reduced axes and keepdims.
@@ -304,6 +349,7 @@ func init() {
 	}
 	register(map[string]*opInfo{
 		"Softmax":           {types: floatOnly, lower: (*gen).lowerSoftmax},
+		"LogSoftmax":        {types: floatOnly, lower: (*gen).lowerSoftmax},
 		"ReduceMean":        red(),
 		"ReduceSum":         red(),
 		"ReduceMax":         red(),

@@ -8,15 +8,39 @@ import (
 	"github.com/llir/llvm/ir/value"
 )
 
-func (g *gen) lowerTranspose(n *ir.Node) error {
-	in, out := n.Inputs[0], n.Outputs[0]
-	id, od := dimsOf(in), dimsOf(out)
+// transposePerm returns a Transpose's permutation (reversal by default).
+func (g *gen) transposePerm(n *ir.Node) []int64 {
 	perm := g.attrs(n).Ints("perm")
 	if len(perm) == 0 {
-		for i := len(id) - 1; i >= 0; i-- {
+		for i := len(dimsOf(n.Inputs[0])) - 1; i >= 0; i-- {
 			perm = append(perm, int64(i))
 		}
 	}
+	return perm
+}
+
+// transposeIsView reports whether a Transpose only moves unit dims: the
+// bytes are the same, so its output can alias its input.
+func transposeIsView(g *gen, n *ir.Node) bool {
+	var kept []int64
+	id := dimsOf(n.Inputs[0])
+	for _, p := range g.transposePerm(n) {
+		if id[p] != 1 {
+			kept = append(kept, p)
+		}
+	}
+	for i := 1; i < len(kept); i++ {
+		if kept[i] < kept[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *gen) lowerTranspose(n *ir.Node) error {
+	in, out := n.Inputs[0], n.Outputs[0]
+	id, od := dimsOf(in), dimsOf(out)
+	perm := g.transposePerm(n)
 	is := contiguous(id)
 	str := make([]int64, len(od))
 	for i, p := range perm {
@@ -191,7 +215,7 @@ func init() {
 			}
 			return nil
 		}},
-		"Transpose": {types: anyFixed, lower: (*gen).lowerTranspose},
+		"Transpose": {types: anyFixed, lower: (*gen).lowerTranspose, viewIf: transposeIsView},
 		"Expand":    {types: anyFixed, lower: (*gen).lowerExpand},
 		"Concat":    {types: anyFixed, lower: (*gen).lowerConcat},
 		"Slice": {types: anyFixed, lower: (*gen).lowerSlice, check: func(g *gen, n *ir.Node) error {

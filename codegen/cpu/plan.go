@@ -20,7 +20,7 @@ type buffer struct {
 // Flatten, Squeeze, Unsqueeze, Identity) alias their input instead of
 // copying it.
 func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
-	nodes := g.model.Graph.Nodes
+	nodes := g.nodes
 	root := func(v *ir.Value) *ir.Value {
 		for g.alias[v] != nil {
 			v = g.alias[v]
@@ -31,7 +31,8 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 		if g.skip[n] {
 			continue
 		}
-		if info := opTable[n.OpType]; info != nil && info.view && !outSet[n.Outputs[0]] && n.Inputs[0].Type.Elem == n.Outputs[0].Type.Elem {
+		if info := opTable[n.OpType]; info != nil && n.Domain == "" && (info.view || info.viewIf != nil && info.viewIf(g, n)) &&
+			!outSet[n.Outputs[0]] && n.Inputs[0].Type.Elem == n.Outputs[0].Type.Elem {
 			g.alias[n.Outputs[0]] = n.Inputs[0]
 		}
 	}
@@ -42,8 +43,8 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 			continue
 		}
 		for oi, o := range n.Outputs {
-			if act := g.fusedAct[n]; act != nil && oi == 0 {
-				o = act.Outputs[0]
+			if oi == 0 {
+				o = g.outValue(n)
 			}
 			if o == nil || g.alias[o] != nil || outSet[o] {
 				continue
@@ -54,7 +55,7 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 			bufs[o] = b
 			order = append(order, b)
 		}
-		for _, v := range n.Inputs {
+		for _, v := range g.reads(n) {
 			if v == nil {
 				continue
 			}

@@ -39,9 +39,6 @@ func TestZoo(t *testing.T) {
 	for _, name := range zooModels {
 		t.Run(name, func(t *testing.T) {
 			m, feeds, want := zooModel(t, name)
-			if name == "lstm_small" {
-				t.Skip("LSTM is not lowered by the CPU backend yet")
-			}
 			res, err := Compile(m, Options{})
 			if err != nil {
 				t.Fatalf("compile: %v", err)

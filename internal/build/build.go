@@ -84,9 +84,19 @@ func Build(path string, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	timings, err := Optimize(m, opts)
+	out, err := BuildModel(m, src, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// BuildModel compiles a model held in memory (the passes change m); src
+// is the bytes of the file it came from, whose hash the engine records.
+func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
+	timings, err := Optimize(m, opts)
+	if err != nil {
+		return nil, err
 	}
 	cpuName := opts.CPU
 	if cpuName == "" {
@@ -94,7 +104,7 @@ func Build(path string, opts Options) (*Output, error) {
 	}
 	code, err := cpu.Compile(m, cpu.Options{CPU: cpuName, LLC: opts.LLC})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	plan, err := text.Print(withoutBigConstants(m))
 	if err != nil {

@@ -23,10 +23,15 @@ func (Reference) Prepare(m *ir.Model) (Runner, error) {
 	return e, nil
 }
 
-// backends are the backends `cc test --backend` can name.
+// backends are the backends `cc test --backend` can name. Backends that
+// need the compiler (cpu) are registered by cmd/cc.
 var backends = map[string]Backend{
 	"reference": Reference{},
 }
+
+// Register adds a backend under name, replacing any of that name. Call it
+// from an init function: the registry is not locked.
+func Register(name string, b Backend) { backends[name] = b }
 
 // BackendNames lists the registered backends, sorted.
 func BackendNames() []string {

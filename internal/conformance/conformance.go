@@ -6,6 +6,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -113,6 +114,9 @@ func RunTest(dir string, b Backend, tol Tolerance) (res Result) {
 	runner, err := b.Prepare(m)
 	if err != nil {
 		return classify(res.Name, err)
+	}
+	if c, ok := runner.(io.Closer); ok {
+		defer c.Close() // a compiled engine's code and threads
 	}
 	var details []string
 	for _, set := range sets {

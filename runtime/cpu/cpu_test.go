@@ -4,7 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -107,4 +109,60 @@ func TestAlignedBytes(t *testing.T) {
 			t.Fatalf("AlignedBytes(%d): len %d, addr %p", n, len(b), &b[0])
 		}
 	}
+}
+
+// TestPoolParksAndWakes lets the workers outlast their spin and park
+// between runs, then checks that a run wakes them.
+func TestPoolParksAndWakes(t *testing.T) {
+	lib, err := Open(buildTestSO(t, testIR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	in := make([]float32, 1024)
+	for i := range in {
+		in[i] = float32(i)
+	}
+	for rep := 0; rep < 5; rep++ {
+		out := make([]float32, 1024)
+		lib.Run(3, nil, nil, []unsafe.Pointer{unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0])})
+		for i := range out {
+			if out[i] != 2*in[i] {
+				t.Fatalf("rep %d: out[%d] = %v, want %v", rep, i, out[i], 2*in[i])
+			}
+		}
+		time.Sleep(4 * spinFor)
+	}
+}
+
+// TestConcurrentRuns calls one library from several goroutines at once,
+// each borrowing its own worker pool.
+func TestConcurrentRuns(t *testing.T) {
+	lib, err := Open(buildTestSO(t, testIR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := make([]float32, 1024)
+			for i := range in {
+				in[i] = float32(g*1024 + i)
+			}
+			out := make([]float32, 1024)
+			for rep := 0; rep < 200; rep++ {
+				lib.Run(2+rep%2, nil, nil, []unsafe.Pointer{unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0])})
+				for i := range out {
+					if out[i] != 2*in[i] {
+						t.Errorf("goroutine %d rep %d: out[%d] = %v, want %v", g, rep, i, out[i], 2*in[i])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

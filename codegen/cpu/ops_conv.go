@@ -1,0 +1,188 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/llir/llvm/ir/value"
+)
+
+// ---- Conv ----
+
+type convGeom struct {
+	N, C, H, W, OC, OH, OW int64
+	kh, kw, sh, sw         int64
+	ph, pw, dh, dw         int64
+	group                  int64
+}
+
+func (g *gen) convGeom(n *ir.Node) (convGeom, error) {
+	x, w, y := n.Inputs[0], n.Inputs[1], n.Outputs[0]
+	xd, wd, yd := dimsOf(x), dimsOf(w), dimsOf(y)
+	if len(xd) != 4 {
+		return convGeom{}, fmt.Errorf("only 2-D convolution")
+	}
+	a := g.attrs(n)
+	c := convGeom{N: xd[0], C: xd[1], H: xd[2], W: xd[3], OC: yd[1], OH: yd[2], OW: yd[3], kh: wd[2], kw: wd[3],
+		sh: 1, sw: 1, dh: 1, dw: 1, group: a.Int("group")}
+	if c.group == 0 {
+		c.group = 1
+	}
+	if s := a.Ints("strides"); len(s) == 2 {
+		c.sh, c.sw = s[0], s[1]
+	}
+	if s := a.Ints("dilations"); len(s) == 2 {
+		c.dh, c.dw = s[0], s[1]
+	}
+	switch ap := a.String("auto_pad"); ap {
+	case "", "NOTSET":
+		if pads := a.Ints("pads"); len(pads) == 4 {
+			c.ph, c.pw = pads[0], pads[1]
+		}
+	case "VALID":
+	case "SAME_UPPER", "SAME_LOWER":
+		th := max(0, (c.OH-1)*c.sh+(c.kh-1)*c.dh+1-c.H)
+		tw := max(0, (c.OW-1)*c.sw+(c.kw-1)*c.dw+1-c.W)
+		if ap == "SAME_UPPER" {
+			c.ph, c.pw = th/2, tw/2
+		} else {
+			c.ph, c.pw = th-th/2, tw-tw/2
+		}
+	}
+	return c, nil
+}
+
+func (c convGeom) pointwise() bool {
+	return c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0
+}
+
+func convCheck(g *gen, n *ir.Node) error {
+	if g.constOf(n.Inputs[1]) == nil {
+		return fmt.Errorf("non-constant weights")
+	}
+	if b := n.Input(2); b != nil && g.constOf(b) == nil {
+		return fmt.Errorf("non-constant bias")
+	}
+	_, err := g.convGeom(n)
+	return err
+}
+
+func convScratch(g *gen, n *ir.Node) int64 {
+	c, err := g.convGeom(n)
+	if err != nil || c.group != 1 || c.pointwise() {
+		return 0
+	}
+	if winogradFits(c) {
+		return newWinoGeom(c).scratchBytes()
+	}
+	vl := int64(g.vl)
+	ldb := (c.OH*c.OW + vl - 1) / vl * vl
+	return 4 * c.N * c.C * c.kh * c.kw * ldb
+}
+
+func (g *gen) lowerConv(n *ir.Node) error {
+	c, _ := g.convGeom(n)
+	if c.group != 1 {
+		return g.lowerConvGrouped(n, c)
+	}
+	if winogradFits(c) {
+		g.lowerWinograd(n, c)
+		return nil
+	}
+	X, Y := n.Inputs[0], g.outValue(n)
+	wf := floatsOf(g.constOf(n.Inputs[1]))
+	M, N, K := c.OC, c.OH*c.OW, c.C*c.kh*c.kw
+	gm := g.newGemm(M, N, K)
+	gm.batch = c.N
+	gm.parallel = 2*M*N*K*c.N >= 1<<18
+	g.packA(gm, func(m, k int64) float32 { return wf[m*K+k] })
+	if b := n.Input(2); b != nil {
+		off := g.addFloats(floatsOf(g.constOf(b)))
+		gm.bias = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: off}, f32) }
+		gm.biasRs, gm.biasCs = 1, 0
+	}
+	gm.c = func(k *kfn) value.Value { return k.ptr(Y) }
+	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(M*N)) }
+	g.epilogue(n, gm)
+	if c.pointwise() {
+		gm.b = func(k *kfn) value.Value { return k.ptr(X) }
+		gm.bTile, gm.bKi = gm.nb(), N
+		gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(K*N)) }
+		g.step("Conv1x1", !gm.parallel, gm.emit)
+		return nil
+	}
+	vl := int64(g.vl)
+	ldb := (N + vl - 1) / vl * vl
+	g.emitIm2col(X, c, ldb, gm.parallel)
+	gm.b = func(k *kfn) value.Value { return k.scratchPtr(0) }
+	gm.bTile, gm.bKi, gm.bPadded = gm.nb(), ldb, true
+	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(K*ldb)) }
+	g.step("Conv", !gm.parallel, gm.emit)
+	return nil
+}
+
+func init() {
+	register(map[string]*opInfo{
+		"Conv": {types: floatOnly, lower: (*gen).lowerConv, check: convCheck, scratch: convScratch},
+	})
+}
+
+// emitIm2col writes the im2col matrix [N*C*KH*KW][ldb] into the node's
+// scratch. The taps (kh, kw) are unrolled at compile time, so each output
+// row splits into static zero / copy / zero ranges: plain loops the
+// vectorizer turns into vector moves.
+func (g *gen) emitIm2col(X *ir.Value, c convGeom, ldb int64, par bool) {
+	planes := c.N * c.C
+	taps := c.kh * c.kw
+	g.step("Im2col", !par, func(k *kfn) {
+		xp, sp := k.ptr(X), k.scratchPtr(0)
+		var lo, hi value.Value = c64(0), c64(planes)
+		if par {
+			lo, hi = k.split(planes)
+		}
+		k.loop(lo, hi, func(pl value.Value) {
+			src := k.mul(pl, c64(c.H*c.W))
+			for kh := int64(0); kh < c.kh; kh++ {
+				// valid oh: 0 <= oh*sh - ph + kh*dh < H
+				ohLo, ohHi := validRange(c.OH, c.sh, kh*c.dh-c.ph, c.H)
+				for kw := int64(0); kw < c.kw; kw++ {
+					owLo, owHi := validRange(c.OW, c.sw, kw*c.dw-c.pw, c.W)
+					row := k.mul(k.add(k.mul(pl, c64(taps)), c64(kh*c.kw+kw)), c64(ldb))
+					zero := func(from, to int64) {
+						k.loopN(from, to, func(i value.Value) { k.store(cf(0), sp, k.add(row, i)) })
+					}
+					zero(0, ohLo*c.OW)
+					zero(ohHi*c.OW, c.OH*c.OW)
+					if ohLo >= ohHi {
+						continue
+					}
+					k.loopN(ohLo, ohHi, func(oh value.Value) {
+						dst := k.add(row, k.mul(oh, c64(c.OW)))
+						ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+						sbase := k.add(src, k.add(k.mul(ih, c64(c.W)), c64(kw*c.dw-c.pw)))
+						k.loopN(0, owLo, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+						k.loopN(owLo, owHi, func(ow value.Value) {
+							k.store(k.load(xp, k.add(sbase, k.mul(ow, c64(c.sw)))), sp, k.add(dst, ow))
+						})
+						k.loopN(owHi, c.OW, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+					})
+				}
+			}
+		})
+	})
+}
+
+// validRange returns the output positions o in [0, n) with
+// 0 <= o*stride + off < size, as [lo, hi).
+func validRange(n, stride, off, size int64) (lo, hi int64) {
+	lo, hi = n, 0
+	for o := int64(0); o < n; o++ {
+		if p := o*stride + off; p >= 0 && p < size {
+			lo, hi = min(lo, o), max(hi, o+1)
+		}
+	}
+	if lo > hi {
+		return 0, 0
+	}
+	return lo, hi
+}

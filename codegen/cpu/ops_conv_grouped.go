@@ -1,0 +1,201 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+)
+
+// lowerConvGrouped handles grouped and depthwise convolution directly on
+// NCHW: each work item is one output plane; an output row is a run of
+// vectors along OW, accumulated over the group's input channels and the
+// kh×kw taps (unrolled). Everything about the borders is known at compile
+// time: output rows are split into runs with the same set of in-range
+// kernel rows, and each vector's lanes that fall into the left/right
+// padding are masked out of its loads (a tap whose lanes are all padding is
+// dropped), so the inner code has no bounds checks.
+func (g *gen) lowerConvGrouped(n *ir.Node, c convGeom) error {
+	X, Y := n.Inputs[0], g.outValue(n)
+	wOff := g.constLoc(g.constOf(n.Inputs[1])).off
+	var bOff int64 = -1
+	if b := n.Input(2); b != nil {
+		bOff = g.constLoc(g.constOf(b)).off
+	}
+	lo, hi := g.actBounds(n)
+	var res *ir.Value
+	if a := g.fusedAdd[n]; a != nil {
+		res = residual(a, n.Outputs[0])
+	}
+	vl := int64(g.vl)
+	icg, ocg := c.C/c.group, c.OC/c.group
+	planes := c.N * c.OC
+	nch := (c.OW + vl - 1) / vl
+	// At most this many output vectors are accumulated at once, so the
+	// accumulators stay in registers across the input-channel loop.
+	const chunkBlock = 8
+	runs := tapRuns(c.OH, c.sh, c.ph, c.dh, c.kh, c.H)
+	par := planes > 1 && 2*planes*c.OH*c.OW*icg*c.kh*c.kw >= 1<<17
+	g.step("ConvGrouped", !par, func(k *kfn) {
+		xp, yp := k.ptr(X), k.ptr(Y)
+		wp := k.locPtr(loc{space: inWeights, off: wOff}, f32)
+		var lo64, hi64 value.Value = c64(0), c64(planes)
+		if par {
+			lo64, hi64 = k.split(planes)
+		}
+		k.loop(lo64, hi64, func(p value.Value) {
+			oc := k.rem(p, c64(c.OC))
+			img := k.div(p, c64(c.OC))
+			grp := k.div(oc, c64(ocg))
+			xPlane0 := k.mul(k.add(k.mul(img, c64(c.C)), k.mul(grp, c64(icg))), c64(c.H*c.W))
+			wBase := k.mul(oc, c64(icg*c.kh*c.kw))
+			var init value.Value = constant.NewZeroInitializer(vecT(int(vl)))
+			if bOff >= 0 {
+				init = k.vsplat(k.load(k.locPtr(loc{space: inWeights, off: bOff}, f32), oc), int(vl))
+			}
+			for _, run := range runs {
+				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
+					for cb := int64(0); cb < nch; cb += chunkBlock {
+						ce := min(nch, cb+chunkBlock)
+						accs := make([]value.Value, ce-cb)
+						for i := range accs {
+							accs[i] = init
+						}
+						accs = k.loopAcc(c64(0), c64(icg), accs, func(ci value.Value, accs []value.Value) []value.Value {
+							out := append([]value.Value(nil), accs...)
+							xPlane := k.add(xPlane0, k.mul(ci, c64(c.H*c.W)))
+							wCi := k.add(wBase, k.mul(ci, c64(c.kh*c.kw)))
+							for _, kh := range run.taps {
+								ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+								row := k.add(xPlane, k.mul(ih, c64(c.W)))
+								for kw := int64(0); kw < c.kw; kw++ {
+									var wv value.Value
+									for j := cb; j < ce; j++ {
+										col0 := j*vl*c.sw + kw*c.dw - c.pw
+										xv := k.loadStrided(xp, row, col0, c.sw, c.W, int(vl), int(min(vl, c.OW-j*vl)))
+										if xv == nil {
+											continue // every lane is padding
+										}
+										if wv == nil {
+											wv = k.vsplat(k.load(wp, k.add(wCi, c64(kh*c.kw+kw))), int(vl))
+										}
+										out[j-cb] = k.fma(xv, wv, out[j-cb])
+									}
+								}
+							}
+							return out
+						})
+						yRow := k.add(k.mul(p, c64(c.OH*c.OW)), k.mul(oh, c64(c.OW)))
+						for j := cb; j < ce; j++ {
+							at, valid := k.add(yRow, c64(j*vl)), int(min(vl, c.OW-j*vl))
+							v := accs[j-cb]
+							if res != nil {
+								v = k.fadd(v, k.vload(k.ptr(res), at, int(vl), valid))
+							}
+							k.vstore(k.clip(v, lo, hi), yp, at, int(vl), valid)
+						}
+					}
+				})
+			}
+		})
+	})
+	return nil
+}
+
+// tapRun is a range of output rows [lo, hi) whose in-range kernel rows are
+// taps.
+type tapRun struct {
+	lo, hi int64
+	taps   []int64
+}
+
+// tapRuns splits the n output rows into runs with the same in-range kernel
+// rows (0 <= o*stride - pad + t*dil < size).
+func tapRuns(n, stride, pad, dil, kern, size int64) []tapRun {
+	var runs []tapRun
+	for o := int64(0); o < n; o++ {
+		var taps []int64
+		for t := int64(0); t < kern; t++ {
+			if i := o*stride - pad + t*dil; i >= 0 && i < size {
+				taps = append(taps, t)
+			}
+		}
+		if l := len(runs); l > 0 && fmt.Sprint(runs[l-1].taps) == fmt.Sprint(taps) {
+			runs[l-1].hi = o + 1
+			continue
+		}
+		runs = append(runs, tapRun{lo: o, hi: o + 1, taps: taps})
+	}
+	return runs
+}
+
+// loadStrided loads lanes l < valid of the vector x[row + col0 + l*stride]
+// whose column col0 + l*stride lies in [0, width); other lanes are zero. It
+// returns nil when no lane is in range. Stride 1 is one masked load, stride
+// 2 two masked loads and a shuffle of the even elements, larger strides
+// scalar loads.
+func (k *kfn) loadStrided(p, row value.Value, col0, stride, width int64, vl, valid int) value.Value {
+	in := func(col int64) bool { return col >= 0 && col < width }
+	any := false
+	for l := 0; l < valid; l++ {
+		any = any || in(col0+int64(l)*stride)
+	}
+	if !any {
+		return nil
+	}
+	switch stride {
+	case 1, 2:
+		parts := make([]value.Value, stride)
+		for s := range parts {
+			mask := make([]bool, vl)
+			for e := range mask {
+				pos := int64(s*vl + e) // element offset from col0
+				mask[e] = pos%stride == 0 && pos/stride < int64(valid) && in(col0+pos)
+			}
+			parts[s] = k.vloadMask(p, k.add(row, c64(col0+int64(s*vl))), mask)
+		}
+		if stride == 1 {
+			return parts[0]
+		}
+		idx := make([]constant.Constant, vl)
+		for l := range idx {
+			idx[l] = c32(int64(2 * l))
+		}
+		return k.b.NewShuffleVector(parts[0], parts[1], constant.NewVector(types.NewVector(uint64(vl), i32), idx...))
+	}
+	var v value.Value = constant.NewZeroInitializer(vecT(vl))
+	for l := 0; l < valid; l++ {
+		if col := col0 + int64(l)*stride; in(col) {
+			v = k.b.NewInsertElement(v, k.load(p, k.add(row, c64(col))), c32(int64(l)))
+		}
+	}
+	return v
+}
+
+// vloadMask loads the lanes of p[idx:idx+len(mask)] where mask is set
+// (others zero); a lane outside the mask is never touched.
+func (k *kfn) vloadMask(p, idx value.Value, mask []bool) value.Value {
+	vl := len(mask)
+	n := 0
+	for _, m := range mask {
+		if m {
+			n++
+		}
+	}
+	if n == 0 {
+		return constant.NewZeroInitializer(vecT(vl))
+	}
+	if n == vl {
+		return k.vload(p, idx, vl, vl)
+	}
+	elems := make([]constant.Constant, vl)
+	for i, m := range mask {
+		elems[i] = constant.NewBool(m)
+	}
+	vt := vecT(vl)
+	q := k.b.NewBitCast(k.gep(p, idx), types.NewPointer(vt))
+	return k.call(fmt.Sprintf("llvm.masked.load.v%df32.p0v%df32", vl, vl), vt, q, c32(4),
+		constant.NewVector(types.NewVector(uint64(vl), i1), elems...), constant.NewZeroInitializer(vt))
+}

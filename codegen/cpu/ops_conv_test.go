@@ -1,0 +1,59 @@
+package cpu
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// TestConvShapes covers the convolution kernels' edges: rows wider than a
+// vector, odd sizes, strides 1-3, dilation, asymmetric padding, groups.
+func TestConvShapes(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	w := func(d ...int64) *ir.Tensor { return randTensor(r, d...) }
+	pads := func(p ...int64) *ir.Attribute { return ir.AttrIs("pads", p...) }
+	cases := []opCase{
+		{name: "dw_wide", op: "Conv", inputs: [][]int64{{1, 5, 9, 37}}, consts: []*ir.Tensor{w(5, 1, 3, 3), w(5)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 5)}},
+		{name: "dw_s2_odd", op: "Conv", inputs: [][]int64{{2, 3, 11, 35}}, consts: []*ir.Tensor{w(3, 1, 3, 3), w(3)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 3), ir.AttrIs("strides", 2, 2)}},
+		{name: "dw_s3", op: "Conv", inputs: [][]int64{{1, 2, 10, 40}}, consts: []*ir.Tensor{w(2, 1, 3, 3)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 2), ir.AttrIs("strides", 3, 3)}},
+		{name: "dw_5x5_dil", op: "Conv", inputs: [][]int64{{1, 4, 12, 20}}, consts: []*ir.Tensor{w(4, 1, 5, 5), w(4)}, attrs: []*ir.Attribute{pads(4, 3, 2, 1), ir.AttrI("group", 4), ir.AttrIs("dilations", 2, 2)}},
+		{name: "dw_mult", op: "Conv", inputs: [][]int64{{1, 3, 7, 18}}, consts: []*ir.Tensor{w(6, 1, 3, 3), w(6)}, attrs: []*ir.Attribute{pads(0, 1, 2, 1), ir.AttrI("group", 3)}},
+		{name: "grouped_wide", op: "Conv", inputs: [][]int64{{1, 8, 6, 150}}, consts: []*ir.Tensor{w(4, 4, 3, 3), w(4)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 2)}},
+		{name: "wino", op: "Conv", inputs: [][]int64{{2, 16, 13, 30}}, consts: []*ir.Tensor{w(20, 16, 3, 3), w(20)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1)}},
+		{name: "wino_wide_valid", op: "Conv", inputs: [][]int64{{1, 17, 16, 75}}, consts: []*ir.Tensor{w(33, 17, 3, 3)}},
+		{name: "wino_asym", op: "Conv", inputs: [][]int64{{1, 24, 14, 14}}, consts: []*ir.Tensor{w(16, 24, 3, 3), w(16)}, attrs: []*ir.Attribute{pads(0, 1, 2, 1)}},
+		{name: "grouped_s2", op: "Conv", inputs: [][]int64{{1, 6, 9, 21}}, consts: []*ir.Tensor{w(9, 2, 3, 2)}, attrs: []*ir.Attribute{pads(1, 0, 1, 1), ir.AttrI("group", 3), ir.AttrIs("strides", 2, 2)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, feeds := c.model(r)
+			check(t, m, feeds, 1e-5)
+		})
+	}
+}
+
+// TestResidualEpilogue checks that Conv → Add(residual) → Relu and a
+// depthwise Conv → Add (no activation) each fold into the convolution's
+// store.
+func TestResidualEpilogue(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	g := ir.NewGraph("residual")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 8, 9, 9)))
+	w1 := g.AddInitializer("w1", randTensor(r, 8, 8, 3, 3))
+	b1 := g.AddInitializer("b1", randTensor(r, 8))
+	h := g.Apply("Conv", []*ir.Value{x, w1, b1}, ir.AttrIs("pads", 1, 1, 1, 1))
+	h = g.Apply("Relu", []*ir.Value{g.Apply("Add", []*ir.Value{x, h})})
+	w2 := g.AddInitializer("w2", randTensor(r, 8, 1, 3, 3))
+	h2 := g.Apply("Conv", []*ir.Value{h, w2}, ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrI("group", 8))
+	y := g.Apply("Add", []*ir.Value{h2, h})
+	y.Name = "y"
+	g.SetOutputs(y)
+	res := check(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, 1, 8, 9, 9)}, 1e-5)
+	for _, k := range res.Kernels {
+		if strings.Contains(k, "Add") || strings.Contains(k, "Relu") {
+			t.Errorf("kernel %s: the Add/Relu should be fused into the convolutions (kernels %v)", k, res.Kernels)
+		}
+	}
+}

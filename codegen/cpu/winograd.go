@@ -1,0 +1,309 @@
+package cpu
+
+import (
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+)
+
+// Winograd F(4×4, 3×3) for 3×3 stride-1 convolutions: each 4×4 output tile
+// comes from a 6×6 input patch d as Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A, so the
+// channel reduction becomes 36 independent GEMMs (one per patch position)
+// with 2.25·4/… = 4× fewer multiplications than direct convolution:
+//
+//	V[p][ic][t] = (Bᵀ d B)[p]            (input transform, per tile t)
+//	M[p][oc][t] = Σ_ic U[p][oc][ic]·V[p][ic][t]  (GEMM, U = G g Gᵀ packed at build time)
+//	Y[oc][tile t] = Aᵀ M[·][oc][t] A + bias (+ residual), activation
+//
+// Both transforms run on vectors of tiles along a tile row, so the stride-4
+// patch columns are picked out of contiguous loads by shuffles.
+var (
+	winoBT = [6][6]float64{
+		{4, 0, -5, 0, 1, 0},
+		{0, -4, -4, 1, 1, 0},
+		{0, 4, -4, -1, 1, 0},
+		{0, -2, -1, 2, 1, 0},
+		{0, 2, -1, -2, 1, 0},
+		{0, 4, 0, -5, 0, 1},
+	}
+	winoG = [6][3]float64{
+		{1.0 / 4, 0, 0},
+		{-1.0 / 6, -1.0 / 6, -1.0 / 6},
+		{-1.0 / 6, 1.0 / 6, -1.0 / 6},
+		{1.0 / 24, 1.0 / 12, 1.0 / 6},
+		{1.0 / 24, -1.0 / 12, 1.0 / 6},
+		{0, 0, 1},
+	}
+	winoAT = [4][6]float64{
+		{1, 1, 1, 1, 1, 0},
+		{0, 1, -1, 2, -2, 0},
+		{0, 1, 1, 4, 4, 0},
+		{0, 1, -1, 8, -8, 1},
+	}
+)
+
+const winoM, winoA = 4, 6 // output tile and patch size
+
+// winogradFits reports whether conv c runs as Winograd: 3×3, stride 1, no
+// dilation or groups, and enough tiles per row and channels that the
+// transforms pay off (small planes leave too many vector lanes idle).
+func winogradFits(c convGeom) bool {
+	return c.group == 1 && c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 &&
+		c.OW >= 12 && c.OH >= 12 && c.C >= 16 && c.OC >= 16
+}
+
+type winoGeom struct {
+	convGeom
+	TH, TW, T int64 // tile rows, tiles per row, tiles in all
+}
+
+func newWinoGeom(c convGeom) winoGeom {
+	w := winoGeom{convGeom: c, TH: (c.OH + winoM - 1) / winoM, TW: (c.OW + winoM - 1) / winoM}
+	w.T = c.N * w.TH * w.TW
+	return w
+}
+
+// scratch holds V [36][C][T] then M [36][OC][T].
+func (w winoGeom) vFloats() int64      { return winoA * winoA * w.C * w.T }
+func (w winoGeom) scratchBytes() int64 { return 4 * (align64(4*w.vFloats())/4 + winoA*winoA*w.OC*w.T) }
+
+func (g *gen) lowerWinograd(n *ir.Node, c convGeom) {
+	w := newWinoGeom(c)
+	X, Y := n.Inputs[0], g.outValue(n)
+	vOff := align64(4 * w.vFloats()) // byte offset of M in the scratch
+	g.winoInput(X, w)
+
+	// U[p] = (G g Gᵀ)[p] for every (oc, ic), packed as the GEMM's A panels.
+	wf := floatsOf(g.constOf(n.Inputs[1]))
+	gm := g.newGemm(c.OC, w.T, c.C)
+	gm.batch, gm.parallel = winoA*winoA, true
+	mt := (c.OC + gm.mr - 1) / gm.mr
+	panel := mt * c.C * gm.mr
+	u := make([]float32, winoA*winoA*panel)
+	for oc := int64(0); oc < c.OC; oc++ {
+		for ic := int64(0); ic < c.C; ic++ {
+			gk := wf[(oc*c.C+ic)*9 : (oc*c.C+ic+1)*9]
+			for a := 0; a < winoA; a++ {
+				for b := 0; b < winoA; b++ {
+					var s float64
+					for i := 0; i < 3; i++ {
+						for j := 0; j < 3; j++ {
+							s += winoG[a][i] * float64(gk[i*3+j]) * winoG[b][j]
+						}
+					}
+					p := int64(a*winoA + b)
+					u[p*panel+(oc/gm.mr*c.C+ic)*gm.mr+oc%gm.mr] = float32(s)
+				}
+			}
+		}
+	}
+	uOff := g.addFloats(u)
+	gm.a = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: uOff}, f32) }
+	gm.aTile, gm.aRi, gm.aKi = c.C*gm.mr, 1, gm.mr
+	gm.aBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(panel)) }
+	gm.b = func(k *kfn) value.Value { return k.scratchPtr(0) }
+	gm.bTile, gm.bKi = gm.nb(), w.T
+	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(c.C*w.T)) }
+	gm.c = func(k *kfn) value.Value { return k.scratchPtr(vOff) }
+	gm.ldc = w.T
+	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(c.OC*w.T)) }
+	g.step("WinogradGemm", false, gm.emit)
+
+	g.winoOutput(n, Y, w, vOff)
+}
+
+// winoInput writes V: one work item per (image, channel, tile row).
+func (g *gen) winoInput(X *ir.Value, w winoGeom) {
+	vl := int64(g.vl)
+	items := w.N * w.C * w.TH
+	g.step("WinogradIn", false, func(k *kfn) {
+		xp, vp := k.ptr(X), k.scratchPtr(0)
+		lo, hi := k.split(items)
+		k.loop(lo, hi, func(it value.Value) {
+			th := k.rem(it, c64(w.TH))
+			plane := k.div(it, c64(w.TH)) // n*C + ic
+			ic := k.rem(plane, c64(w.C))
+			img := k.div(plane, c64(w.C))
+			for tw0 := int64(0); tw0 < w.TW; tw0 += vl {
+				valid := int(min(vl, w.TW-tw0))
+				var d [winoA][winoA]value.Value
+				for i := int64(0); i < winoA; i++ {
+					ih := k.add(k.mul(th, c64(winoM)), c64(i-w.ph))
+					ok := k.icmp(enum.IPredULT, ih, c64(w.H))
+					row := k.mul(k.add(k.mul(plane, c64(w.H)), k.sel(ok, ih, c64(0))), c64(w.W))
+					// Patch column j of lane l is input column 4(tw0+l) + j - pw.
+					cols := k.loadSpan(xp, row, winoM*tw0-w.pw, int64(winoM*(valid-1)+winoA), w.W, int(vl))
+					zero := constant.NewZeroInitializer(vecT(int(vl)))
+					for j := 0; j < winoA; j++ {
+						d[i][j] = k.sel(ok, k.pick(cols, int(vl), func(l int) int { return winoM*l + j }), zero)
+					}
+				}
+				var t [winoA][winoA]value.Value
+				for i := 0; i < winoA; i++ {
+					t[i] = [winoA]value.Value(k.matVec(winoBT[:], d[i][:]))
+				}
+				t0 := k.add(k.mul(k.add(k.mul(img, c64(w.TH)), th), c64(w.TW)), c64(tw0))
+				for b := 0; b < winoA; b++ {
+					col := []value.Value{t[0][b], t[1][b], t[2][b], t[3][b], t[4][b], t[5][b]}
+					for a, v := range k.matVec(winoBT[:], col) {
+						p := int64(a*winoA + b)
+						k.vstore(v, vp, k.add(k.mul(k.add(c64(p*w.C), ic), c64(w.T)), t0), int(vl), valid)
+					}
+				}
+			}
+		})
+	})
+}
+
+// winoOutput turns M into Y with the fused bias, residual and activation:
+// one work item per (image, output channel, tile row).
+func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
+	vl := int64(g.vl)
+	var bOff int64 = -1
+	if b := n.Input(2); b != nil {
+		bOff = g.constLoc(g.constOf(b)).off
+	}
+	lo, hi := g.actBounds(n)
+	var res *ir.Value
+	if a := g.fusedAdd[n]; a != nil {
+		res = residual(a, n.Outputs[0])
+	}
+	items := w.N * w.OC * w.TH
+	g.step("WinogradOut", false, func(k *kfn) {
+		mp, yp := k.scratchPtr(mOff), k.ptr(Y)
+		lo64, hi64 := k.split(items)
+		k.loop(lo64, hi64, func(it value.Value) {
+			th := k.rem(it, c64(w.TH))
+			plane := k.div(it, c64(w.TH)) // n*OC + oc
+			oc := k.rem(plane, c64(w.OC))
+			img := k.div(plane, c64(w.OC))
+			var bias value.Value
+			if bOff >= 0 {
+				bias = k.vsplat(k.load(k.locPtr(loc{space: inWeights, off: bOff}, f32), oc), int(vl))
+			}
+			for tw0 := int64(0); tw0 < w.TW; tw0 += vl {
+				valid := int(min(vl, w.TW-tw0))
+				t0 := k.add(k.mul(k.add(k.mul(img, c64(w.TH)), th), c64(w.TW)), c64(tw0))
+				var s [winoA][winoM]value.Value
+				for a := int64(0); a < winoA; a++ {
+					m := make([]value.Value, winoA)
+					for b := int64(0); b < winoA; b++ {
+						m[b] = k.vload(mp, k.add(k.mul(k.add(c64((a*winoA+b)*w.OC), oc), c64(w.T)), t0), int(vl), valid)
+					}
+					s[a] = [winoM]value.Value(k.matVec(winoAT[:], m))
+				}
+				// Output row r of the tile row holds, at column 4l + q, the
+				// value of tile l's column q.
+				width := min(winoM*int64(valid), w.OW-winoM*tw0)
+				for r := int64(0); r < winoM; r++ {
+					var y [winoM]value.Value
+					for q := 0; q < winoM; q++ {
+						col := []value.Value{s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]}
+						y[q] = k.matVec(winoAT[:], col)[r]
+					}
+					store := func() {
+						oh := k.add(k.mul(th, c64(winoM)), c64(r))
+						rowAt := k.add(k.mul(k.add(k.mul(plane, c64(w.OH)), oh), c64(w.OW)), c64(winoM*tw0))
+						for e0 := int64(0); e0 < width; e0 += vl {
+							v := k.pick(y[:], int(vl), func(e int) int {
+								el := e0 + int64(e) // element 4l + q of the row segment
+								return int(el%winoM)*int(vl) + int(el/winoM)
+							})
+							if bias != nil {
+								v = k.fadd(v, bias)
+							}
+							at, nv := k.add(rowAt, c64(e0)), int(min(vl, width-e0))
+							if res != nil {
+								v = k.fadd(v, k.vload(k.ptr(res), at, int(vl), nv))
+							}
+							k.vstore(k.clip(v, lo, hi), yp, at, int(vl), nv)
+						}
+					}
+					if rem := w.OH % winoM; rem != 0 && r >= rem {
+						k.ifThen(k.icmp(enum.IPredULT, th, c64(w.TH-1)), store)
+					} else {
+						store()
+					}
+				}
+			}
+		})
+	})
+}
+
+// matVec returns m·x for a constant matrix m (rows of len(x)) on vectors,
+// skipping zero coefficients and multiplying only where |m| != 1.
+func (k *kfn) matVec(m [][winoA]float64, x []value.Value) []value.Value {
+	out := make([]value.Value, len(m))
+	for i, r := range m {
+		var acc value.Value
+		for j, c := range r {
+			if c == 0 {
+				continue
+			}
+			switch {
+			case acc == nil && c == 1:
+				acc = x[j]
+			case acc == nil:
+				acc = k.fmul(x[j], fconst(x[j].Type(), c))
+			case c == 1:
+				acc = k.fadd(acc, x[j])
+			case c == -1:
+				acc = k.fsub(acc, x[j])
+			default:
+				acc = k.fma(x[j], fconst(x[j].Type(), c), acc)
+			}
+		}
+		out[i] = acc
+	}
+	return out
+}
+
+// loadSpan loads n floats p[row+col0 : row+col0+n] as vectors of vl,
+// with the elements whose column lies outside [0, width) zero (and never
+// read).
+func (k *kfn) loadSpan(p, row value.Value, col0, n, width int64, vl int) []value.Value {
+	var vs []value.Value
+	for s := int64(0); s < n; s += int64(vl) {
+		mask := make([]bool, vl)
+		for e := range mask {
+			col := col0 + s + int64(e)
+			mask[e] = s+int64(e) < n && col >= 0 && col < width
+		}
+		vs = append(vs, k.vloadMask(p, k.add(row, c64(col0+s)), mask))
+	}
+	return vs
+}
+
+// pick builds a vector whose lane l is element src(l) of the
+// concatenation of vs (a negative src leaves the lane undefined), with a
+// tree of two-input shuffles.
+func (k *kfn) pick(vs []value.Value, vl int, src func(l int) int) value.Value {
+	var build func(lo, hi int) value.Value
+	build = func(lo, hi int) value.Value {
+		mask := make([]constant.Constant, vl)
+		if hi-lo == 1 {
+			for l := range mask {
+				mask[l] = constant.NewUndef(i32)
+				if s := src(l); s >= lo*vl && s < hi*vl {
+					mask[l] = c32(int64(s - lo*vl))
+				}
+			}
+			return k.b.NewShuffleVector(vs[lo], constant.NewUndef(vecT(vl)), constant.NewVector(types.NewVector(uint64(vl), i32), mask...))
+		}
+		mid := (lo + hi) / 2
+		a, b := build(lo, mid), build(mid, hi)
+		for l := range mask {
+			mask[l] = constant.NewUndef(i32)
+			switch s := src(l); {
+			case s >= lo*vl && s < mid*vl:
+				mask[l] = c32(int64(l))
+			case s >= mid*vl && s < hi*vl:
+				mask[l] = c32(int64(vl + l))
+			}
+		}
+		return k.b.NewShuffleVector(a, b, constant.NewVector(types.NewVector(uint64(vl), i32), mask...))
+	}
+	return build(0, len(vs))
+}

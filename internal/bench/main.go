@@ -1,0 +1,252 @@
+// Command bench compares kiln with ONNX Runtime on the zoo models: `make
+// bench` runs it. For every float32 model in --zoo it builds an engine with
+// bin/cc, checks it against the model's test data with bin/infer check,
+// times it with bin/infer bench --json at each thread count, and times ONNX
+// Runtime (--ort: the Node.js script in ../shared/tools/ort) in the same
+// run, since the machines are too noisy for timings taken apart to compare.
+// It prints a Markdown table: model, threads, kiln and ORT median ms, their
+// ratio, and GFLOP/s where the model's FLOP count is known.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// gflop is the work of one inference, for the models whose count is
+// known (multiply-adds counted as 2 FLOPs).
+var gflop = map[string]float64{"resnet18": 1.82}
+
+type options struct {
+	zoo, bin, ort, work string
+	models              []string
+	threads             []int
+	duration            float64
+}
+
+// row is one model at one thread count.
+type row struct {
+	Model   string
+	Threads int
+	Kiln    float64 // median ms; 0 when it did not run
+	ORT     float64
+	Check   string // PASS, FAIL or why it did not run
+	GFLOP   float64
+}
+
+func main() {
+	var o options
+	var models, threads string
+	flag.StringVar(&o.zoo, "zoo", "../shared/zoo", "the model zoo")
+	flag.StringVar(&o.bin, "bin", "bin", "folder holding cc and infer")
+	flag.StringVar(&o.ort, "ort", "../shared/tools/ort/ort_bench.js", "ONNX Runtime's benchmark script (run with node); empty: no ORT columns")
+	flag.StringVar(&o.work, "work", "", "folder for the engines (default: a temporary one)")
+	flag.StringVar(&models, "models", "", "comma-separated models (default: every float32 model in --zoo)")
+	flag.StringVar(&threads, "threads", "1,2", "comma-separated thread counts")
+	flag.Float64Var(&o.duration, "duration", 3, "timed seconds per model, thread count and runtime")
+	flag.Parse()
+	for _, s := range strings.Split(threads, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fatalf("--threads: %q is not a thread count", s)
+		}
+		o.threads = append(o.threads, n)
+	}
+	if models != "" {
+		o.models = strings.Split(models, ",")
+	} else {
+		var err error
+		if o.models, err = float32Models(o.zoo); err != nil {
+			fatalf("%v", err)
+		}
+	}
+	if o.work == "" {
+		dir, err := os.MkdirTemp("", "kiln-bench-*")
+		if err != nil {
+			fatalf("%v", err)
+		}
+		defer os.RemoveAll(dir)
+		o.work = dir
+	}
+	fmt.Printf("%s, %d CPUs; %gs per measurement\n\n", cpuName(), runtime.NumCPU(), o.duration)
+	var rows []row
+	for _, m := range o.models {
+		rows = append(rows, benchModel(o, m)...)
+	}
+	writeTable(os.Stdout, rows)
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+// float32Models lists the zoo's model folders whose meta.json says the
+// input is float32 (a folder without meta.json counts).
+func float32Models(zoo string) ([]string, error) {
+	entries, err := os.ReadDir(zoo)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		dir := filepath.Join(zoo, e.Name())
+		if _, err := os.Stat(filepath.Join(dir, "model.onnx")); err != nil {
+			continue
+		}
+		var meta struct {
+			Input struct{ DType string } `json:"input"`
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "meta.json")); err == nil {
+			if json.Unmarshal(b, &meta) == nil && meta.Input.DType != "" && meta.Input.DType != "float32" {
+				continue
+			}
+		}
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func benchModel(o options, model string) []row {
+	dir := filepath.Join(o.zoo, model)
+	engine := filepath.Join(o.work, model+".kiln")
+	rows := make([]row, len(o.threads))
+	for i, t := range o.threads {
+		rows[i] = row{Model: model, Threads: t, GFLOP: gflop[model]}
+	}
+	setCheck := func(s string) {
+		for i := range rows {
+			rows[i].Check = s
+		}
+	}
+	fmt.Fprintf(os.Stderr, "== %s\n", model)
+	if _, err := run(filepath.Join(o.bin, "cc"), "build", filepath.Join(dir, "model.onnx"), "-o", engine); err != nil {
+		setCheck("build failed: " + firstLine(err.Error()))
+	} else if _, err := run(filepath.Join(o.bin, "infer"), "check", engine, "--test-data", filepath.Join(dir, "test_data_set_0")); err != nil {
+		setCheck("FAIL")
+	} else {
+		setCheck("PASS")
+	}
+	if rows[0].Check == "PASS" || rows[0].Check == "FAIL" {
+		for i, t := range o.threads {
+			out, err := run(filepath.Join(o.bin, "infer"), "bench", engine, "--json", "--threads", strconv.Itoa(t),
+				"--duration", fmt.Sprint(o.duration))
+			var r struct {
+				Latency struct{ Median float64 } `json:"latency_ms"`
+			}
+			if err == nil && json.Unmarshal(out, &r) == nil {
+				rows[i].Kiln = r.Latency.Median
+			}
+		}
+	}
+	if o.ort != "" {
+		var ts []string
+		for _, t := range o.threads {
+			ts = append(ts, strconv.Itoa(t))
+		}
+		out, err := run("node", o.ort, "--zoo", o.zoo, "--model", model, "--threads", strings.Join(ts, ","),
+			"--budget", fmt.Sprint(o.duration))
+		var r struct {
+			Configs []struct {
+				Threads int     `json:"threads"`
+				Median  float64 `json:"median_ms"`
+			} `json:"configs"`
+		}
+		if err == nil && json.Unmarshal(out, &r) == nil {
+			for _, c := range r.Configs {
+				for i := range rows {
+					if rows[i].Threads == c.Threads {
+						rows[i].ORT = c.Median
+					}
+				}
+			}
+		} else if err != nil {
+			fmt.Fprintf(os.Stderr, "ONNX Runtime: %s\n", firstLine(err.Error()))
+		}
+	}
+	return rows
+}
+
+// run runs a command and returns its stdout; the error carries its stderr.
+func run(name string, args ...string) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s: %v: %s", filepath.Base(name), args[0], err, strings.TrimSpace(stderr.String()+" "+stdout.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// writeTable prints the rows as a Markdown table.
+func writeTable(w io.Writer, rows []row) {
+	ms := func(v float64) string {
+		switch {
+		case v == 0:
+			return "—"
+		case v < 0.1:
+			return fmt.Sprintf("%.4f", v)
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	fmt.Fprintln(w, "| model | threads | kiln ms | ORT ms | kiln / ORT | kiln GFLOP/s | check |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|")
+	for _, r := range rows {
+		ratio, gflops := "—", ""
+		if r.Kiln > 0 && r.ORT > 0 {
+			ratio = fmt.Sprintf("%.2f×", r.Kiln/r.ORT)
+		}
+		if r.GFLOP > 0 && r.Kiln > 0 {
+			gflops = fmt.Sprintf("%.0f", r.GFLOP/(r.Kiln/1000))
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s |\n", r.Model, r.Threads, ms(r.Kiln), ms(r.ORT), ratio, gflops, r.Check)
+	}
+}
+
+// cpuName is the first "model name" in /proc/cpuinfo and its vector
+// extensions.
+func cpuName() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	name, flags := runtime.GOARCH, map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		switch k = strings.TrimSpace(k); {
+		case !ok:
+		case k == "model name" && name == runtime.GOARCH:
+			name = strings.TrimSpace(v)
+		case k == "flags" && len(flags) == 0:
+			for _, f := range strings.Fields(v) {
+				flags[f] = true
+			}
+		}
+	}
+	var have []string
+	for _, f := range []string{"avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile"} {
+		if flags[f] {
+			have = append(have, f)
+		}
+	}
+	if len(have) > 0 {
+		name += " (" + strings.Join(have, ", ") + ")"
+	}
+	return name
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteTable(t *testing.T) {
+	var b bytes.Buffer
+	writeTable(&b, []row{
+		{Model: "resnet18", Threads: 1, Kiln: 18.2, ORT: 16.1, Check: "PASS", GFLOP: 1.82},
+		{Model: "digits_mlp", Threads: 2, Kiln: 0.0021, ORT: 0.007, Check: "PASS"},
+		{Model: "lstm_small", Threads: 1, Check: "build failed: unsupported"},
+	})
+	want := `| model | threads | kiln ms | ORT ms | kiln / ORT | kiln GFLOP/s | check |
+|---|---:|---:|---:|---:|---:|---|
+| resnet18 | 1 | 18.20 | 16.10 | 1.13× | 100 | PASS |
+| digits_mlp | 2 | 0.0021 | 0.0070 | 0.30× |  | PASS |
+| lstm_small | 1 | — | — | — |  | build failed: unsupported |
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func TestFloat32Models(t *testing.T) {
+	zoo := t.TempDir()
+	for name, meta := range map[string]string{
+		"a_float":   `{"input": {"dtype": "float32"}}`,
+		"b_int8":    `{"input": {"dtype": "int8"}}`,
+		"c_no_meta": "",
+	} {
+		dir := filepath.Join(zoo, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "model.onnx"), []byte("x"), 0o644)
+		if meta != "" {
+			os.WriteFile(filepath.Join(dir, "meta.json"), []byte(meta), 0o644)
+		}
+	}
+	os.MkdirAll(filepath.Join(zoo, "d_data_only"), 0o755)
+	got, err := float32Models(zoo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a_float", "c_no_meta"}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("float32Models = %v, want %v", got, want)
+	}
+}

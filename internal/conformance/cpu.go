@@ -1,0 +1,147 @@
+package conformance
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/runtime"
+)
+
+// CPU runs models as native engines, as a deployment would: Build compiles
+// a model with static shapes into an engine file, which runs through
+// runtime.LoadBytes. Each test's graph inputs are pinned to the shapes of
+// its data before compiling (one engine per set of input shapes).
+//
+// cmd/cc registers it with the compiler (internal/build), which this
+// package cannot import: the compiler's tests import this package. Ops the
+// CPU backend lacks come back from Build as *ops.UnsupportedErrors, which
+// RunTest reports as UNSUPPORTED.
+type CPU struct {
+	Build   func(m *ir.Model, src []byte) ([]byte, error)
+	Threads int // per inference; 0 means 1
+}
+
+// Prepare compiles the model when its inputs' shapes are static; a model
+// with symbolic dims waits for the first inputs to pin them.
+func (b CPU) Prepare(m *ir.Model) (Runner, error) {
+	if b.Build == nil {
+		return nil, fmt.Errorf("the cpu backend needs the compiler (cc test --backend cpu)")
+	}
+	src, err := onnx.Write(m)
+	if err != nil {
+		return nil, err
+	}
+	r := &cpuRunner{backend: b, src: src, model: m}
+	static := map[string]*ir.Tensor{}
+	for _, v := range m.Graph.Inputs {
+		if v.Const != nil {
+			continue // fed from the initializer
+		}
+		dims, ok := v.Type.Shape.Ints()
+		if !ok {
+			return r, nil
+		}
+		static[v.Name] = &ir.Tensor{DType: v.Type.Elem, Dims: dims}
+	}
+	if err := r.compile(static); err != nil {
+		return nil, err
+	}
+	r.shapes = shapeKey(m, static)
+	return r, nil
+}
+
+type cpuRunner struct {
+	backend CPU
+	src     []byte
+	model   *ir.Model // as read, before the passes
+	shapes  string    // the input shapes eng was compiled for
+	eng     *runtime.Engine
+	ctx     *runtime.Context
+}
+
+// Run compiles the model for the inputs' shapes unless the last
+// compilation had them, then runs one inference. Outputs are named as the
+// model's (the passes may rename the values that produce them).
+func (r *cpuRunner) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	if shapes := shapeKey(r.model, inputs); r.eng == nil || shapes != r.shapes {
+		if err := r.compile(inputs); err != nil {
+			return nil, err
+		}
+		r.shapes = shapes
+	}
+	feeds := map[string]*ir.Tensor{}
+	for _, b := range r.eng.Inputs() {
+		t := inputs[b.Name]
+		if t == nil {
+			t = initializer(r.model, b.Name) // an input with a default
+		}
+		if t == nil {
+			return nil, fmt.Errorf("no data for input %q", b.Name)
+		}
+		feeds[b.Name] = t
+	}
+	got, err := r.ctx.Run(feeds)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*ir.Tensor{}
+	for i, b := range r.eng.Outputs() {
+		if i < len(r.model.Graph.Outputs) {
+			out[r.model.Graph.Outputs[i].Name] = got[b.Name]
+		}
+	}
+	return out, nil
+}
+
+func (r *cpuRunner) compile(inputs map[string]*ir.Tensor) error {
+	r.Close()
+	m, err := onnx.Read(r.src, "")
+	if err != nil {
+		return err
+	}
+	for _, v := range m.Graph.Inputs {
+		if t := inputs[v.Name]; t != nil && v.Type.Elem == t.DType {
+			v.Type.Shape = ir.S(t.Dims...)
+		}
+	}
+	buf, err := r.backend.Build(m, r.src)
+	if err != nil {
+		return err
+	}
+	if r.eng, err = runtime.LoadBytes(buf); err != nil {
+		return err
+	}
+	r.ctx, err = r.eng.NewContext(runtime.Options{Threads: max(r.backend.Threads, 1)})
+	return err
+}
+
+// Close unloads the engine.
+func (r *cpuRunner) Close() error {
+	if r.eng == nil {
+		return nil
+	}
+	err := r.eng.Close()
+	r.eng, r.ctx = nil, nil
+	return err
+}
+
+func shapeKey(m *ir.Model, inputs map[string]*ir.Tensor) string {
+	var b strings.Builder
+	for _, v := range m.Graph.Inputs {
+		if t := inputs[v.Name]; t != nil {
+			fmt.Fprintf(&b, "%s%v;", v.Name, t.Dims)
+		}
+	}
+	return b.String()
+}
+
+func initializer(m *ir.Model, name string) *ir.Tensor {
+	for _, v := range m.Graph.Inputs {
+		if v.Name == name && v.Const != nil {
+			return v.Const
+		}
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package cpu
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// spinFor is how long an idle worker, or a caller waiting for its workers,
+// polls before it parks. Parking and waking an OS thread through the Go
+// scheduler costs 10–40 µs, more than a whole inference of a small model;
+// back-to-back inferences leave a gap of a few µs, which a spinning worker
+// bridges. The bound keeps an idle pool from holding a core for longer.
+const spinFor = 50 * time.Microsecond
+
+// pool is a set of worker goroutines locked to OS threads, reused across
+// runs by one caller at a time. A run publishes its job by storing a new
+// state word; workers poll it, then park on their channel.
+type pool struct {
+	// state is the current job, seq<<16 | nthreads (nthreads 0: stop).
+	// Workers with tid < nthreads take part; the others skip the job.
+	state atomic.Uint64
+	// done counts the workers that have finished the current job.
+	done   atomic.Int64
+	caller waiter
+
+	// The job, written before state is stored and read after it is
+	// loaded: entry(args[:nargs]...) with args[0] = tid (0 here: the
+	// caller's).
+	entry   uintptr
+	args    [maxArgs]uintptr
+	nargs   int
+	workers []*worker
+
+	barrier [8]int64 // words 0 and 1 are the engine's barrier; a cache line
+	io      []unsafe.Pointer
+}
+
+const maxArgs = 8
+
+type worker struct {
+	tid  int64
+	args [maxArgs]uintptr // the job's arguments with this worker's tid
+	waiter
+}
+
+// waiter is one goroutine's park/wake handshake. A waiter that has
+// polled for spinFor sets parked and blocks on wake; whoever makes its
+// condition true clears parked and, if it was the one to clear it, sends
+// the token. The seq-cst atomics make sure that either the waiter sees the
+// condition after setting parked, or the waker sees parked.
+type waiter struct {
+	parked atomic.Bool
+	wake   chan struct{}
+}
+
+func newWaiter() waiter { return waiter{wake: make(chan struct{}, 1)} }
+
+// wait returns once ready() holds.
+func (w *waiter) wait(ready func() bool) {
+	start := time.Now()
+	for i := 1; !ready(); i++ {
+		if i%64 != 0 || time.Since(start) < spinFor {
+			pause()
+			continue
+		}
+		w.parked.Store(true)
+		if ready() && w.parked.CompareAndSwap(true, false) {
+			return
+		}
+		<-w.wake // the waker cleared parked and owes us the token
+		return
+	}
+}
+
+// signal wakes the waiter if it has parked; call it after making its
+// condition true.
+func (w *waiter) signal() {
+	if w.parked.Load() && w.parked.CompareAndSwap(true, false) {
+		w.wake <- struct{}{}
+	}
+}
+
+func newPool() *pool { return &pool{caller: newWaiter()} }
+
+func (p *pool) grow(n int) {
+	for len(p.workers) < n {
+		w := &worker{tid: int64(len(p.workers) + 1), waiter: newWaiter()}
+		p.workers = append(p.workers, w)
+		go p.work(w, p.state.Load())
+	}
+}
+
+func (p *pool) work(w *worker, seen uint64) {
+	runtime.LockOSThread()
+	// Unlock before exiting: a goroutine that ends locked takes its thread
+	// down with it, which crashes cgo builds right after a Dlclose.
+	defer runtime.UnlockOSThread()
+	for {
+		w.wait(func() bool { return p.state.Load() != seen })
+		seen = p.state.Load()
+		n := int64(seen & 0xffff)
+		if n == 0 {
+			return
+		}
+		if w.tid >= n {
+			continue
+		}
+		copy(w.args[:], p.args[:p.nargs])
+		w.args[0] = uintptr(w.tid)
+		purego.SyscallN(p.entry, w.args[:p.nargs]...)
+		if p.done.Add(1) == n-1 {
+			p.caller.signal()
+		}
+	}
+}
+
+// run calls entry(tid, args...) on nthreads threads, the caller's as tid
+// 0, and returns when all have returned.
+func (p *pool) run(nthreads int, entry uintptr, args ...uintptr) {
+	nthreads = min(nthreads, 0xffff)
+	p.entry, p.nargs = entry, 1+copy(p.args[1:], args)
+	p.args[0] = 0
+	if nthreads > 1 {
+		p.grow(nthreads - 1)
+		p.done.Store(0)
+		seq := p.state.Load()>>16 + 1
+		p.state.Store(seq<<16 | uint64(nthreads))
+		for _, w := range p.workers[:nthreads-1] {
+			w.signal()
+		}
+	}
+	purego.SyscallN(entry, p.args[:p.nargs]...)
+	if nthreads > 1 {
+		want := int64(nthreads - 1)
+		p.caller.wait(func() bool { return p.done.Load() == want })
+	}
+}
+
+func (p *pool) stop() {
+	seq := p.state.Load()>>16 + 1
+	p.state.Store(seq << 16)
+	for _, w := range p.workers {
+		w.signal()
+	}
+	p.workers = nil
+}

@@ -389,26 +389,14 @@ func (g *gen) emitBarrier() *ll.Func {
 	st2 := last.NewStore(flip, senseP)
 	st2.Atomic, st2.Ordering, st2.Align = true, enum.AtomicOrderingRelease, 8
 	last.NewRet(flip)
-	// Poll with PAUSE; every 1024 polls (some 50 µs) give the core away
-	// with sched_yield: on a machine with more runnable threads than cores,
-	// the thread being waited for may need this one's core to finish.
 	pause := g.declare("llvm.x86.sse2.pause", types.Void)
-	schedYield := ll.NewInlineAsm(types.NewPointer(types.NewFunc(i64, i64)), "syscall",
-		"={ax},{ax},~{rcx},~{r11},~{memory},~{dirflag},~{fpsr},~{flags}")
-	schedYield.SideEffect = true
-	poll, yield, back := f.NewBlock(""), f.NewBlock(""), f.NewBlock("")
 	wait.NewBr(spin)
-	polls := spin.NewPhi(ll.NewIncoming(c64(0), wait))
 	senseP2 := spin.NewGetElementPtr(i64, bp, c64(1))
 	cur := spin.NewLoad(i64, senseP2)
 	cur.Atomic, cur.Ordering, cur.Align = true, enum.AtomicOrderingAcquire, 8
-	spin.NewCondBr(spin.NewICmp(enum.IPredEQ, cur, flip), back, poll)
-	poll.NewCall(pause)
-	next := poll.NewAdd(polls, c64(1))
-	poll.NewCondBr(poll.NewICmp(enum.IPredEQ, poll.NewAnd(next, c64(1023)), c64(0)), yield, spin)
-	yield.NewCall(schedYield, c64(24)) // SYS_sched_yield on x86-64 Linux
-	yield.NewBr(spin)
-	polls.Incs = append(polls.Incs, ll.NewIncoming(next, poll), ll.NewIncoming(next, yield))
+	spin.NewCall(pause)
+	back := f.NewBlock("")
+	spin.NewCondBr(spin.NewICmp(enum.IPredEQ, cur, flip), back, spin)
 	back.NewRet(flip)
 	done.NewRet(sense)
 	return f

@@ -74,7 +74,7 @@ func (g *gen) lowerConvGrouped(n *ir.Node, c convGeom) error {
 									var wv value.Value
 									for j := cb; j < ce; j++ {
 										col0 := j*vl*c.sw + kw*c.dw - c.pw
-										xv := k.loadStrided(xp, row, col0, c.sw, c.W, int(vl), int(min(vl, c.OW-j*vl)))
+										xv := k.loadStrided(xp, row, col0, c.sw, c.W, int(vl), int(min(vl, c.OW-j*vl)), 0)
 										if xv == nil {
 											continue // every lane is padding
 										}
@@ -132,11 +132,11 @@ func tapRuns(n, stride, pad, dil, kern, size int64) []tapRun {
 }
 
 // loadStrided loads lanes l < valid of the vector x[row + col0 + l*stride]
-// whose column col0 + l*stride lies in [0, width); other lanes are zero. It
+// whose column col0 + l*stride lies in [0, width); other lanes are fill. It
 // returns nil when no lane is in range. Stride 1 is one masked load, stride
 // 2 two masked loads and a shuffle of the even elements, larger strides
 // scalar loads.
-func (k *kfn) loadStrided(p, row value.Value, col0, stride, width int64, vl, valid int) value.Value {
+func (k *kfn) loadStrided(p, row value.Value, col0, stride, width int64, vl, valid int, fill float64) value.Value {
 	in := func(col int64) bool { return col >= 0 && col < width }
 	any := false
 	for l := 0; l < valid; l++ {
@@ -154,7 +154,7 @@ func (k *kfn) loadStrided(p, row value.Value, col0, stride, width int64, vl, val
 				pos := int64(s*vl + e) // element offset from col0
 				mask[e] = pos%stride == 0 && pos/stride < int64(valid) && in(col0+pos)
 			}
-			parts[s] = k.vloadMask(p, k.add(row, c64(col0+int64(s*vl))), mask)
+			parts[s] = k.vloadMask(p, k.add(row, c64(col0+int64(s*vl))), mask, fill)
 		}
 		if stride == 1 {
 			return parts[0]
@@ -165,7 +165,7 @@ func (k *kfn) loadStrided(p, row value.Value, col0, stride, width int64, vl, val
 		}
 		return k.b.NewShuffleVector(parts[0], parts[1], constant.NewVector(types.NewVector(uint64(vl), i32), idx...))
 	}
-	var v value.Value = constant.NewZeroInitializer(vecT(vl))
+	v := fconst(vecT(vl), fill)
 	for l := 0; l < valid; l++ {
 		if col := col0 + int64(l)*stride; in(col) {
 			v = k.b.NewInsertElement(v, k.load(p, k.add(row, c64(col))), c32(int64(l)))
@@ -175,8 +175,8 @@ func (k *kfn) loadStrided(p, row value.Value, col0, stride, width int64, vl, val
 }
 
 // vloadMask loads the lanes of p[idx:idx+len(mask)] where mask is set
-// (others zero); a lane outside the mask is never touched.
-func (k *kfn) vloadMask(p, idx value.Value, mask []bool) value.Value {
+// (others fill); a lane outside the mask is never touched.
+func (k *kfn) vloadMask(p, idx value.Value, mask []bool, fill float64) value.Value {
 	vl := len(mask)
 	n := 0
 	for _, m := range mask {
@@ -185,7 +185,7 @@ func (k *kfn) vloadMask(p, idx value.Value, mask []bool) value.Value {
 		}
 	}
 	if n == 0 {
-		return constant.NewZeroInitializer(vecT(vl))
+		return fconst(vecT(vl), fill)
 	}
 	if n == vl {
 		return k.vload(p, idx, vl, vl)
@@ -197,5 +197,5 @@ func (k *kfn) vloadMask(p, idx value.Value, mask []bool) value.Value {
 	vt := vecT(vl)
 	q := k.b.NewBitCast(k.gep(p, idx), types.NewPointer(vt))
 	return k.call(fmt.Sprintf("llvm.masked.load.v%df32.p0v%df32", vl, vl), vt, q, c32(4),
-		constant.NewVector(types.NewVector(uint64(vl), i1), elems...), constant.NewZeroInitializer(vt))
+		constant.NewVector(types.NewVector(uint64(vl), i1), elems...), fconst(vt, fill))
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 )
 
-// TestConvShapes covers the convolution kernels' edges: rows wider than a
-// vector, odd sizes, strides 1-3, dilation, asymmetric padding, groups.
+// TestConvShapes covers the convolution and pooling kernels' edges: rows
+// wider than a vector, odd sizes, strides 1-3, dilation, asymmetric
+// padding, groups, ceil mode.
 func TestConvShapes(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	w := func(d ...int64) *ir.Tensor { return randTensor(r, d...) }
@@ -24,6 +25,10 @@ func TestConvShapes(t *testing.T) {
 		{name: "wino", op: "Conv", inputs: [][]int64{{2, 16, 13, 30}}, consts: []*ir.Tensor{w(20, 16, 3, 3), w(20)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1)}},
 		{name: "wino_wide_valid", op: "Conv", inputs: [][]int64{{1, 17, 16, 75}}, consts: []*ir.Tensor{w(33, 17, 3, 3)}},
 		{name: "wino_asym", op: "Conv", inputs: [][]int64{{1, 24, 14, 14}}, consts: []*ir.Tensor{w(16, 24, 3, 3), w(16)}, attrs: []*ir.Attribute{pads(0, 1, 2, 1)}},
+		{name: "maxpool_wide", op: "MaxPool", inputs: [][]int64{{1, 3, 21, 45}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 2, 2), pads(1, 1, 1, 1)}},
+		{name: "maxpool_ceil_wide", op: "MaxPool", inputs: [][]int64{{1, 2, 20, 36}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 2, 2), ir.AttrI("ceil_mode", 1)}},
+		{name: "avgpool_wide", op: "AveragePool", inputs: [][]int64{{1, 2, 9, 35}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 2), pads(1, 1, 1, 0)}},
+		{name: "avgpool_incpad_s3", op: "AveragePool", inputs: [][]int64{{1, 2, 9, 50}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 3, 3), pads(1, 1, 1, 1), ir.AttrI("count_include_pad", 1)}},
 		{name: "grouped_s2", op: "Conv", inputs: [][]int64{{1, 6, 9, 21}}, consts: []*ir.Tensor{w(9, 2, 3, 2)}, attrs: []*ir.Attribute{pads(1, 0, 1, 1), ir.AttrI("group", 3), ir.AttrIs("strides", 2, 2)}},
 	}
 	for _, c := range cases {

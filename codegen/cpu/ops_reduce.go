@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/kiln-ml/kiln/ir"
-	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/value"
 )
 
@@ -207,157 +206,17 @@ func (g *gen) lowerReduce(n *ir.Node) error {
 	return nil
 }
 
-// ---- pooling ----
-
-type poolGeom struct {
-	N, C, H, W, OH, OW int64
-	kh, kw, sh, sw     int64
-	ph, pw, dh, dw     int64
-}
-
-func (g *gen) poolGeom(n *ir.Node) (poolGeom, error) {
-	in, out := n.Inputs[0], n.Outputs[0]
-	d, od := dimsOf(in), dimsOf(out)
-	if len(d) != 4 {
-		return poolGeom{}, fmt.Errorf("only 2-D pooling")
-	}
-	a := g.attrs(n)
-	ks := a.Ints("kernel_shape")
-	p := poolGeom{N: d[0], C: d[1], H: d[2], W: d[3], OH: od[2], OW: od[3], kh: ks[0], kw: ks[1], sh: 1, sw: 1, dh: 1, dw: 1}
-	if s := a.Ints("strides"); len(s) == 2 {
-		p.sh, p.sw = s[0], s[1]
-	}
-	if s := n.Attr("dilations"); s != nil && len(s.Ints) == 2 {
-		p.dh, p.dw = s.Ints[0], s.Ints[1]
-	}
-	switch ap := a.String("auto_pad"); ap {
-	case "", "NOTSET", "VALID":
-		if pads := a.Ints("pads"); len(pads) == 4 && ap != "VALID" {
-			p.ph, p.pw = pads[0], pads[1]
-		}
-	case "SAME_UPPER", "SAME_LOWER":
-		th := max(0, (p.OH-1)*p.sh+(p.kh-1)*p.dh+1-p.H)
-		tw := max(0, (p.OW-1)*p.sw+(p.kw-1)*p.dw+1-p.W)
-		if ap == "SAME_UPPER" {
-			p.ph, p.pw = th/2, tw/2
-		} else {
-			p.ph, p.pw = th-th/2, tw-tw/2
-		}
-	}
-	return p, nil
-}
-
-func (g *gen) lowerPool(n *ir.Node) error {
-	p, err := g.poolGeom(n)
-	if err != nil {
-		return err
-	}
-	in, out := n.Inputs[0], n.Outputs[0]
-	isMax := n.OpType == "MaxPool"
-	includePad := !isMax && g.attrs(n).Int("count_include_pad") != 0
-	rows := p.N * p.C * p.OH
-	par := parallelWorth(numel(in))
-	g.step(n.OpType, !par, func(k *kfn) {
-		ip, op := k.ptr(in), k.ptr(out)
-		var lo, hi value.Value = c64(0), c64(rows)
-		if par {
-			lo, hi = k.split(rows)
-		}
-		k.loop(lo, hi, func(r value.Value) {
-			nc, oh := k.div(r, c64(p.OH)), k.rem(r, c64(p.OH))
-			plane := k.mul(nc, c64(p.H*p.W))
-			k.loopN(0, p.OW, func(ow value.Value) {
-				init := []value.Value{cf(0), cf(0)}
-				if isMax {
-					init[0] = cf(math.Inf(-1))
-				}
-				acc := k.loopAcc(c64(0), c64(p.kh), init, func(i value.Value, acc []value.Value) []value.Value {
-					ih := k.add(k.mul(oh, c64(p.sh)), c64(-p.ph))
-					ih = k.add(ih, k.mul(i, c64(p.dh)))
-					okh := k.icmp(enum.IPredULT, ih, c64(p.H))
-					return k.loopAcc(c64(0), c64(p.kw), acc, func(j value.Value, acc []value.Value) []value.Value {
-						iw := k.add(k.add(k.mul(ow, c64(p.sw)), c64(-p.pw)), k.mul(j, c64(p.dw)))
-						ok := k.b.NewAnd(okh, k.icmp(enum.IPredULT, iw, c64(p.W)))
-						idx := k.sel(ok, k.add(plane, k.add(k.mul(ih, c64(p.W)), iw)), c64(0))
-						x := k.load(ip, idx)
-						if isMax {
-							return []value.Value{k.sel(ok, k.fmax(x, acc[0]), acc[0]), acc[1]}
-						}
-						return []value.Value{k.sel(ok, k.fadd(acc[0], x), acc[0]), k.sel(ok, k.fadd(acc[1], cf(1)), acc[1])}
-					})
-				})
-				res := acc[0]
-				if !isMax {
-					if includePad {
-						res = k.fmul(res, cf(1/float64(p.kh*p.kw)))
-					} else {
-						res = k.fdiv(res, acc[1])
-					}
-				}
-				k.store(res, op, k.add(k.mul(r, c64(p.OW)), ow))
-			})
-		})
-	})
-	return nil
-}
-
-func (g *gen) lowerGlobalPool(n *ir.Node) error {
-	in, out := n.Inputs[0], n.Outputs[0]
-	d := dimsOf(in)
-	planes := d[0] * d[1]
-	hw := ir.Product(d[2:])
-	isMax := n.OpType == "GlobalMaxPool"
-	par := parallelWorth(numel(in))
-	g.step(n.OpType, !par, func(k *kfn) {
-		ip, op := k.ptr(in), k.ptr(out)
-		var lo, hi value.Value = c64(0), c64(planes)
-		if par {
-			lo, hi = k.split(planes)
-		}
-		k.loop(lo, hi, func(pl value.Value) {
-			base := k.mul(pl, c64(hw))
-			init := cf(0)
-			if isMax {
-				init = cf(math.Inf(-1))
-			}
-			s := k.loopAcc(c64(0), c64(hw), []value.Value{init}, func(i value.Value, acc []value.Value) []value.Value {
-				x := k.load(ip, k.add(base, i))
-				if isMax {
-					return []value.Value{k.fmax(x, acc[0])}
-				}
-				return []value.Value{k.fadd(acc[0], x)}
-			})[0]
-			if !isMax {
-				s = k.fmul(s, cf(1/float64(hw)))
-			}
-			k.store(s, op, pl)
-		})
-	})
-	return nil
-}
-
 func init() {
 	red := func() *opInfo {
 		return &opInfo{types: floatOnly, lower: (*gen).lowerReduce, check: func(g *gen, n *ir.Node) error { _, err := reduceAxes(g, n); return err }}
 	}
-	poolCheck := func(g *gen, n *ir.Node) error {
-		if len(n.Outputs) > 1 && n.Outputs[1] != nil {
-			return fmt.Errorf("indices output not supported")
-		}
-		_, err := g.poolGeom(n)
-		return err
-	}
 	register(map[string]*opInfo{
-		"Softmax":           {types: floatOnly, lower: (*gen).lowerSoftmax},
-		"LogSoftmax":        {types: floatOnly, lower: (*gen).lowerSoftmax},
-		"ReduceMean":        red(),
-		"ReduceSum":         red(),
-		"ReduceMax":         red(),
-		"ReduceMin":         red(),
-		"ReduceSumSquare":   red(),
-		"MaxPool":           {types: floatOnly, lower: (*gen).lowerPool, check: poolCheck},
-		"AveragePool":       {types: floatOnly, lower: (*gen).lowerPool, check: poolCheck},
-		"GlobalAveragePool": {types: floatOnly, lower: (*gen).lowerGlobalPool},
-		"GlobalMaxPool":     {types: floatOnly, lower: (*gen).lowerGlobalPool},
+		"Softmax":         {types: floatOnly, lower: (*gen).lowerSoftmax},
+		"LogSoftmax":      {types: floatOnly, lower: (*gen).lowerSoftmax},
+		"ReduceMean":      red(),
+		"ReduceSum":       red(),
+		"ReduceMax":       red(),
+		"ReduceMin":       red(),
+		"ReduceSumSquare": red(),
 	})
 }

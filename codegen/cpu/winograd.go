@@ -271,7 +271,7 @@ func (k *kfn) loadSpan(p, row value.Value, col0, n, width int64, vl int) []value
 			col := col0 + s + int64(e)
 			mask[e] = s+int64(e) < n && col >= 0 && col < width
 		}
-		vs = append(vs, k.vloadMask(p, k.add(row, c64(col0+s)), mask))
+		vs = append(vs, k.vloadMask(p, k.add(row, c64(col0+s)), mask, 0))
 	}
 	return vs
 }

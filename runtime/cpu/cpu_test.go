@@ -131,7 +131,7 @@ func TestPoolParksAndWakes(t *testing.T) {
 				t.Fatalf("rep %d: out[%d] = %v, want %v", rep, i, out[i], 2*in[i])
 			}
 		}
-		time.Sleep(4 * spinFor)
+		time.Sleep(4 * idleSpin)
 	}
 }
 

@@ -9,12 +9,24 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// spinFor is how long an idle worker, or a caller waiting for its workers,
-// polls before it parks. Parking and waking an OS thread through the Go
-// scheduler costs 10–40 µs, more than a whole inference of a small model;
-// back-to-back inferences leave a gap of a few µs, which a spinning worker
-// bridges. The bound keeps an idle pool from holding a core for longer.
-const spinFor = 50 * time.Microsecond
+// How long a thread polls before it parks. Parking and waking an OS
+// thread through the Go scheduler costs 10–40 µs on bare metal and over
+// 100 µs in a VM whose idle vCPUs halt (measured here: ~120 µs), more than
+// a whole inference of a small model.
+//
+// idleSpin bounds an idle worker's wait for the next inference: it bridges
+// the gaps of back-to-back inferences and, being about one wake-up long,
+// never costs more than twice the best choice made knowing the gap (the
+// classic spin-then-block bound); it also keeps an idle pool from holding a
+// core for long. doneSpin bounds the caller's wait for its workers to
+// finish the inference they are running: longer, because parking there
+// would add a wake-up to every inference whose threads finish a little
+// apart, and a late worker (one that had parked) may itself need a
+// wake-up's time to arrive.
+const (
+	idleSpin = 100 * time.Microsecond
+	doneSpin = time.Millisecond
+)
 
 // pool is a set of worker goroutines locked to OS threads, reused across
 // runs by one caller at a time. A run publishes its job by storing a new
@@ -48,7 +60,7 @@ type worker struct {
 }
 
 // waiter is one goroutine's park/wake handshake. A waiter that has
-// polled for spinFor sets parked and blocks on wake; whoever makes its
+// polled long enough sets parked and blocks on wake; whoever makes its
 // condition true clears parked and, if it was the one to clear it, sends
 // the token. The seq-cst atomics make sure that either the waiter sees the
 // condition after setting parked, or the waker sees parked.
@@ -59,11 +71,11 @@ type waiter struct {
 
 func newWaiter() waiter { return waiter{wake: make(chan struct{}, 1)} }
 
-// wait returns once ready() holds.
-func (w *waiter) wait(ready func() bool) {
+// wait returns once ready() holds, polling for up to spin first.
+func (w *waiter) wait(spin time.Duration, ready func() bool) {
 	start := time.Now()
 	for i := 1; !ready(); i++ {
-		if i%64 != 0 || time.Since(start) < spinFor {
+		if i%64 != 0 || time.Since(start) < spin {
 			pause()
 			continue
 		}
@@ -100,7 +112,7 @@ func (p *pool) work(w *worker, seen uint64) {
 	// down with it, which crashes cgo builds right after a Dlclose.
 	defer runtime.UnlockOSThread()
 	for {
-		w.wait(func() bool { return p.state.Load() != seen })
+		w.wait(idleSpin, func() bool { return p.state.Load() != seen })
 		seen = p.state.Load()
 		n := int64(seen & 0xffff)
 		if n == 0 {
@@ -136,7 +148,7 @@ func (p *pool) run(nthreads int, entry uintptr, args ...uintptr) {
 	purego.SyscallN(entry, p.args[:p.nargs]...)
 	if nthreads > 1 {
 		want := int64(nthreads - 1)
-		p.caller.wait(func() bool { return p.done.Load() == want })
+		p.caller.wait(doneSpin, func() bool { return p.done.Load() == want })
 	}
 }
 

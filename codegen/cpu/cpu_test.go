@@ -193,6 +193,12 @@ func TestOps(t *testing.T) {
 		{name: "matmul_batched", op: "MatMul", inputs: [][]int64{{2, 3, 9, 16}, {2, 3, 16, 20}}, tol: 1e-5},
 		{name: "matmul_bcast", op: "MatMul", inputs: [][]int64{{2, 1, 5, 16}, {3, 16, 7}}, tol: 1e-5},
 		{name: "matmul_vec", op: "MatMul", inputs: [][]int64{{16}, {4, 16, 7}}, tol: 1e-5},
+		// A's batch dims fold into M when B is a shared 2-D matrix.
+		{name: "matmul_fold_m1", op: "MatMul", inputs: [][]int64{{37, 1, 24}}, consts: []*ir.Tensor{w(24, 70)}, tol: 1e-5},
+		{name: "matmul_fold", op: "MatMul", inputs: [][]int64{{3, 4, 7, 16}}, consts: []*ir.Tensor{w(16, 20)}, tol: 1e-5},
+		{name: "matmul_fold_var", op: "MatMul", inputs: [][]int64{{2, 3, 5, 16}, {16, 9}}, tol: 1e-5},
+		{name: "matmul_fold_bcast", op: "MatMul", inputs: [][]int64{{2, 3, 5, 16}, {1, 16, 9}}, tol: 1e-5},
+		{name: "matmul_fold_vec", op: "MatMul", inputs: [][]int64{{3, 5, 16}, {16}}, tol: 1e-5},
 		{name: "conv3x3", op: "Conv", inputs: [][]int64{{1, 3, 12, 12}}, consts: []*ir.Tensor{w(8, 3, 3, 3), w(8)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 1, 1, 1, 1)}, tol: 1e-5},
 		{name: "conv7x7s2", op: "Conv", inputs: [][]int64{{1, 3, 23, 23}}, consts: []*ir.Tensor{w(10, 3, 7, 7), w(10)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 3, 3, 3, 3), ir.AttrIs("strides", 2, 2)}, tol: 1e-5},
 		{name: "conv1x1", op: "Conv", inputs: [][]int64{{2, 16, 7, 7}}, consts: []*ir.Tensor{w(20, 16, 1, 1)}, tol: 1e-5},

@@ -219,6 +219,13 @@ func (g *gen) lowerMatMul(n *ir.Node) error {
 		}
 	}
 	batch := ir.Product(batchDims)
+	if ir.Product(bd[:len(bd)-2]) == 1 && ir.Product(ad[:len(ad)-2]) == batch {
+		// B is shared by every batch and A's batches are contiguous
+		// [M,K] blocks, as are C's: one GEMM with batch·M rows keeps the
+		// row tiles full (a [S,1,K]×[K,N] projection is S GEMMs of M=1
+		// otherwise).
+		M, batch = M*batch, 1
+	}
 	gm := g.newGemm(M, N, K)
 	gm.batch = batch
 	gm.parallel = 2*M*N*K*batch >= 1<<18

@@ -58,12 +58,16 @@ conformance: build ## the reference executor on ONNX's node tests (those in scop
 	if [ -d $(ONNXNODE) ] && [ -f $(SCOPE) ]; then \
 		echo "== bin/cc test: the tests in $(ONNXNODE) that $(SCOPE) marks 'in'"; \
 		$(BIN)/cc test $$(awk -F'\t' -v dir=$(ONNXNODE) '$$2 == "in" { print dir "/" $$1 }' $(SCOPE)) || status=1; \
+		echo "== bin/cc test --backend cpu: the same tests through compiled engines (ops the CPU backend lacks are skipped)"; \
+		$(BIN)/cc test --backend cpu $$(awk -F'\t' -v dir=$(ONNXNODE) '$$2 == "in" { print dir "/" $$1 }' $(SCOPE)) || status=1; \
 	else \
 		echo "skipping ONNX node tests: $(ONNXNODE) or $(SCOPE) is absent"; \
 	fi; \
 	if [ -d $(ZOO) ]; then \
 		echo "== bin/cc test --rel-l2 1e-4 $(ZOO)"; \
 		$(BIN)/cc test --rel-l2 1e-4 $(ZOO) || status=1; \
+		echo "== bin/cc test --backend cpu --rel-l2 1e-4 $(ZOO)"; \
+		$(BIN)/cc test --backend cpu --rel-l2 1e-4 $(ZOO) || status=1; \
 	else \
 		echo "skipping the zoo models: $(ZOO) is absent"; \
 	fi; \

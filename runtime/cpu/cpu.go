@@ -10,9 +10,9 @@
 // generated code splits every layer's work by tid and meets at a spin
 // barrier (the two int64 words at barrier) between layers: the runtime owns
 // the threads, the engine owns the schedule. Between inferences the
-// workers poll for the next one for about a wake-up's time (100 µs) before
-// they park (see pool.go), so back-to-back runs start in well under a
-// microsecond instead of the 10–120 µs of waking a parked thread.
+// workers poll for the next one for up to 200 µs before they park (see
+// pool.go), so back-to-back runs start in well under a microsecond instead
+// of the 10–120 µs of waking a parked thread.
 //
 // Engines also export kiln_run_profile (kiln_run's arguments plus a buffer
 // of cycle-counter readings per step) and kiln_cycles, for per-kernel

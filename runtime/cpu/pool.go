@@ -9,23 +9,27 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// How long a thread polls before it parks. Parking and waking an OS
-// thread through the Go scheduler costs 10–40 µs on bare metal and over
-// 100 µs in a VM whose idle vCPUs halt (measured here: ~120 µs), more than
-// a whole inference of a small model.
+// How a thread waits: it polls, giving its core away (sched_yield) every
+// yieldEvery, and parks once the wait outlasts its bound. Parking and
+// waking an OS thread through the Go scheduler costs 10–40 µs on bare
+// metal and over 100 µs in a VM whose idle vCPUs halt (measured here: ~120
+// µs), more than a whole inference of a small model.
 //
 // idleSpin bounds an idle worker's wait for the next inference: it bridges
-// the gaps of back-to-back inferences and, being about one wake-up long,
-// never costs more than twice the best choice made knowing the gap (the
-// classic spin-then-block bound); it also keeps an idle pool from holding a
-// core for long. doneSpin bounds the caller's wait for its workers to
-// finish the inference they are running: longer, because parking there
-// would add a wake-up to every inference whose threads finish a little
-// apart, and a late worker (one that had parked) may itself need a
-// wake-up's time to arrive.
+// the gaps of back-to-back inferences (and of a server's short pauses
+// between requests) without holding a core for long once calls stop.
+// doneSpin bounds the caller's wait for its workers to finish the
+// inference they are running: parking there would add a wake-up to every
+// inference whose threads finish a little apart.
+//
+// The yields matter on a loaded machine, where the thread being waited
+// for may be runnable but waiting for a core: pure spinning then holds the
+// core it needs (measured: the digits models at 2 threads took 0.5–1 ms an
+// inference instead of 2–25 µs with another process busy).
 const (
-	idleSpin = 100 * time.Microsecond
-	doneSpin = time.Millisecond
+	idleSpin   = 200 * time.Microsecond
+	doneSpin   = 500 * time.Microsecond
+	yieldEvery = 10 * time.Microsecond
 )
 
 // pool is a set of worker goroutines locked to OS threads, reused across
@@ -74,9 +78,17 @@ func newWaiter() waiter { return waiter{wake: make(chan struct{}, 1)} }
 // wait returns once ready() holds, polling for up to spin first.
 func (w *waiter) wait(spin time.Duration, ready func() bool) {
 	start := time.Now()
+	yielded := start
 	for i := 1; !ready(); i++ {
-		if i%64 != 0 || time.Since(start) < spin {
+		if i%64 != 0 {
 			pause()
+			continue
+		}
+		if now := time.Now(); now.Sub(start) < spin {
+			if now.Sub(yielded) >= yieldEvery {
+				osYield()
+				yielded = now
+			}
 			continue
 		}
 		w.parked.Store(true)

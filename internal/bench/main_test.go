@@ -10,13 +10,13 @@ import (
 func TestWriteTable(t *testing.T) {
 	var b bytes.Buffer
 	writeTable(&b, []row{
-		{Model: "resnet18", Threads: 1, Kiln: 18.2, ORT: 16.1, Check: "PASS", GFLOP: 1.82},
+		{Model: "resnet18", Threads: 1, Kiln: 18.2, ORT: 16.1, Check: "PASS", GFLOP: 3.64},
 		{Model: "digits_mlp", Threads: 2, Kiln: 0.0021, ORT: 0.007, Check: "PASS"},
 		{Model: "lstm_small", Threads: 1, Check: "build failed: unsupported"},
 	})
 	want := `| model | threads | kiln ms | ORT ms | kiln / ORT | kiln GFLOP/s | check |
 |---|---:|---:|---:|---:|---:|---|
-| resnet18 | 1 | 18.20 | 16.10 | 1.13× | 100 | PASS |
+| resnet18 | 1 | 18.20 | 16.10 | 1.13× | 200 | PASS |
 | digits_mlp | 2 | 0.0021 | 0.0070 | 0.30× |  | PASS |
 | lstm_small | 1 | — | — | — |  | build failed: unsupported |
 `

@@ -428,66 +428,52 @@ func kernelAxes(c *KernelContext) ([]int64, error) {
 	return indexValues(c.In(1), "axes")
 }
 
-func inferSqueeze(c *InferContext) error {
-	x := c.In(0)
-	axes, known := axesArg(c)
-	if !known {
-		c.Set(0, ir.TensorType(x.Elem, ir.Shape{}))
-		return nil
-	}
-	s, err := squeezeShape(x.Shape, axes)
-	if err != nil {
-		return c.Errorf("%v", err)
-	}
-	c.Set(0, ir.TensorType(x.Elem, s))
-	return nil
-}
+// Squeeze and Unsqueeze differ only in how the axes reshape the input.
+var (
+	inferSqueeze   = inferAxesReshape(squeezeShape, false)
+	runSqueeze     = runAxesReshape(squeezeShape)
+	inferUnsqueeze = inferAxesReshape(unsqueezeShape, true)
+	runUnsqueeze   = runAxesReshape(unsqueezeShape)
+)
 
-func runSqueeze(c *KernelContext) error {
-	axes, err := kernelAxes(c)
-	if err != nil {
-		return c.Errorf("%v", err)
-	}
-	s, err := squeezeShape(c.In(0).Shape(), axes)
-	if err != nil {
-		return c.Errorf("%v", err)
-	}
-	dims, _ := s.Ints()
-	c.Set(0, withDims(c.In(0), dims))
-	return nil
-}
-
-func inferUnsqueeze(c *InferContext) error {
-	x := c.In(0)
-	axes, known := axesArg(c)
-	if !known {
-		if n := vectorLen(c.In(1)); n >= 0 && x.Shape.Ranked {
-			c.Set(0, ir.TensorType(x.Elem, unknownDims(x.Shape.Rank()+n)))
-		} else {
-			c.Set(0, ir.TensorType(x.Elem, ir.Shape{}))
+// inferAxesReshape infers an op whose output shape is reshape(input shape,
+// axes). When the axes are unknown but their count is, an inserting op
+// (Unsqueeze) still knows the output rank.
+func inferAxesReshape(reshape func(ir.Shape, []int64) (ir.Shape, error), inserts bool) func(*InferContext) error {
+	return func(c *InferContext) error {
+		x := c.In(0)
+		axes, known := axesArg(c)
+		if !known {
+			if n := vectorLen(c.In(1)); inserts && n >= 0 && x.Shape.Ranked {
+				c.Set(0, ir.TensorType(x.Elem, unknownDims(x.Shape.Rank()+n)))
+			} else {
+				c.Set(0, ir.TensorType(x.Elem, ir.Shape{}))
+			}
+			return nil
 		}
+		s, err := reshape(x.Shape, axes)
+		if err != nil {
+			return c.Errorf("%v", err)
+		}
+		c.Set(0, ir.TensorType(x.Elem, s))
 		return nil
 	}
-	s, err := unsqueezeShape(x.Shape, axes)
-	if err != nil {
-		return c.Errorf("%v", err)
-	}
-	c.Set(0, ir.TensorType(x.Elem, s))
-	return nil
 }
 
-func runUnsqueeze(c *KernelContext) error {
-	axes, err := kernelAxes(c)
-	if err != nil {
-		return c.Errorf("%v", err)
+func runAxesReshape(reshape func(ir.Shape, []int64) (ir.Shape, error)) func(*KernelContext) error {
+	return func(c *KernelContext) error {
+		axes, err := kernelAxes(c)
+		if err != nil {
+			return c.Errorf("%v", err)
+		}
+		s, err := reshape(c.In(0).Shape(), axes)
+		if err != nil {
+			return c.Errorf("%v", err)
+		}
+		dims, _ := s.Ints()
+		c.Set(0, withDims(c.In(0), dims))
+		return nil
 	}
-	s, err := unsqueezeShape(c.In(0).Shape(), axes)
-	if err != nil {
-		return c.Errorf("%v", err)
-	}
-	dims, _ := s.Ints()
-	c.Set(0, withDims(c.In(0), dims))
-	return nil
 }
 
 // --- Expand, Transpose, Concat, Split, Tile ----------------------------------

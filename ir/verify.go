@@ -42,7 +42,6 @@ func (g *Graph) verify(outer map[*Value]bool, outerNames map[string]bool) error 
 		defined[v] = true
 		return nil
 	}
-	initialized := map[*Value]bool{}
 	for _, v := range g.Initializers {
 		if v.Const == nil {
 			return fmt.Errorf("graph %q: initializer %q has no data", g.Name, v.Name)
@@ -50,7 +49,6 @@ func (g *Graph) verify(outer map[*Value]bool, outerNames map[string]bool) error 
 		if err := checkConstType(v); err != nil {
 			return fmt.Errorf("graph %q: %w", g.Name, err)
 		}
-		initialized[v] = true
 	}
 	for _, v := range g.Inputs {
 		if v.Producer != nil {

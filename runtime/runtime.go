@@ -150,7 +150,7 @@ func (e *Engine) Close() error { return e.lib.Close() }
 // Options configure a Context.
 type Options struct {
 	// Threads is the number of OS threads one inference uses; 0 means all
-	// cores.
+	// cores. The engine's MaxThreads caps it (tiny models run on one).
 	Threads int
 }
 
@@ -168,6 +168,9 @@ func (e *Engine) NewContext(opts Options) (*Context, error) {
 	if threads <= 0 {
 		threads = goruntime.NumCPU()
 	}
+	if limit := e.Meta.MaxThreads; limit > 0 && threads > limit {
+		threads = limit
+	}
 	if e.Meta.ArenaBytes > 1<<40 {
 		return nil, errors.New("engine asks for an absurd arena size")
 	}
@@ -175,7 +178,8 @@ func (e *Engine) NewContext(opts Options) (*Context, error) {
 		io: make([]unsafe.Pointer, len(e.inputs)+len(e.outputs))}, nil
 }
 
-// Threads returns the context's thread count.
+// Threads returns the context's thread count: the one asked for, capped by
+// the engine's MaxThreads.
 func (c *Context) Threads() int { return c.threads }
 
 // Run checks the inputs against the engine's bindings (names, dtypes,

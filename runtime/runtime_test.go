@@ -14,6 +14,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/build"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
+	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
 const models = "../testdata/models"
@@ -86,6 +87,9 @@ func needLLC(t testing.TB) {
 	}
 }
 
+// loadModel builds a bundled model. The digits models are small enough
+// that codegen caps them at one thread; the tests lift the cap (re-encoding
+// the engine) so they exercise the runtime's multi-thread paths.
 func loadModel(t testing.TB, name string) *runtime.Engine {
 	t.Helper()
 	needLLC(t)
@@ -93,7 +97,27 @@ func loadModel(t testing.TB, name string) *runtime.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := runtime.LoadBytes(built.Engine)
+	dec, err := engine.Decode(built.Engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.Meta.MaxThreads != 1 {
+		t.Fatalf("%s: codegen should cap this tiny model at 1 thread, got %d", name, dec.Meta.MaxThreads)
+	}
+	capped, err := runtime.LoadBytes(built.Engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capped.Close()
+	if ctx, err := capped.NewContext(runtime.Options{Threads: 4}); err != nil || ctx.Threads() != 1 {
+		t.Fatalf("%s: a capped engine's context should use 1 thread (err %v)", name, err)
+	}
+	dec.Meta.MaxThreads = 0
+	uncapped, err := dec.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := runtime.LoadBytes(uncapped)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,9 @@ type Result struct {
 	Features []string
 	// Kernels lists the generated step functions in execution order.
 	Kernels []string
+	// MaxThreads is the most threads worth running the engine on (0: no
+	// limit); tiny models run on one.
+	MaxThreads int
 }
 
 // ErrNoLLC is returned when llc cannot be found.
@@ -100,6 +103,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 		Outputs:     g.outputs,
 		Features:    feats,
 		Kernels:     g.kernelNames,
+		MaxThreads:  maxThreads(m),
 	}
 	obj, so, err := toolchain(llc, opts, res.LLVMIR)
 	if err != nil {

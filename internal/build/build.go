@@ -121,6 +121,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		TensorBytes:  code.TensorBytes,
 		BuildFlags:   opts.flags(),
 		Kernels:      code.Kernels,
+		MaxThreads:   code.MaxThreads,
 	}
 	for _, io := range code.Inputs {
 		meta.Inputs = append(meta.Inputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Index: io.Index})

@@ -45,6 +45,9 @@ type Metadata struct {
 	TensorBytes int64    `json:"tensor_bytes"`
 	BuildFlags  []string `json:"build_flags"`
 	Kernels     []string `json:"kernels"`
+	// MaxThreads caps the threads a context uses (0: no cap): the code
+	// generator's judgement that more threads would only add overhead.
+	MaxThreads int `json:"max_threads,omitempty"`
 }
 
 // Engine is a decoded engine file.

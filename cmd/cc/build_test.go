@@ -56,6 +56,19 @@ func TestBuildEngine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, st.Size(), int64(1000))
 
+	r = cc(t, "inspect", out)
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, want := range []string{"precision    fp32", "x86_64-unknown-linux-gnu", "arena", "weights"} {
+		assert.Contains(t, r.stdout, want)
+	}
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	data[len(data)-10] ^= 1 // inside the last section
+	require.NoError(t, os.WriteFile(out, data, 0o644))
+	r = cc(t, "inspect", out)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "checksum mismatch")
+
 	unsupported := filepath.Join(t.TempDir(), "u.onnxtxt")
 	require.NoError(t, os.WriteFile(unsupported, []byte(`<ir_version: 8, opset_import: ["" : 13]>
 g (float[4] X) => (float[4] Y) {

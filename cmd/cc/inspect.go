@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,9 +20,14 @@ import (
 
 var inspectCmd = &cli.Command{
 	Name:    "inspect",
-	Args:    "MODEL",
-	Summary: "describe a model: header, inputs and outputs, ops, parameters, what kiln does not support",
-	Help: `MODEL is a .onnx or .onnxtxt file. inspect prints the IR version, producer,
+	Args:    "MODEL|ENGINE",
+	Summary: "describe a model (header, inputs and outputs, ops, parameters, what kiln does not support) or an engine",
+	Help: `For an engine (.kiln) inspect verifies the file and prints its metadata: the source
+model and its hash, precision, target and required CPU features, inputs and outputs,
+arena size, thread cap, kernel count, build flags and section sizes (--json: keys
+file, metadata, section_bytes).
+
+MODEL is a .onnx or .onnxtxt file. inspect prints the IR version, producer,
 opset imports, the graph's inputs and outputs with dtype and shape, a histogram
 of op types (nodes in subgraphs included), the parameter count and size (the
 initializers), every op/opset/dtype combination the reference executor does
@@ -43,6 +49,9 @@ cpu_unsupported (the same form; "op" is empty when the check itself failed, and
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		asJSON := fs.Bool("json", false, "print one JSON object")
 		return func(env *cli.Env, args []string) error {
+			if filepath.Ext(args[0]) == engineExt {
+				return inspectEngine(args[0], *asJSON, env.Stdout)
+			}
 			m, err := readModel(args[0])
 			if err != nil {
 				return err

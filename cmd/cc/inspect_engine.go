@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/runtime/engine"
+)
+
+// engineExt marks engine files, which inspect describes from their
+// metadata without loading their code.
+const engineExt = ".kiln"
+
+// engineInfo is inspect's view of an engine: its metadata and the size of
+// each section.
+type engineInfo struct {
+	File     string          `json:"file"`
+	Meta     engine.Metadata `json:"metadata"`
+	Sections map[string]int  `json:"section_bytes"`
+}
+
+func inspectEngine(path string, asJSON bool, w io.Writer) error {
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		return cli.FileError(path, err)
+	}
+	f, err := engine.Unmarshal(buf)
+	if err != nil {
+		return cli.FileError(path, err)
+	}
+	e, err := engine.Decode(buf)
+	if err != nil {
+		return cli.FileError(path, err)
+	}
+	info := engineInfo{File: path, Meta: e.Meta, Sections: map[string]int{}}
+	for _, s := range f.Sections {
+		info.Sections[s.Name] = len(s.Data)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(info)
+	}
+	m := e.Meta
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-12s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	row("engine", "%s (format %d, kiln %s)", path, engine.FormatVersion, f.KilnVersion)
+	row("model", "%s, source sha256 %s", m.ModelName, m.SourceSHA256)
+	row("precision", "%s", m.Precision)
+	row("target", "%s, --cpu %s, needs %s", m.Target.Triple, m.Target.CPU, strings.Join(m.Target.Features, " "))
+	for i, b := range m.Inputs {
+		label := ""
+		if i == 0 {
+			label = "inputs"
+		}
+		row(label, "%s %s%v", b.Name, b.DType, b.Shape)
+	}
+	for i, b := range m.Outputs {
+		label := ""
+		if i == 0 {
+			label = "outputs"
+		}
+		row(label, "%s %s%v", b.Name, b.DType, b.Shape)
+	}
+	row("memory", "arena %s bytes (all tensors %s bytes)", commas(m.ArenaBytes), commas(m.TensorBytes))
+	threads := "any"
+	if m.MaxThreads > 0 {
+		threads = fmt.Sprint(m.MaxThreads)
+	}
+	row("threads", "%s", threads)
+	row("kernels", "%d steps", len(m.Kernels))
+	row("flags", "%s", strings.Join(m.BuildFlags, " "))
+	names := make([]string, 0, len(info.Sections))
+	for name := range info.Sections {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		label := ""
+		if i == 0 {
+			label = "sections"
+		}
+		row(label, "%-28s %s bytes", name, commas(int64(info.Sections[name])))
+	}
+	return nil
+}

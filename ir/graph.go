@@ -4,6 +4,8 @@
 // domain "kiln".
 package ir
 
+import "slices"
+
 // KilnDomain is the operator domain of kiln's extended ops (fused, gradient,
 // quantized and optimizer ops).
 const KilnDomain = "kiln"
@@ -160,17 +162,5 @@ func (s *SparseTensor) Equal(o *SparseTensor) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	return s.Values.Equal(o.Values) && s.Indices.Equal(o.Indices) && int64sEqual(s.Dims, o.Dims)
-}
-
-func int64sEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return s.Values.Equal(o.Values) && s.Indices.Equal(o.Indices) && slices.Equal(s.Dims, o.Dims)
 }

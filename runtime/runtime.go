@@ -208,7 +208,7 @@ func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 		if !ok {
 			return nil, fmt.Errorf("missing input %q (%s%v)", b.Name, b.DType, b.Shape)
 		}
-		if t.DType != b.dtype || !sameDims(t.Dims, b.Shape) {
+		if t.DType != b.dtype || !slices.Equal(t.Dims, b.Shape) {
 			return nil, fmt.Errorf("input %q: got %s%v, the engine expects %s%v", b.Name, t.DType, t.Dims, b.DType, b.Shape)
 		}
 		if len(t.Raw) != b.bytes {
@@ -340,16 +340,4 @@ func names(bs []binding) string {
 		s = append(s, fmt.Sprintf("%q", b.Name))
 	}
 	return strings.Join(s, ", ")
-}
-
-func sameDims(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -6,8 +6,8 @@ import (
 	"math"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,13 +19,8 @@ var dumpDir = flag.String("dump", "", "write each test's LLVM IR to this directo
 
 func needLLC(t testing.TB) {
 	t.Helper()
-	if _, err := findLLC(""); err != nil {
-		t.Skip("llc (LLVM 14) not found: run `make deps`")
-	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		if _, err := exec.LookPath("ld.lld"); err != nil {
-			t.Skip("no linker (gcc or ld.lld)")
-		}
+	if err := Available(); err != nil {
+		t.Skip(err)
 	}
 }
 
@@ -89,7 +84,7 @@ func check(t *testing.T, m *ir.Model, inputs map[string]*ir.Tensor, tol float64)
 			if g == nil {
 				t.Fatalf("output %q missing", name)
 			}
-			if !equalDims(g.Dims, w.Dims) {
+			if !slices.Equal(g.Dims, w.Dims) {
 				t.Fatalf("output %q: dims %v, want %v", name, g.Dims, w.Dims)
 			}
 			if e := relL2(g, w); e > tol || math.IsNaN(e) {

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/kiln-ml/kiln/ir"
@@ -45,7 +46,7 @@ func (e *Engine) Run(inputs map[string]*ir.Tensor, threads int, arena []byte) (m
 		if t == nil {
 			return nil, fmt.Errorf("missing input %q", in.Name)
 		}
-		if t.DType != in.DType || !equalDims(t.Dims, in.Dims) {
+		if t.DType != in.DType || !slices.Equal(t.Dims, in.Dims) {
 			return nil, fmt.Errorf("input %q: got %s%v, the engine expects %s%v", in.Name, t.DType, t.Dims, in.DType, in.Dims)
 		}
 		if len(t.Raw) > 0 {
@@ -68,16 +69,4 @@ func (e *Engine) Run(inputs map[string]*ir.Tensor, threads int, arena []byte) (m
 	e.lib.Run(threads, unsafe.Pointer(&e.weights[0]), unsafe.Pointer(&arena[0]), io)
 	_ = keep
 	return outs, nil
-}
-
-func equalDims(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

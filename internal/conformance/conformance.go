@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -249,7 +250,7 @@ func Compare(want, got *ir.Tensor, tol Tolerance) (string, bool) {
 	if want.DType != got.DType {
 		return fmt.Sprintf("dtype %s, want %s", got.DType, want.DType), false
 	}
-	if !sameDims(want.Dims, got.Dims) {
+	if !slices.Equal(want.Dims, got.Dims) {
 		return fmt.Sprintf("shape %v, want %v", got.Dims, want.Dims), false
 	}
 	switch {
@@ -318,16 +319,4 @@ func compareFloats(w, g []float64, tol Tolerance) (string, bool) {
 		return fmt.Sprintf("%s; worst element %d is %v, want %v (atol %g, rtol %g)", desc, worst, g[worst], w[worst], tol.Atol, tol.Rtol), false
 	}
 	return desc, true
-}
-
-func sameDims(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -128,15 +128,9 @@ func FromInt64s(dtype ir.DType, dims []int64, v []int64) *ir.Tensor {
 func fillInts(t *ir.Tensor, v []int64) {
 	switch t.DType {
 	case ir.Int8:
-		d := ir.Data[int8](t)
-		for i, x := range v {
-			d[i] = int8(x)
-		}
+		narrow[int8](t, v)
 	case ir.Uint8:
-		d := ir.Data[uint8](t)
-		for i, x := range v {
-			d[i] = uint8(x)
-		}
+		narrow[uint8](t, v)
 	case ir.Bool:
 		d := ir.Data[uint8](t)
 		for i, x := range v {
@@ -145,34 +139,27 @@ func fillInts(t *ir.Tensor, v []int64) {
 			}
 		}
 	case ir.Int16:
-		d := ir.Data[int16](t)
-		for i, x := range v {
-			d[i] = int16(x)
-		}
+		narrow[int16](t, v)
 	case ir.Uint16:
-		d := ir.Data[uint16](t)
-		for i, x := range v {
-			d[i] = uint16(x)
-		}
+		narrow[uint16](t, v)
 	case ir.Int32:
-		d := ir.Data[int32](t)
-		for i, x := range v {
-			d[i] = int32(x)
-		}
+		narrow[int32](t, v)
 	case ir.Uint32:
-		d := ir.Data[uint32](t)
-		for i, x := range v {
-			d[i] = uint32(x)
-		}
+		narrow[uint32](t, v)
 	case ir.Int64:
 		copy(ir.Data[int64](t), v)
 	case ir.Uint64:
-		d := ir.Data[uint64](t)
-		for i, x := range v {
-			d[i] = uint64(x)
-		}
+		narrow[uint64](t, v)
 	default:
 		panic(fmt.Sprintf("ops: fillInts on %s", t.DType))
+	}
+}
+
+// narrow stores int64 values into an integer tensor, wrapping to its width.
+func narrow[T int8 | uint8 | int16 | uint16 | int32 | uint32 | uint64](t *ir.Tensor, v []int64) {
+	d := ir.Data[T](t)
+	for i, x := range v {
+		d[i] = T(x)
 	}
 }
 

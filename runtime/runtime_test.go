@@ -3,9 +3,9 @@ package runtime_test
 import (
 	"flag"
 	"fmt"
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -23,8 +23,8 @@ const models = "../testdata/models"
 // first, and an Example cannot skip itself.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if _, err := exec.LookPath("llc"); err != nil && flag.Lookup("test.run").Value.String() == "" {
-		fmt.Println("llc (LLVM 14) is absent: skipping the Example and the engine tests (make deps installs it)")
+	if err := cpu.Available(); err != nil && flag.Lookup("test.run").Value.String() == "" {
+		fmt.Printf("%v: skipping the Example and the engine tests\n", err)
 		flag.Set("test.run", "^Test")
 	}
 	os.Exit(m.Run())
@@ -82,8 +82,8 @@ func Example() {
 
 func needLLC(t testing.TB) {
 	t.Helper()
-	if _, err := exec.LookPath("llc"); err != nil {
-		t.Skip("llc (LLVM 14) is absent: make deps installs it")
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
 	}
 }
 

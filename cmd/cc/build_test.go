@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -46,8 +46,8 @@ func TestBuildDumpAfter(t *testing.T) {
 // An engine build writes a file infer can load; a model with an op the
 // CPU backend lacks is refused at build time with the op named.
 func TestBuildEngine(t *testing.T) {
-	if _, err := exec.LookPath("llc"); err != nil {
-		t.Skip("llc is absent: make deps installs it")
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
 	}
 	out := filepath.Join(t.TempDir(), "mlp.kiln")
 	r := cc(t, "build", "-o", out, mlpModel)

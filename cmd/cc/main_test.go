@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -392,8 +393,8 @@ func TestConformanceCommand(t *testing.T) {
 // bundled models pass at 1 and 2 threads, a wrong expected output fails,
 // and an op the reference runs but the CPU backend lacks is UNSUPPORTED.
 func TestConformanceCPUBackend(t *testing.T) {
-	if _, err := exec.LookPath("llc"); err != nil {
-		t.Skip("llc is absent: make deps installs it")
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
 	}
 	for _, threads := range []string{"1", "2"} {
 		r := cc(t, "test", "--backend", "cpu", "--threads", threads, models)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"math"
 	"path/filepath"
 
@@ -96,8 +97,8 @@ func TestDependencies(t *testing.T) {
 // engineTests builds the bundled digits MLP into an engine (when llc is
 // present) and drives check, bench and run on it, plus a corrupted copy.
 func engineTests(t *testing.T, run func(args ...string) (int, string, string)) {
-	if _, err := exec.LookPath("llc"); err != nil {
-		t.Log("llc is absent: skipping the engine tests (make deps installs it)")
+	if err := cpu.Available(); err != nil {
+		t.Logf("%v: skipping the engine tests", err)
 		return
 	}
 	out, err := build.Build("../../testdata/models/digits_mlp.onnx", build.Options{OptLevel: 2})

@@ -113,6 +113,21 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	return res, nil
 }
 
+// Available reports (as an error saying what to install) whether this
+// machine can compile engines: llc from LLVM 14 (as llc or llc-14) and a
+// linker. Tests that build engines skip when it fails.
+func Available() error {
+	if _, err := findLLC(""); err != nil {
+		return err
+	}
+	for _, linker := range []string{"ld.lld", "gcc", "cc"} {
+		if _, err := exec.LookPath(linker); err == nil {
+			return nil
+		}
+	}
+	return errors.New("no linker (ld.lld or gcc): run `make deps`")
+}
+
 func findLLC(path string) (string, error) {
 	if path == "" {
 		path = "llc"

@@ -1,7 +1,7 @@
 package build
 
 import (
-	"os/exec"
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"path/filepath"
 	"testing"
 
@@ -15,8 +15,8 @@ import (
 )
 
 func needLLC(t *testing.T) {
-	if _, err := exec.LookPath("llc"); err != nil {
-		t.Skip("llc (LLVM 14) is not installed: run make deps")
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
 	}
 }
 

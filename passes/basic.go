@@ -64,7 +64,7 @@ func foldPass(_ *Context, m *ir.Model) error {
 
 // knownOutputs returns the node's outputs when inference knows them all.
 func knownOutputs(n *ir.Node, known map[*ir.Value]*ir.Tensor) ([]*ir.Tensor, error) {
-	if len(n.Subgraphs()) > 0 || nondeterministic(n.OpType) {
+	if !ops.Evaluable(n) {
 		return nil, nil
 	}
 	outs := make([]*ir.Tensor, len(n.Outputs))
@@ -81,7 +81,7 @@ func knownOutputs(n *ir.Node, known map[*ir.Value]*ir.Tensor) ([]*ir.Tensor, err
 }
 
 func tryFold(n *ir.Node, opsets ops.Opsets, isInput map[*ir.Value]bool) ([]*ir.Tensor, error) {
-	if len(n.Subgraphs()) > 0 || nondeterministic(n.OpType) {
+	if !ops.Evaluable(n) {
 		return nil, nil
 	}
 	in := make([]*ir.Tensor, len(n.Inputs))
@@ -116,10 +116,6 @@ func tryFold(n *ir.Node, opsets ops.Opsets, isInput map[*ir.Value]bool) ([]*ir.T
 		}
 	}
 	return c.Outputs, nil
-}
-
-func nondeterministic(op string) bool {
-	return strings.HasPrefix(op, "Random") || op == "Multinomial" || op == "Bernoulli"
 }
 
 // dcePass removes nodes whose outputs nothing live reads, and initializers
@@ -224,7 +220,7 @@ func anyOutput(n *ir.Node, isOutput map[*ir.Value]bool) bool {
 // cseKey describes a node's computation; ok is false for nodes that must
 // never merge (random ops, subgraphs).
 func cseKey(n *ir.Node) (string, bool) {
-	if len(n.Subgraphs()) > 0 || nondeterministic(n.OpType) {
+	if !ops.Evaluable(n) {
 		return "", false
 	}
 	var b strings.Builder

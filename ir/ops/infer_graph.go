@@ -11,10 +11,15 @@ import (
 // side: shape arithmetic is small, and weights are folded by passes.
 const maxFoldElements = 1 << 16
 
-// nondeterministic ops are never evaluated at compile time.
-var nondeterministic = map[string]bool{
-	"RandomNormal": true, "RandomUniform": true, "RandomNormalLike": true,
-	"RandomUniformLike": true, "Multinomial": true, "Bernoulli": true,
+// Evaluable reports whether a node may be computed at compile time (by
+// inference or constant folding) and merged with an equal node: not a
+// random op, and not one holding subgraphs.
+func Evaluable(n *ir.Node) bool {
+	switch n.OpType {
+	case "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli":
+		return false
+	}
+	return len(n.Subgraphs()) == 0
 }
 
 // InferShapes runs type and shape inference over the model's graph and sets
@@ -70,7 +75,7 @@ func inferNode(n *ir.Node, opsets Opsets, known map[*ir.Value]*ir.Tensor) error 
 	if err := s.Infer(c); err != nil {
 		return err
 	}
-	if allConst && len(n.Subgraphs()) == 0 && !nondeterministic[n.OpType] && smallOutputs(c.Outputs) {
+	if allConst && Evaluable(n) && smallOutputs(c.Outputs) {
 		kc := NewKernelContext(s, n, opset, consts)
 		if err := s.Run(kc); err == nil {
 			for i, t := range kc.Outputs {

@@ -63,7 +63,7 @@ func (t Type) Equal(o Type) bool {
 }
 
 // String prints the type in ONNX text syntax, e.g. "float[1,3,N]",
-// "seq(int64[?...])", "map(string, float)".
+// "seq(int64[])", "map(string, float)".
 func (t Type) String() string {
 	switch t.Kind {
 	case TensorKind:

@@ -77,6 +77,8 @@ func main() {
 		}
 		defer os.RemoveAll(dir)
 		o.work = dir
+	} else if err := os.MkdirAll(o.work, 0o755); err != nil {
+		fatalf("%v", err)
 	}
 	fmt.Printf("%s, %d CPUs; %gs per measurement\n\n", cpuName(), runtime.NumCPU(), o.duration)
 	var rows []row

@@ -1,6 +1,7 @@
 package passes
 
 import (
+	"errors"
 	"flag"
 	"math/rand"
 	"os"
@@ -22,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the expected outputs of the gol
 
 // TestGolden runs each pass on the text-IR inputs in
 // testdata/passes/<pass>/*.txtar (after shape inference) and compares the
-// printed result with the archive's output.onnxtxt.
+// printed result with the archive's output.onnxtxt (plan.txt for memplan).
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("../testdata/passes/*/*.txtar")
 	require.NoError(t, err)
@@ -41,18 +42,34 @@ func TestGolden(t *testing.T) {
 			c := &Context{OptLevel: 2, Verify: true}
 			infer, _ := Lookup(O2, "infer")
 			require.NoError(t, Run(c, []Pass{infer, p}, m))
-			got, err := text.Print(m)
+			name, got, err := goldenOutput(passName, c, m)
 			require.NoError(t, err)
 			if *update {
-				setSection(ar, "output.onnxtxt", []byte(got))
+				setSection(ar, name, []byte(got))
 				require.NoError(t, os.WriteFile(file, txtar.Format(ar), 0o644))
 				return
 			}
-			want := section(ar, "output.onnxtxt")
-			require.NotNil(t, want, "%s has no output.onnxtxt section (run with -update)", file)
+			want := section(ar, name)
+			require.NotNil(t, want, "%s has no %s section (run with -update)", file, name)
 			assert.Equal(t, string(want), got)
 		})
 	}
+}
+
+// goldenOutput is what a golden test compares after the pass, and the
+// archive section holding it: the printed graph, or for memplan, which
+// leaves the graph alone, the printed plan.
+func goldenOutput(pass string, c *Context, m *ir.Model) (name, got string, err error) {
+	if pass == "memplan" {
+		if c.Memory == nil {
+			return "", "", errors.New("memplan recorded no plan")
+		}
+		var b strings.Builder
+		err := c.Memory.Print(&b)
+		return "plan.txt", b.String(), err
+	}
+	got, err = text.Print(m)
+	return "output.onnxtxt", got, err
 }
 
 func section(ar *txtar.Archive, name string) []byte {

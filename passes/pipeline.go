@@ -40,6 +40,9 @@ type Context struct {
 	Dump      func(path string, m *ir.Model) error
 	// Timings receives one entry per pass run.
 	Timings []Timing
+	// Memory is the memplan pass's plan of the final graph (nil when the
+	// pass did not run or shapes are dynamic).
+	Memory *MemoryPlan
 }
 
 // Timing is how long one pass took.
@@ -56,8 +59,11 @@ var O2 = []Pass{
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
 	{Name: "conv-bn", Run: convBNPass, Doc: "folds inference-mode BatchNormalization into the preceding Conv's weights and bias"},
 	{Name: "cse", Run: csePass, Doc: "merges nodes with the same op, attributes and inputs"},
+	{Name: "fuse-epilogue", Run: fuseEpiloguePass, Doc: "groups Conv/Gemm/MatMul with a following bias, residual Add and activation (kiln.FusionGroup)"},
+	{Name: "fuse-elementwise", Run: fuseElementwisePass, Doc: "groups elementwise DAGs and decomposed LayerNorms into one kernel each (kiln.FusionGroup)"},
 	{Name: "dce", Run: dcePass, Required: true, Doc: "removes nodes and initializers no output depends on"},
 	{Name: "infer-final", Run: inferPass, Required: true, Doc: "re-types every value after the rewrites"},
+	{Name: "memplan", Run: memplanPass, Doc: "liveness-based buffer reuse in one arena; reports its size against the sum of all tensors"},
 }
 
 // passOrder lists "a before b" constraints checked by a test, so a table
@@ -71,6 +77,19 @@ var passOrder = [][2]string{
 	{"fold", "conv-bn"},
 	{"conv-bn", "dce"},
 	{"dce", "infer-final"},
+	// Fusion sees the graph in its final form: folding, BN folding and CSE
+	// would otherwise find their patterns hidden inside FusionGroup bodies.
+	{"fold", "fuse-epilogue"},
+	{"conv-bn", "fuse-epilogue"},
+	{"cse", "fuse-epilogue"},
+	// Epilogues first: a residual Add goes to its Conv's store rather than
+	// to an elementwise group.
+	{"fuse-epilogue", "fuse-elementwise"},
+	// The final inference types the groups; memory is planned for the
+	// fused graph, whose intermediates are fewer.
+	{"fuse-elementwise", "infer-final"},
+	{"fuse-elementwise", "memplan"},
+	{"infer-final", "memplan"},
 }
 
 // Run applies the pipeline to m in place.

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,12 +49,12 @@ earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or eng
 				if err != nil {
 					return err
 				}
-				timings, err := build.Optimize(m, opts)
+				pc, err := build.Optimize(m, opts)
 				if err != nil {
 					return cli.FileError(model, err)
 				}
 				if *timePasses {
-					passes.PrintTimings(env.Stdout, timings)
+					printPassReport(env.Stdout, pc.Timings, pc.Memory)
 				}
 				return writeModel(path, m)
 			}
@@ -62,7 +63,7 @@ earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or eng
 				return err
 			}
 			if *timePasses {
-				passes.PrintTimings(env.Stdout, res.Timings)
+				printPassReport(env.Stdout, res.Timings, res.Memory)
 			}
 			var data []byte
 			switch *emit {
@@ -89,16 +90,30 @@ var passesCmd = &cli.Command{
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		return func(env *cli.Env, args []string) error {
 			fmt.Fprintln(env.Stdout, "O2 pipeline (required passes also run at -O0):")
+			width := 0
+			for _, p := range passes.O2 {
+				width = max(width, len(p.Name))
+			}
 			for i, p := range passes.O2 {
 				req := ""
 				if p.Required {
 					req = " (required)"
 				}
-				fmt.Fprintf(env.Stdout, "%2d  %-12s %s%s\n", i, p.Name, p.Doc, req)
+				fmt.Fprintf(env.Stdout, "%2d  %-*s %s%s\n", i, width, p.Name, p.Doc, req)
 			}
 			return nil
 		}
 	},
+}
+
+// printPassReport is --time-passes: the timing table, then the memplan
+// pass's arena. The engine's arena, printed after the build, differs:
+// codegen re-plans with its fused nodes and kernels' scratch.
+func printPassReport(w io.Writer, ts []passes.Timing, mem *passes.MemoryPlan) {
+	passes.PrintTimings(w, ts)
+	if mem != nil {
+		fmt.Fprintf(w, "memplan: %s\n", mem.Summary())
+	}
 }
 
 func split(s string) []string {

@@ -23,7 +23,8 @@ func TestPasses(t *testing.T) {
 }
 
 // --emit ir with --dump-after all writes the graph after every pass, each
-// file parsing back; --time-passes prints one row per pass.
+// file parsing back; --time-passes prints one row per pass and the
+// memplan arena.
 func TestBuildDumpAfter(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "opt.onnxtxt")
@@ -35,6 +36,7 @@ func TestBuildDumpAfter(t *testing.T) {
 		assert.NoError(t, err, "dump after %s", p.Name)
 		assert.Contains(t, r.stdout, p.Name, "timing row")
 	}
+	assert.Contains(t, r.stdout, "memplan: arena ")
 	_, err := text.ParseFile(out)
 	assert.NoError(t, err)
 

@@ -103,7 +103,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 		Outputs:     g.outputs,
 		Features:    feats,
 		Kernels:     g.kernelNames,
-		MaxThreads:  maxThreads(m),
+		MaxThreads:  maxThreads(unfused(m)),
 	}
 	obj, so, err := toolchain(llc, opts, res.LLVMIR)
 	if err != nil {

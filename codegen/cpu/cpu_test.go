@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/passes"
 	"github.com/kiln-ml/kiln/runtime/reference"
 )
 
@@ -54,6 +55,29 @@ func relL2(got, want *ir.Tensor) float64 {
 func check(t *testing.T, m *ir.Model, inputs map[string]*ir.Tensor, tol float64) *Result {
 	t.Helper()
 	needLLC(t)
+	return compileAndCompare(t, m, inputs, runRef(t, m, inputs), tol)
+}
+
+// checkO2 is check after the O2 pipeline (fusion included), as cc build
+// compiles; the reference runs the model as given, unfused.
+func checkO2(t *testing.T, m *ir.Model, inputs map[string]*ir.Tensor, tol float64) *Result {
+	t.Helper()
+	needLLC(t)
+	want := runRef(t, m, inputs)
+	return compileAndCompare(t, optimize(t, m), inputs, want, tol)
+}
+
+// optimize runs the O2 pipeline on m in place.
+func optimize(t testing.TB, m *ir.Model) *ir.Model {
+	t.Helper()
+	if err := passes.Run(&passes.Context{OptLevel: 2, Verify: true}, passes.O2, m); err != nil {
+		t.Fatalf("passes: %v", err)
+	}
+	return m
+}
+
+func runRef(t *testing.T, m *ir.Model, inputs map[string]*ir.Tensor) map[string]*ir.Tensor {
+	t.Helper()
 	ref, err := reference.New(m)
 	if err != nil {
 		t.Fatalf("reference: %v", err)
@@ -62,6 +86,11 @@ func check(t *testing.T, m *ir.Model, inputs map[string]*ir.Tensor, tol float64)
 	if err != nil {
 		t.Fatalf("reference run: %v", err)
 	}
+	return want
+}
+
+func compileAndCompare(t *testing.T, m *ir.Model, inputs, want map[string]*ir.Tensor, tol float64) *Result {
+	t.Helper()
 	res, err := Compile(m, Options{})
 	if err != nil {
 		t.Fatalf("compile: %v", err)
@@ -156,6 +185,8 @@ func TestOps(t *testing.T) {
 		{name: "div", op: "Div", inputs: [][]int64{{6, 7}, {6, 1}}},
 		{name: "pow2", op: "Pow", inputs: [][]int64{{5, 9}}, consts: []*ir.Tensor{ir.Scalar(ir.Float32, float32(2))}},
 		{name: "relu", op: "Relu", inputs: [][]int64{{3, 50}}},
+		{name: "leakyrelu", op: "LeakyRelu", inputs: [][]int64{{3, 50}}, attrs: []*ir.Attribute{ir.AttrF("alpha", 0.2)}},
+		{name: "hardswish", op: "HardSwish", inputs: [][]int64{{3, 50}}, opset: 14},
 		{name: "clip", op: "Clip", inputs: [][]int64{{3, 50}}, consts: []*ir.Tensor{ir.Scalar(ir.Float32, float32(-0.5)), ir.Scalar(ir.Float32, float32(0.7))}},
 		{name: "sqrt", op: "Sqrt", inputs: [][]int64{{4, 9}}, positive: true},
 		{name: "erf", op: "Erf", inputs: [][]int64{{4, 100}}},
@@ -238,7 +269,7 @@ func TestFusedChain(t *testing.T) {
 	y.Name = "y"
 	g.SetOutputs(y)
 	m := ir.NewModel(g, 13)
-	res := check(t, m, map[string]*ir.Tensor{"x": randTensor(r, 1, 4, 10, 10)}, 1e-5)
+	res := checkO2(t, m, map[string]*ir.Tensor{"x": randTensor(r, 1, 4, 10, 10)}, 1e-5)
 	if res.ArenaBytes >= res.TensorBytes {
 		t.Errorf("arena %d bytes, no reuse over %d bytes of tensors", res.ArenaBytes, res.TensorBytes)
 	}

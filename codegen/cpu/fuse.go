@@ -1,250 +1,192 @@
 package cpu
 
 import (
+	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
-// Fusion rewrites codegen's list of nodes (g.nodes; the model's graph is
-// left as it is): patterns become one fused node each, lowered by one
-// kernel, so intermediates never reach memory.
+// Fusion is decided by the passes (passes/fuse*.go), which leave
+// kiln.FusionGroup nodes; this file turns each into what the lowering
+// functions take, without searching for patterns again:
 //
-//   - kiln.Elementwise: a DAG of elementwise nodes over one output shape
-//     (inputs broadcast), computed in one vectorized pass; a Transpose whose
-//     only readers are in the DAG is read through strides instead of
-//     copied.
-//   - kiln.LayerNorm: the decomposed LayerNormalization exporters emit
-//     (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div) as one
-//     row-wise kernel. An elementwise DAG computing its input (a residual
-//     Add) is evaluated on the fly as it reads, and one applied to its
-//     output (scale and bias) as it writes.
+//   - an epilogue group ("conv", "gemm", "matmul") becomes its base node in
+//     g.nodes, with fusedBias, fusedAdd and fusedAct saying what its store
+//     applies and fusedOut where it writes (the group's output). An
+//     activation the store cannot apply (only a clamp can) runs as an
+//     in-place elementwise step right after.
+//   - an elementwise group becomes an ewGroup, a layernorm group a
+//     layerNorm, lowered by lowerGroup and lowerLayerNorm.
 //
-// A fused node's Inputs are every tensor its kernel reads, so liveness in
-// planMemory sees them; its Outputs are what it writes.
-//
-// These are graph rewrites in all but name: once the IR has kiln-domain
-// fused ops with reference kernels, they belong in passes/ (a "fuse"
-// pass), with this file only lowering the fused ops.
+// A group whose body this backend cannot compute as one kernel is an
+// error naming the group; it is never lowered as something else.
 
-// fusion is the state of one rewrite.
-type fusion struct {
-	g      *gen
-	outSet map[*ir.Value]bool
-	uses   map[*ir.Value][]*ir.Node
-	order  map[*ir.Node]int
-	taken  map[*ir.Node]bool // absorbed into some fused node
-}
+func isGroup(n *ir.Node) bool { return n.Domain == ir.KilnDomain && n.OpType == ops.FusionGroup }
 
-func (g *gen) fuse(outSet map[*ir.Value]bool) {
-	f := &fusion{g: g, outSet: outSet, uses: map[*ir.Value][]*ir.Node{}, order: map[*ir.Node]int{}, taken: map[*ir.Node]bool{}}
-	for i, n := range g.nodes {
-		f.order[n] = i
-		if g.skip[n] {
+// prepareGroups sets g.nodes: the graph's nodes with each fusion group
+// ready to lower.
+func (g *gen) prepareGroups() error {
+	g.nodes = nil
+	for _, n := range g.model.Graph.Nodes {
+		if g.skip[n] || !isGroup(n) {
+			g.nodes = append(g.nodes, n)
 			continue
 		}
-		for _, v := range uniqueInputs(n) {
-			f.uses[v] = append(f.uses[v], n)
+		body := n.Attr("body").G
+		if len(body.Nodes) == 0 || body.Nodes[len(body.Nodes)-1].Outputs[0] != body.Outputs[0] {
+			return fmt.Errorf("codegen/cpu: %s: the body's last node does not compute its output", n)
 		}
-	}
-	// Patterns that contain elementwise nodes go first, so the generic
-	// grouping does not split them.
-	var norms []*layerNorm
-	for _, n := range g.nodes {
-		if ln := f.matchLayerNorm(n); ln != nil {
-			norms = append(norms, ln)
+		lowered := n // what g.nodes holds for the group
+		var err error
+		switch kind := n.Attr("kind").S; kind {
+		case "conv", "gemm", "matmul":
+			lowered, err = g.prepareEpilogue(n, body.Nodes)
+		case "elementwise":
+			var gr *ewGroup
+			gr, err = g.groupOf(body.Nodes, n.Outputs[0], nil)
+			g.fused[n] = func() error { return g.lowerGroup(gr) }
+		case "layernorm":
+			var ln *layerNorm
+			ln, err = g.layerNormOf(body.Nodes, n.Outputs[0])
+			g.fused[n] = func() error { return g.lowerLayerNorm(ln) }
+		default:
+			err = fmt.Errorf("unknown kind %q", kind)
 		}
-	}
-	groups := f.groupElementwise()
-	byRoot := map[*ir.Node]*ewGroup{}
-	for _, gr := range groups {
-		byRoot[gr.root()] = gr
-	}
-	// The fused nodes, by the node whose position they take: the last node
-	// they absorb, after everything they read is computed.
-	at := map[*ir.Node]*ir.Node{}
-	for _, ln := range norms {
-		if p := ln.x.Producer; p != nil && byRoot[p] != nil && !outSet[ln.x] && f.onlyUsedBy(ln.x, ln.nodes) && byRoot[p].rowFriendly() {
-			ln.pro = byRoot[p]
-			delete(byRoot, p)
-			f.takeGroup(ln.pro)
+		if err != nil {
+			return fmt.Errorf("codegen/cpu: %s: %w", n, err)
 		}
-		last := ln.nodes[len(ln.nodes)-1]
-		if u := f.single(ln.y); u != nil {
-			if gr := byRoot[f.rootOf(u, groups)]; gr != nil && slices.Equal(gr.dims, dimsOf(ln.y)) && gr.rowFriendly() {
-				ln.epi, gr.hole = gr, ln.y
-				delete(byRoot, gr.root())
-				f.takeGroup(gr)
-				last = gr.root()
-			}
-		}
-		f.takeAll(ln.nodes)
-		ln := ln
-		at[last] = g.fusedNode("LayerNorm", last.Name, ln.reads(), ln.out(), func() error { return g.lowerLayerNorm(ln) })
-	}
-	for root, gr := range byRoot {
-		gr := gr
-		f.takeGroup(gr)
-		at[root] = g.fusedNode("Elementwise", root.Name, gr.reads(), gr.out, func() error { return g.lowerGroup(gr) })
-	}
-	var nodes []*ir.Node
-	for _, n := range g.nodes {
-		if fn := at[n]; fn != nil {
-			nodes = append(nodes, fn)
-		} else if !f.taken[n] {
-			nodes = append(nodes, n)
-		}
-	}
-	g.nodes = nodes
-}
-
-// fusedNode makes a kiln-domain node standing for a fused kernel.
-func (g *gen) fusedNode(op, name string, reads []*ir.Value, out *ir.Value, lower func() error) *ir.Node {
-	n := &ir.Node{Domain: "kiln", OpType: op, Name: name, Inputs: reads, Outputs: []*ir.Value{out}}
-	g.fused[n] = lower
-	return n
-}
-
-func uniqueInputs(n *ir.Node) []*ir.Value {
-	var vs []*ir.Value
-	seen := map[*ir.Value]bool{}
-	for _, v := range n.Inputs {
-		if v != nil && !seen[v] {
-			seen[v] = true
-			vs = append(vs, v)
-		}
-	}
-	return vs
-}
-
-func (f *fusion) takeAll(ns []*ir.Node) {
-	for _, n := range ns {
-		f.taken[n] = true
-	}
-}
-
-// takeGroup marks a group's nodes, and the Transposes it reads through, as
-// absorbed.
-func (f *fusion) takeGroup(gr *ewGroup) {
-	f.takeAll(gr.nodes)
-	for _, l := range gr.leaves {
-		if l.from != nil {
-			f.taken[l.from] = true
-		}
-	}
-}
-
-// onlyUsedBy reports whether every reader of v is in set.
-func (f *fusion) onlyUsedBy(v *ir.Value, set []*ir.Node) bool {
-	for _, u := range f.uses[v] {
-		found := false
-		for _, n := range set {
-			found = found || n == u
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
-// single returns the one reader of v, or nil.
-func (f *fusion) single(v *ir.Value) *ir.Node {
-	if us := f.uses[v]; len(us) == 1 && !f.outSet[v] {
-		return us[0]
+		g.nodes = append(g.nodes, lowered)
 	}
 	return nil
 }
 
-func (f *fusion) rootOf(n *ir.Node, groups []*ewGroup) *ir.Node {
-	for _, gr := range groups {
-		for _, m := range gr.nodes {
-			if m == n {
-				return gr.root()
-			}
+// supportsGroup checks every node of a group's body.
+func (g *gen) supportsGroup(n *ir.Node) *ops.UnsupportedError {
+	for _, b := range n.Attr("body").G.Nodes {
+		if ue := g.supports(b); ue != nil {
+			return ue
 		}
 	}
 	return nil
 }
 
-// fusible reports whether n may join an elementwise group.
-func (f *fusion) fusible(n *ir.Node) bool {
-	if f.g.skip[n] || f.taken[n] || n.Domain != "" || len(n.Outputs) != 1 || n.Outputs[0].Type.Elem != ir.Float32 {
+// prepareEpilogue reads an epilogue group's body (base, an optional bias
+// Add for MatMul, an optional residual Add, then the activation nodes) and
+// returns the base node, set up to write the group's output.
+func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node) (*ir.Node, error) {
+	base, rest := body[0], body[1:]
+	if !slices.Contains([]string{"Conv", "Gemm", "MatMul"}, base.OpType) || base.Domain != "" {
+		return nil, fmt.Errorf("an epilogue group starts with %s", base)
+	}
+	v := base.Outputs[0]
+	if len(rest) > 0 && base.OpType == "MatMul" && g.isBiasAdd(rest[0], v) {
+		g.fusedBias[base], v, rest = rest[0], rest[0].Outputs[0], rest[1:]
+	}
+	if len(rest) > 0 && rest[0].OpType == "Add" && residual(rest[0], v) != nil {
+		g.fusedAdd[base], v, rest = rest[0], rest[0].Outputs[0], rest[1:]
+	}
+	out := fg.Outputs[0]
+	g.fusedOut[base] = out
+	if len(rest) == 1 && g.storeActivation(rest[0]) {
+		g.fusedAct[base] = rest[0]
+		return base, nil
+	}
+	if len(rest) == 0 {
+		return base, nil
+	}
+	// The activation runs over the stored output in place: the pre-
+	// activation value v is read from out itself.
+	post, err := g.groupOf(rest, out, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range post.leaves {
+		if l.v == v {
+			l.buf = out
+		}
+	}
+	if slices.ContainsFunc(post.mem(), func(l *ewLeaf) bool { return l.buf != out }) {
+		return nil, fmt.Errorf("the activation reads more than the stored output")
+	}
+	g.fused[base] = func() error {
+		if err := opTable[base.OpType].lower(g, base); err != nil {
+			return err
+		}
+		return g.lowerGroup(post)
+	}
+	return base, nil
+}
+
+// isBiasAdd reports whether Add a adds a constant vector along v's last dim.
+func (g *gen) isBiasAdd(a *ir.Node, v *ir.Value) bool {
+	if a.OpType != "Add" || len(a.Inputs) != 2 {
 		return false
 	}
-	fn, _ := f.g.ewFn(n)
-	return fn != nil
+	b := a.Inputs[0]
+	if b == v {
+		b = a.Inputs[1]
+	}
+	d := dimsOf(v)
+	t := g.constOf(b)
+	return t != nil && b.Type.Elem == ir.Float32 && len(d) > 0 && slices.Equal(t.Dims, d[len(d)-1:])
 }
 
-// groupElementwise forms the elementwise groups: walking the nodes
-// backwards, each ungrouped fusible node roots a group, which then takes
-// in every fusible producer of the same output shape whose readers are
-// all in the group.
-func (f *fusion) groupElementwise() []*ewGroup {
-	var groups []*ewGroup
-	member := map[*ir.Node]*ewGroup{}
-	for i := len(f.g.nodes) - 1; i >= 0; i-- {
-		n := f.g.nodes[i]
-		if !f.fusible(n) || member[n] != nil {
+// storeActivation reports whether the store can apply activation n: a
+// clamp (Relu, or Clip with constant bounds).
+func (g *gen) storeActivation(n *ir.Node) bool {
+	if n.Domain != "" || n.OpType != "Relu" && n.OpType != "Clip" {
+		return false
+	}
+	_, _, err := clipBounds(g, n)
+	return n.OpType == "Relu" || err == nil
+}
+
+// groupOf makes the ewGroup computing the last of nodes into out. A
+// Transpose among nodes is read through (strides), not computed; hole is
+// a leaf a host kernel supplies in registers (nil for none).
+func (g *gen) groupOf(nodes []*ir.Node, out, hole *ir.Value) (*ewGroup, error) {
+	gr := &ewGroup{out: out, hole: hole}
+	through := map[*ir.Value]*ir.Node{}
+	inside := map[*ir.Value]bool{}
+	for _, n := range nodes {
+		if n.OpType == "Transpose" && n.Domain == "" {
+			through[n.Outputs[0]] = n
 			continue
 		}
-		gr := &ewGroup{nodes: []*ir.Node{n}, out: n.Outputs[0], dims: dimsOf(n.Outputs[0])}
-		member[n] = gr
-		for grown := true; grown; {
-			grown = false
-			for _, m := range gr.nodes {
-				_, operands := f.g.ewFn(m)
-				for _, oi := range operands {
-					v := m.Inputs[oi]
-					p := v.Producer
-					if p == nil || member[p] != nil || !f.fusible(p) || f.outSet[v] || !slices.Equal(dimsOf(v), gr.dims) {
-						continue
-					}
-					all := true
-					for _, u := range f.uses[v] {
-						all = all && member[u] == gr
-					}
-					if all {
-						gr.nodes = append(gr.nodes, p)
-						member[p] = gr
-						grown = true
-					}
-				}
-			}
+		if fn, _ := g.ewFn(n); fn == nil || len(n.Outputs) != 1 {
+			return nil, fmt.Errorf("%s cannot be computed in an elementwise group", n)
 		}
-		sort.Slice(gr.nodes, func(a, b int) bool { return f.order[gr.nodes[a]] < f.order[gr.nodes[b]] })
-		f.findLeaves(gr, member)
-		groups = append(groups, gr)
+		gr.nodes = append(gr.nodes, n)
+		inside[n.Outputs[0]] = true
 	}
-	return groups
-}
-
-// findLeaves lists the values a group reads from outside, with the strides
-// they are read at; a Transpose read only by the group is read through.
-func (f *fusion) findLeaves(gr *ewGroup, member map[*ir.Node]*ewGroup) {
-	seen := map[*ir.Value]bool{}
+	if len(gr.nodes) == 0 || gr.root() != nodes[len(nodes)-1] {
+		return nil, fmt.Errorf("an elementwise group must end with the node computing its value")
+	}
+	gr.dims = dimsOf(gr.root().Outputs[0])
 	for _, n := range gr.nodes {
-		_, operands := f.g.ewFn(n)
+		_, operands := g.ewFn(n)
 		for _, oi := range operands {
 			v := n.Inputs[oi]
-			if seen[v] || v.Producer != nil && member[v.Producer] == gr {
+			if inside[v] || gr.isLeaf(v) {
 				continue
 			}
-			seen[v] = true
 			l := &ewLeaf{v: v, buf: v, str: bstrides(dimsOf(v), gr.dims)}
-			if t := f.g.constOf(v); t != nil && t.Len() == 1 && v.Type.Elem == ir.Float32 {
+			if t := through[v]; t != nil {
+				str, ok := g.transposeStrides(t, gr.dims)
+				if !ok {
+					return nil, fmt.Errorf("cannot read %s through strides", t)
+				}
+				l.buf, l.str = t.Inputs[0], str
+			} else if t := g.constOf(v); t != nil && t.Len() == 1 && v.Type.Elem == ir.Float32 {
 				c := float32(t.Float64At(0))
 				l.c = &c
-			} else if t := v.Producer; t != nil && t.OpType == "Transpose" && t.Domain == "" && !f.g.skip[t] && !f.taken[t] &&
-				!f.outSet[v] && f.onlyUsedBy(v, gr.nodes) && f.g.alias[v] == nil {
-				if str, ok := f.g.transposeStrides(t, gr.dims); ok {
-					l.buf, l.str, l.from = t.Inputs[0], str, t
-				}
 			}
 			gr.leaves = append(gr.leaves, l)
 		}
 	}
+	return gr, nil
 }
 
 // transposeStrides returns the strides of Transpose t's input read as t's
@@ -265,4 +207,21 @@ func (g *gen) transposeStrides(t *ir.Node, dims []int64) ([]int64, bool) {
 		}
 	}
 	return str, true
+}
+
+// unfused returns a view of m with every fusion group's body in place of
+// the group, for estimates made per original node (maxThreads).
+func unfused(m *ir.Model) *ir.Model {
+	g := *m.Graph
+	g.Nodes = nil
+	for _, n := range m.Graph.Nodes {
+		if isGroup(n) {
+			g.Nodes = append(g.Nodes, n.Attr("body").G.Nodes...)
+		} else {
+			g.Nodes = append(g.Nodes, n)
+		}
+	}
+	mm := *m
+	mm.Graph = &g
+	return &mm
 }

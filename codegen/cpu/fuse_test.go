@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-ml/kiln/frontend/text"
 	"github.com/kiln-ml/kiln/ir"
 )
 
-// The fusion rewrite (fuse.go) is tested end to end: each graph is
-// compiled and run against the reference executor, and the kernel list
-// shows what was fused.
+// Fusion (the passes' FusionGroups, lowered by fuse.go) is tested end to
+// end: each graph goes through the O2 pipeline, is compiled and run against
+// the reference executor, and the kernel list shows what was fused.
 
 func kernelsWith(res *Result, op string) int {
 	n := 0
@@ -67,7 +68,7 @@ func TestFuseLayerNorm(t *testing.T) {
 			y := layerNormGraph(g, r, x, c.dims[len(c.dims)-1], c.square)
 			y.Name = "y"
 			g.SetOutputs(y)
-			res := check(t, ir.NewModel(g, 13), feeds, 1e-5)
+			res := checkO2(t, ir.NewModel(g, 13), feeds, 1e-5)
 			if len(res.Kernels) != 1 || kernelsWith(res, "LayerNorm") != 1 {
 				t.Errorf("want one LayerNorm kernel, got %v", res.Kernels)
 			}
@@ -87,7 +88,7 @@ func TestFuseLayerNormShared(t *testing.T) {
 	z := g.Apply("Mul", []*ir.Value{y, x}) // reads x again
 	z.Name = "z"
 	g.SetOutputs(z, y)
-	res := check(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"a": randTensor(r, 4, 40), "b": randTensor(r, 4, 40)}, 1e-5)
+	res := checkO2(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"a": randTensor(r, 4, 40), "b": randTensor(r, 4, 40)}, 1e-5)
 	if kernelsWith(res, "LayerNorm") != 1 {
 		t.Errorf("want a LayerNorm kernel, got %v", res.Kernels)
 	}
@@ -112,7 +113,7 @@ func TestFuseElementwise(t *testing.T) {
 	z.Name = "z"
 	g.SetOutputs(y, z)
 	feeds := map[string]*ir.Tensor{"x": randTensor(r, 1, 13, 70), "q": randTensor(r, 13, 4, 16), "col": randTensor(r, 4, 13, 1)}
-	res := check(t, ir.NewModel(g, 13), feeds, 1e-5)
+	res := checkO2(t, ir.NewModel(g, 13), feeds, 1e-5)
 	if len(res.Kernels) != 2 || kernelsWith(res, "Transpose") != 0 {
 		t.Errorf("want two fused kernels, got %v", res.Kernels)
 	}
@@ -178,4 +179,79 @@ func TestPow(t *testing.T) {
 		pt.Float32s()[i] = float32(math.Abs(float64(v))) + 0.05
 	}
 	check(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": xt, "e": et, "p": pt}, 1e-5)
+}
+
+// TestEpilogueGroups: every epilogue the fuse-epilogue pass forms computes
+// what the unfused graph does. A clamp folds into the store; the other
+// activations run in place right after it: one kernel besides the base's
+// own (Im2col, Conv, MatMul).
+func TestEpilogueGroups(t *testing.T) {
+	r := rand.New(rand.NewSource(10))
+	for _, c := range []struct {
+		name  string
+		act   func(g *ir.Graph, v *ir.Value) *ir.Value
+		steps int // kernels after the base's
+	}{
+		{"relu", func(g *ir.Graph, v *ir.Value) *ir.Value { return g.Apply("Relu", []*ir.Value{v}) }, 0},
+		{"leaky_relu", func(g *ir.Graph, v *ir.Value) *ir.Value {
+			return g.Apply("LeakyRelu", []*ir.Value{v}, ir.AttrF("alpha", 0.1))
+		}, 1},
+		{"sigmoid", func(g *ir.Graph, v *ir.Value) *ir.Value { return g.Apply("Sigmoid", []*ir.Value{v}) }, 1},
+		{"hard_swish", func(g *ir.Graph, v *ir.Value) *ir.Value { return g.Apply("HardSwish", []*ir.Value{v}) }, 1},
+		{"silu", func(g *ir.Graph, v *ir.Value) *ir.Value {
+			return g.Apply("Mul", []*ir.Value{v, g.Apply("Sigmoid", []*ir.Value{v})})
+		}, 1},
+	} {
+		for _, base := range []string{"conv", "matmul"} {
+			t.Run(base+"_"+c.name, func(t *testing.T) {
+				g := ir.NewGraph(c.name)
+				var v *ir.Value
+				var feeds map[string]*ir.Tensor
+				if base == "conv" {
+					x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 4, 6, 6)))
+					feeds = map[string]*ir.Tensor{"x": randTensor(r, 1, 4, 6, 6)}
+					v = g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 8, 4, 3, 3)), g.AddInitializer("b", randTensor(r, 8))},
+						ir.AttrIs("pads", 1, 1, 1, 1))
+				} else {
+					// MatMul + bias + residual, all in the store.
+					x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2, 5, 24)))
+					res := g.AddInput("res", ir.TensorType(ir.Float32, ir.S(2, 5, 40)))
+					feeds = map[string]*ir.Tensor{"x": randTensor(r, 2, 5, 24), "res": randTensor(r, 2, 5, 40)}
+					v = g.Apply("MatMul", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 24, 40))})
+					v = g.Apply("Add", []*ir.Value{v, g.AddInitializer("b", randTensor(r, 40))})
+					v = g.Apply("Add", []*ir.Value{res, v})
+				}
+				y := c.act(g, v)
+				y.Name = "y"
+				g.SetOutputs(y)
+				res := checkO2(t, ir.NewModel(g, 14), feeds, 1e-5)
+				if n := len(res.Kernels) - kernelsWith(res, "Im2col") - kernelsWith(res, "Conv") - kernelsWith(res, "MatMul"); n != c.steps {
+					t.Errorf("want %d kernels after the base's, got %v", c.steps, res.Kernels)
+				}
+			})
+		}
+	}
+}
+
+// TestFusionGroupUnlowerable: a group this backend cannot compute as one
+// kernel is an error naming the group and the node, never a miscompile.
+func TestFusionGroupUnlowerable(t *testing.T) {
+	needLLC(t)
+	m, err := text.Parse("bad.onnxtxt", []byte(`<ir_version: 8, opset_import: ["" : 13, "kiln" : 1]>
+g (float[2,8] X) => (float[2,8] Y) {
+  Y = kiln.FusionGroup (X) <
+    kind = "elementwise",
+    body = elementwise () => (float[2,8] Y_fused) {
+      E = Exp (X)
+      Y_fused = Softmax (E)
+    }
+  >
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Compile(m, Options{})
+	if err == nil || !strings.Contains(err.Error(), "kiln.FusionGroup") || !strings.Contains(err.Error(), "Softmax") {
+		t.Errorf("want an error naming the group and Softmax, got %v", err)
+	}
 }

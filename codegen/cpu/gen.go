@@ -53,12 +53,17 @@ type gen struct {
 	skip    map[*ir.Node]bool // folded at compile time
 	alias   map[*ir.Value]*ir.Value
 	scratch map[*ir.Node]int64 // arena offset of each node's scratch
-	// fusedAct and fusedAdd map a Conv/Gemm/MatMul to the Relu/Clip and
-	// the residual Add folded into it (see fuseEpilogues).
-	fusedAct map[*ir.Node]*ir.Node
-	fusedAdd map[*ir.Node]*ir.Node
-	// nodes is the graph's node list after fusion (fuse.go): fused
-	// nodes, lowered by the functions in fused, replace what they absorb.
+	// fusedAct, fusedAdd and fusedBias map the base Conv/Gemm/MatMul of
+	// an epilogue group to the Relu/Clip, the residual Add and (MatMul)
+	// the bias Add its store applies; fusedOut to the value it writes,
+	// the group's output (fuse.go).
+	fusedAct  map[*ir.Node]*ir.Node
+	fusedAdd  map[*ir.Node]*ir.Node
+	fusedBias map[*ir.Node]*ir.Node
+	fusedOut  map[*ir.Node]*ir.Value
+	// nodes is what is lowered, in order: the graph's nodes with epilogue
+	// groups replaced by their base nodes (fuse.go); fused holds the
+	// lowering of groups and of base nodes needing more than their op's.
 	nodes []*ir.Node
 	fused map[*ir.Node]func() error
 
@@ -79,7 +84,8 @@ func newGen(m *ir.Model, feats []string) (*gen, error) {
 	}
 	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats,
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
-		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, scratch: map[*ir.Node]int64{}, fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{},
+		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, scratch: map[*ir.Node]int64{},
+		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{},
 		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{}}
 	g.vl, g.mr, g.nv = 8, 6, 2
 	if hasFeature(feats, "avx512f") {
@@ -309,8 +315,9 @@ func (g *gen) build() error {
 	if err := g.checkSupport(outSet); err != nil {
 		return err
 	}
-	g.fuseEpilogues(outSet)
-	g.fuse(outSet)
+	if err := g.prepareGroups(); err != nil {
+		return err
+	}
 	if err := g.planMemory(outSet); err != nil {
 		return err
 	}

@@ -125,6 +125,9 @@ func (g *gen) checkSupport(outSet map[*ir.Value]bool) error {
 
 // supports returns nil or what the backend lacks for n.
 func (g *gen) supports(n *ir.Node) *ops.UnsupportedError {
+	if isGroup(n) {
+		return g.supportsGroup(n)
+	}
 	ue := &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain]}
 	info, ok := opTable[n.OpType]
 	if !ok || n.Domain != "" && n.Domain != "ai.onnx" {

@@ -255,7 +255,8 @@ var unaryOps = map[string]func(k *kfn, x value.Value) value.Value{
 // ewFn returns how to compute elementwise node n from the values of its
 // operand inputs (scalars or vectors), and which inputs are operands;
 // constant parameters (Clip bounds, a scalar Pow exponent) are folded into
-// the function. It returns nil for other ops.
+// the function. It returns nil for other ops. Every op the fusion pass may
+// put in a group (passes/fuse_elementwise.go) must be here.
 func (g *gen) ewFn(n *ir.Node) (func(k *kfn, xs []value.Value) value.Value, []int) {
 	if n.Domain != "" {
 		return nil, nil
@@ -270,6 +271,18 @@ func (g *gen) ewFn(n *ir.Node) (func(k *kfn, xs []value.Value) value.Value, []in
 			return nil, nil
 		}
 		return func(k *kfn, xs []value.Value) value.Value { return k.clip(xs[0], lo, hi) }, []int{0}
+	case "LeakyRelu":
+		alpha := float64(g.attrs(n).Float("alpha"))
+		return func(k *kfn, xs []value.Value) value.Value {
+			x := xs[0]
+			neg := k.b.NewFCmp(enum.FPredOLT, x, fconst(x.Type(), 0))
+			return k.sel(neg, k.fmul(x, fconst(x.Type(), alpha)), x)
+		}, []int{0}
+	case "HardSwish": // x·clamp(x/6 + 1/2, 0, 1)
+		return func(k *kfn, xs []value.Value) value.Value {
+			x := xs[0]
+			return k.fmul(x, k.clip(k.fma(x, fconst(x.Type(), 1.0/6), fconst(x.Type(), 0.5)), 0, 1))
+		}, []int{0}
 	case "Pow":
 		if t := g.constOf(n.Input(1)); t != nil && t.Len() == 1 {
 			e := t.Float64At(0)
@@ -287,7 +300,7 @@ func (g *gen) ewFn(n *ir.Node) (func(k *kfn, xs []value.Value) value.Value, []in
 // inside the group live in registers.
 type ewGroup struct {
 	nodes  []*ir.Node // in graph order; the last is the root
-	out    *ir.Value  // the root's output
+	out    *ir.Value  // where the root's value is written
 	dims   []int64
 	leaves []*ewLeaf // what the group reads from outside
 	hole   *ir.Value // a leaf a host kernel supplies in registers (nil standalone)
@@ -296,11 +309,10 @@ type ewGroup struct {
 // ewLeaf is a value a group reads: from buf through strides over the
 // group's dims, or a scalar constant folded into the code.
 type ewLeaf struct {
-	v    *ir.Value // as the group's nodes see it
-	buf  *ir.Value // the tensor read: v, or an absorbed Transpose's input
-	from *ir.Node  // that Transpose
-	str  []int64
-	c    *float32
+	v   *ir.Value // as the group's nodes see it
+	buf *ir.Value // the tensor read: v, or an absorbed Transpose's input
+	str []int64
+	c   *float32
 }
 
 func (gr *ewGroup) root() *ir.Node { return gr.nodes[len(gr.nodes)-1] }
@@ -314,15 +326,6 @@ func (gr *ewGroup) mem() []*ewLeaf {
 		}
 	}
 	return ls
-}
-
-// reads lists the tensors the group reads.
-func (gr *ewGroup) reads() []*ir.Value {
-	var vs []*ir.Value
-	for _, l := range gr.mem() {
-		vs = append(vs, l.buf)
-	}
-	return vs
 }
 
 // isLeaf reports whether the group reads v from outside.
@@ -363,7 +366,7 @@ func (gr *ewGroup) eval(k *kfn, vals map[*ir.Value]value.Value, lane types.Type)
 		}
 		vals[n.Outputs[0]] = fn(k, xs)
 	}
-	return vals[gr.out]
+	return vals[gr.root().Outputs[0]]
 }
 
 // lowerGroup emits a group as its own step: one vectorized loop over the
@@ -586,6 +589,9 @@ func init() {
 		rows[name] = &opInfo{types: t, lower: (*gen).lowerElementwise, check: check}
 	}
 	for name := range unaryOps {
+		rows[name] = &opInfo{types: floatOnly, lower: (*gen).lowerElementwise}
+	}
+	for _, name := range []string{"LeakyRelu", "HardSwish"} {
 		rows[name] = &opInfo{types: floatOnly, lower: (*gen).lowerElementwise}
 	}
 	rows["Clip"] = &opInfo{types: floatOnly, lower: (*gen).lowerElementwise, check: func(g *gen, n *ir.Node) error { _, _, err := clipBounds(g, n); return err }}

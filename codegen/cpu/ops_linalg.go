@@ -9,53 +9,6 @@ import (
 	"github.com/llir/llvm/ir/value"
 )
 
-// fuseEpilogues folds what follows a Conv/Gemm/MatMul into its store: a
-// residual Add of a tensor of the output's shape that is computed before
-// the producer, then a Relu or Clip. Each folded value must have the
-// previous one as its only reader and must not be a graph output.
-func (g *gen) fuseEpilogues(outSet map[*ir.Value]bool) {
-	uses := g.model.Graph.Uses()
-	index := map[*ir.Node]int{}
-	for i, n := range g.model.Graph.Nodes {
-		index[n] = i
-	}
-	// next returns v's only reader when v may be folded into its producer.
-	next := func(v *ir.Value) *ir.Node {
-		if outSet[v] || len(uses[v]) != 1 || v.Type.Elem != ir.Float32 {
-			return nil
-		}
-		if u := uses[v][0]; !g.skip[u] && u.Domain == "" {
-			return u
-		}
-		return nil
-	}
-	for _, p := range g.model.Graph.Nodes {
-		if g.skip[p] || p.OpType != "Conv" && p.OpType != "Gemm" && p.OpType != "MatMul" || p.Domain != "" {
-			continue
-		}
-		v := p.Outputs[0]
-		u := next(v)
-		if u != nil && u.OpType == "Add" {
-			if r := residual(u, v); r != nil && (r.Producer == nil || g.skip[r.Producer] || index[r.Producer] < index[p]) {
-				g.fusedAdd[p] = u
-				g.skip[u] = true
-				v = u.Outputs[0]
-				u = next(v)
-			}
-		}
-		if u == nil || u.OpType != "Relu" && u.OpType != "Clip" {
-			continue
-		}
-		if u.OpType == "Clip" {
-			if _, _, err := clipBounds(g, u); err != nil {
-				continue
-			}
-		}
-		g.fusedAct[p] = u
-		g.skip[u] = true
-	}
-}
-
 // residual returns the operand of Add node a other than v when both have
 // v's shape (no broadcasting), or nil.
 func residual(a *ir.Node, v *ir.Value) *ir.Value {
@@ -72,10 +25,25 @@ func residual(a *ir.Node, v *ir.Value) *ir.Value {
 	return r
 }
 
+// residualOf returns the tensor the residual Add fused into n adds, or
+// nil: the Add's operand other than the fused chain's value (after the
+// bias Add when there is one).
+func (g *gen) residualOf(n *ir.Node) *ir.Value {
+	a := g.fusedAdd[n]
+	if a == nil {
+		return nil
+	}
+	v := n.Outputs[0]
+	if b := g.fusedBias[n]; b != nil {
+		v = b.Outputs[0]
+	}
+	return residual(a, v)
+}
+
 // reads lists the values node n reads, its fused residual included.
 func (g *gen) reads(n *ir.Node) []*ir.Value {
-	if a := g.fusedAdd[n]; a != nil {
-		return append(slices.Clip(n.Inputs), residual(a, n.Outputs[0]))
+	if r := g.residualOf(n); r != nil {
+		return append(slices.Clip(n.Inputs), r)
 	}
 	return n.Inputs
 }
@@ -97,20 +65,16 @@ func (g *gen) actBounds(n *ir.Node) (lo, hi float64) {
 // epilogue sets gm's fused residual Add and activation.
 func (g *gen) epilogue(n *ir.Node, gm *gemm) {
 	gm.lo, gm.hi = g.actBounds(n)
-	if a := g.fusedAdd[n]; a != nil {
-		r := residual(a, n.Outputs[0])
+	if r := g.residualOf(n); r != nil {
 		gm.add = func(k *kfn) value.Value { return k.ptr(r) }
 	}
 }
 
-// outValue is where node n's (first) output is written: the last fused
-// node's output.
+// outValue is where node n's (first) output is written: its epilogue
+// group's output when it is the base of one.
 func (g *gen) outValue(n *ir.Node) *ir.Value {
-	if act := g.fusedAct[n]; act != nil {
-		return act.Outputs[0]
-	}
-	if a := g.fusedAdd[n]; a != nil {
-		return a.Outputs[0]
+	if v := g.fusedOut[n]; v != nil {
+		return v
 	}
 	return n.Outputs[0]
 }
@@ -253,6 +217,16 @@ func (g *gen) lowerMatMul(n *ir.Node) error {
 			}
 			gm.bBatch = batchOffset(batchDims, bs)
 		}
+	}
+	if b := g.fusedBias[n]; b != nil {
+		// A bias along the last dim: the same for every row and batch.
+		C := b.Inputs[0]
+		if C == n.Outputs[0] {
+			C = b.Inputs[1]
+		}
+		off := g.addFloats(floatsOf(g.constOf(C)))
+		gm.bias = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: off}, f32) }
+		gm.biasRs, gm.biasCs = 0, 1
 	}
 	gm.c = func(k *kfn) value.Value { return k.ptr(Y) }
 	g.epilogue(n, gm)

@@ -2,139 +2,77 @@ package cpu
 
 import (
 	"fmt"
-	"math"
+	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/value"
 )
 
 // layerNorm is a decomposed LayerNormalization over the last axis, as
-// PyTorch exports it before opset 17:
+// PyTorch exports it before opset 17 (passes/fuse_layernorm.go):
 //
 //	mean = ReduceMean(x, -1); d = Sub(x, mean)
 //	var = ReduceMean(Pow(d, 2), -1)     (or Mul(d, d))
 //	y = Div(d, Sqrt(Add(var, eps)))
 //
-// lowered as one row-wise kernel; pro computes x on the fly and epi (its
-// hole is y) is applied to the result as it is stored (fuse.go).
+// lowered as one row-wise kernel writing out; pro computes x on the fly
+// and epi (its hole is y) is applied to the result as it is stored.
 type layerNorm struct {
-	nodes    []*ir.Node // the pattern, in graph order
 	x, y     *ir.Value
+	out      *ir.Value
 	eps      float64
 	pro, epi *ewGroup
 }
 
-// out is the value the kernel writes.
-func (ln *layerNorm) out() *ir.Value {
-	if ln.epi != nil {
-		return ln.epi.out
+// layerNormOf reads a layernorm group's body: the prologue's nodes, the
+// seven nodes of the pattern (starting at the first ReduceMean, in the
+// order above), the epilogue's nodes.
+func (g *gen) layerNormOf(body []*ir.Node, out *ir.Value) (*layerNorm, error) {
+	i := slices.IndexFunc(body, func(n *ir.Node) bool { return n.OpType == "ReduceMean" })
+	if i < 0 || len(body) < i+7 {
+		return nil, fmt.Errorf("a layernorm group without the LayerNorm pattern")
 	}
-	return ln.y
-}
-
-// reads lists the tensors the kernel reads.
-func (ln *layerNorm) reads() []*ir.Value {
-	var vs []*ir.Value
-	if ln.pro != nil {
-		vs = ln.pro.reads()
-	} else {
-		vs = []*ir.Value{ln.x}
-	}
-	if ln.epi != nil {
-		vs = append(vs, ln.epi.reads()...)
-	}
-	return vs
-}
-
-// lastAxisMean reports whether n is a ReduceMean over the last axis that
-// keeps dims.
-func (f *fusion) lastAxisMean(n *ir.Node) bool {
-	if n == nil || n.OpType != "ReduceMean" || n.Domain != "" || f.g.skip[n] || f.taken[n] || n.Inputs[0].Type.Elem != ir.Float32 {
-		return false
-	}
-	if n.Attr("keepdims") != nil && f.g.attrs(n).Int("keepdims") == 0 {
-		return false
-	}
-	axes, err := reduceAxes(f.g, n)
-	rank := len(dimsOf(n.Inputs[0]))
-	return err == nil && len(axes) == 1 && axes[0] == rank-1
-}
-
-// is reports whether n is a live node of the given op taking ins (nil
-// matches anything) in order.
-func (f *fusion) is(n *ir.Node, op string, ins ...*ir.Value) bool {
-	if n == nil || n.OpType != op || n.Domain != "" || f.g.skip[n] || f.taken[n] || len(n.Inputs) < len(ins) {
-		return false
-	}
-	for i, v := range ins {
-		if v != nil && n.Inputs[i] != v {
-			return false
+	core := body[i : i+7]
+	for j, op := range []string{"ReduceMean", "Sub", "", "ReduceMean", "Add", "Sqrt", "Div"} {
+		if op != "" && core[j].OpType != op {
+			return nil, fmt.Errorf("layernorm group: %s where the pattern has %s", core[j], op)
 		}
 	}
-	return true
-}
-
-// matchLayerNorm matches the pattern rooted at ReduceMean n and marks its
-// nodes taken.
-func (f *fusion) matchLayerNorm(n *ir.Node) *layerNorm {
-	if !f.lastAxisMean(n) {
-		return nil
+	add, r2 := core[4], core[3].Outputs[0]
+	epsV := add.Inputs[0]
+	if epsV == r2 {
+		epsV = add.Inputs[1]
 	}
-	x, mean := n.Inputs[0], n.Outputs[0]
-	sub := f.single(mean)
-	if !f.is(sub, "Sub", x, mean) || f.outSet[sub.Outputs[0]] {
-		return nil
+	t := g.constOf(epsV)
+	if t == nil || t.Len() != 1 {
+		return nil, fmt.Errorf("layernorm group: epsilon is not a constant")
 	}
-	d := sub.Outputs[0]
-	us := f.uses[d]
-	if len(us) != 2 {
-		return nil
+	ln := &layerNorm{x: core[0].Inputs[0], y: core[6].Outputs[0], out: out, eps: t.Float64At(0)}
+	var err error
+	if pro := body[:i]; len(pro) > 0 {
+		if ln.pro, err = g.groupOf(pro, ln.x, nil); err != nil {
+			return nil, err
+		}
+		if !ln.pro.rowFriendly() || ln.pro.root().Outputs[0] != ln.x {
+			return nil, fmt.Errorf("layernorm group: the prologue cannot be computed row by row")
+		}
 	}
-	sq, div := us[0], us[1]
-	if f.is(sq, "Div", d) {
-		sq, div = div, sq
+	if epi := body[i+7:]; len(epi) > 0 {
+		if ln.epi, err = g.groupOf(epi, out, ln.y); err != nil {
+			return nil, err
+		}
+		if !ln.epi.rowFriendly() || !slices.Equal(ln.epi.dims, dimsOf(ln.y)) {
+			return nil, fmt.Errorf("layernorm group: the epilogue cannot be applied row by row")
+		}
 	}
-	if !f.is(div, "Div", d) || !(f.is(sq, "Mul", d, d) || f.is(sq, "Pow", d) && f.scalar(sq.Inputs[1]) == 2) {
-		return nil
-	}
-	r2 := f.single(sq.Outputs[0])
-	if !f.lastAxisMean(r2) {
-		return nil
-	}
-	add := f.single(r2.Outputs[0])
-	if !f.is(add, "Add") || len(add.Inputs) != 2 {
-		return nil
-	}
-	epsV := add.Inputs[1]
-	if add.Inputs[1] == r2.Outputs[0] {
-		epsV = add.Inputs[0]
-	}
-	eps := f.scalar(epsV)
-	if eps != eps { // NaN: not a constant
-		return nil
-	}
-	sqrt := f.single(add.Outputs[0])
-	if !f.is(sqrt, "Sqrt") || f.single(sqrt.Outputs[0]) != div || div.Inputs[1] != sqrt.Outputs[0] {
-		return nil
-	}
-	ln := &layerNorm{nodes: []*ir.Node{n, sub, sq, r2, add, sqrt, div}, x: x, y: div.Outputs[0], eps: eps}
-	f.takeAll(ln.nodes)
-	return ln
-}
-
-// scalar returns the value of a one-element float constant, else NaN.
-func (f *fusion) scalar(v *ir.Value) float64 {
-	if t := f.g.constOf(v); t != nil && t.Len() == 1 && v.Type.Elem == ir.Float32 {
-		return t.Float64At(0)
-	}
-	return math.NaN()
+	return ln, nil
 }
 
 func (g *gen) lowerLayerNorm(ln *layerNorm) error {
 	dims := dimsOf(ln.x)
 	L := dims[len(dims)-1]
 	rows := numel(ln.x) / L
-	out := ln.out()
+	out := ln.out
 	par := parallelWorth(numel(out)) || rows >= 64 && numel(out) >= 4096
 	g.step("LayerNorm", !par, func(k *kfn) {
 		vl := g.vl

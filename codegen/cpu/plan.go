@@ -1,103 +1,56 @@
 package cpu
 
 import (
-	"sort"
-
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/passes"
 )
 
-// buffer is one arena allocation live over nodes [start, end].
-type buffer struct {
-	size       int64
-	start, end int
-	off        int64
-	set        func(off int64)
-}
-
 // planMemory places every intermediate value (and each node's scratch) in
-// one arena, reusing memory between buffers whose lifetimes do not overlap
-// (greedy, largest first, lowest fitting offset). View ops (Reshape,
-// Flatten, Squeeze, Unsqueeze, Identity) alias their input instead of
-// copying it.
+// one arena with passes.PlanMemory. The hooks say what this backend
+// materializes: folded nodes run nothing, graph outputs live in io, a
+// fused node writes its last fused node's output and reads its residual,
+// view ops (opInfo.view, viewIf) alias their input, and opInfo.scratch
+// sizes each node's scratch.
 func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
-	nodes := g.nodes
-	root := func(v *ir.Value) *ir.Value {
-		for g.alias[v] != nil {
-			v = g.alias[v]
-		}
-		return v
-	}
-	for _, n := range nodes {
-		if g.skip[n] {
-			continue
-		}
-		if info := opTable[n.OpType]; info != nil && n.Domain == "" && (info.view || info.viewIf != nil && info.viewIf(g, n)) &&
-			!outSet[n.Outputs[0]] && n.Inputs[0].Type.Elem == n.Outputs[0].Type.Elem {
-			g.alias[n.Outputs[0]] = n.Inputs[0]
+	var nodes []*ir.Node
+	for _, n := range g.nodes {
+		if !g.skip[n] {
+			nodes = append(nodes, n)
 		}
 	}
-	bufs := map[*ir.Value]*buffer{}
-	var order []*buffer
-	for i, n := range nodes {
-		if g.skip[n] {
-			continue
-		}
-		for oi, o := range n.Outputs {
-			if oi == 0 {
-				o = g.outValue(n)
+	p, err := passes.PlanMemory(nodes, passes.MemoryHooks{
+		InArena: func(v *ir.Value) bool { return !outSet[v] },
+		View: func(n *ir.Node) bool {
+			info := opTable[n.OpType]
+			return info != nil && n.Domain == "" && (info.view || info.viewIf != nil && info.viewIf(g, n))
+		},
+		Reads: g.reads,
+		Writes: func(n *ir.Node) []*ir.Value {
+			if len(n.Outputs) == 0 {
+				return nil
 			}
-			if o == nil || g.alias[o] != nil || outSet[o] {
-				continue
+			return append([]*ir.Value{g.outValue(n)}, n.Outputs[1:]...)
+		},
+		Scratch: func(n *ir.Node) int64 {
+			if info := opTable[n.OpType]; info != nil && info.scratch != nil {
+				return info.scratch(g, n)
 			}
-			o := o
-			b := &buffer{size: align64(int64(ir.RawLen(o.Type.Elem, numel(o)))), start: i, end: i}
-			b.set = func(off int64) { g.locs[o] = loc{space: inArena, off: off} }
-			bufs[o] = b
-			order = append(order, b)
-		}
-		for _, v := range g.reads(n) {
-			if v == nil {
-				continue
-			}
-			if b := bufs[root(v)]; b != nil && b.end < i {
-				b.end = i
-			}
-		}
-		if info := opTable[n.OpType]; info != nil && info.scratch != nil {
-			if sz := info.scratch(g, n); sz > 0 {
-				n := n
-				b := &buffer{size: align64(sz), start: i, end: i}
-				b.set = func(off int64) { g.scratch[n] = off }
-				order = append(order, b)
-			}
+			return 0
+		},
+	})
+	if err != nil {
+		return err
+	}
+	for v, in := range p.Aliases {
+		g.alias[v] = in
+	}
+	for _, b := range p.Buffers {
+		if b.Value != nil {
+			g.locs[b.Value] = loc{space: inArena, off: b.Offset}
+		} else {
+			g.scratch[b.Node] = b.Offset
 		}
 	}
-	sort.SliceStable(order, func(a, b int) bool { return order[a].size > order[b].size })
-	var placed []*buffer
-	for _, b := range order {
-		g.tensorBytes += b.size
-		var conflicts []*buffer
-		for _, p := range placed {
-			if p.start <= b.end && b.start <= p.end {
-				conflicts = append(conflicts, p)
-			}
-		}
-		sort.Slice(conflicts, func(i, j int) bool { return conflicts[i].off < conflicts[j].off })
-		off := int64(0)
-		for _, p := range conflicts {
-			if off+b.size <= p.off {
-				break
-			}
-			if e := p.off + p.size; e > off {
-				off = e
-			}
-		}
-		b.off = off
-		b.set(off)
-		placed = append(placed, b)
-		if e := off + b.size; e > g.arenaBytes {
-			g.arenaBytes = e
-		}
-	}
+	g.arenaBytes, g.tensorBytes = p.ArenaBytes, p.TensorBytes
 	return nil
 }

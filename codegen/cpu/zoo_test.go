@@ -39,7 +39,7 @@ func TestZoo(t *testing.T) {
 	for _, name := range zooModels {
 		t.Run(name, func(t *testing.T) {
 			m, feeds, want := zooModel(t, name)
-			res, err := Compile(m, Options{})
+			res, err := Compile(optimize(t, m), Options{})
 			if err != nil {
 				t.Fatalf("compile: %v", err)
 			}
@@ -68,7 +68,7 @@ func TestZoo(t *testing.T) {
 func benchModel(b *testing.B, name string) {
 	needLLC(b)
 	m, feeds, _ := zooModel(b, name)
-	res, err := Compile(m, Options{})
+	res, err := Compile(optimize(b, m), Options{})
 	if err != nil {
 		b.Fatalf("compile: %v", err)
 	}

@@ -37,8 +37,11 @@ type Options struct {
 type Output struct {
 	Model   *ir.Model // after the passes
 	Timings []passes.Timing
-	Code    *cpu.Result
-	Engine  []byte
+	// Memory is the memplan pass's plan of the optimized graph (nil if it
+	// did not run); Code's arena is the one the engine uses.
+	Memory *passes.MemoryPlan
+	Code   *cpu.Result
+	Engine []byte
 }
 
 // ReadModel reads .onnx or .onnxtxt by extension.
@@ -52,8 +55,9 @@ func ReadModel(path string) (*ir.Model, error) {
 	return nil, fmt.Errorf("%s: unknown model extension (want .onnx or .onnxtxt)", path)
 }
 
-// Optimize runs the O2 pipeline (or the required passes at -O0).
-func Optimize(m *ir.Model, opts Options) ([]passes.Timing, error) {
+// Optimize runs the O2 pipeline (or the required passes at -O0) and
+// returns its context, holding the timings and the memory plan.
+func Optimize(m *ir.Model, opts Options) (*passes.Context, error) {
 	c := &passes.Context{OptLevel: opts.OptLevel, Verify: opts.Verify, DumpDir: opts.DumpDir,
 		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: text.WriteFile}
 	for name := range c.Disabled {
@@ -71,7 +75,7 @@ func Optimize(m *ir.Model, opts Options) ([]passes.Timing, error) {
 		}
 	}
 	err := passes.Run(c, passes.O2, m)
-	return c.Timings, err
+	return c, err
 }
 
 // Build compiles the model at path into an engine.
@@ -94,7 +98,7 @@ func Build(path string, opts Options) (*Output, error) {
 // BuildModel compiles a model held in memory (the passes change m); src
 // is the bytes of the file it came from, whose hash the engine records.
 func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
-	timings, err := Optimize(m, opts)
+	pc, err := Optimize(m, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +139,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Output{Model: m, Timings: timings, Code: code, Engine: buf}, nil
+	return &Output{Model: m, Timings: pc.Timings, Memory: pc.Memory, Code: code, Engine: buf}, nil
 }
 
 func (o Options) flags() []string {

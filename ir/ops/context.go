@@ -94,6 +94,10 @@ type InferContext struct {
 	attrs
 	Node  *ir.Node
 	Opset int64
+	// Opsets are the model's opset imports, for ops whose subgraphs hold
+	// nodes of other domains (kiln.FusionGroup); nil when the caller has
+	// none to give.
+	Opsets Opsets
 	// Inputs holds each input's type; omitted optional inputs have the zero
 	// Type (Kind UnknownKind).
 	Inputs []ir.Type
@@ -155,6 +159,8 @@ type KernelContext struct {
 	attrs
 	Node  *ir.Node
 	Opset int64
+	// Opsets: as InferContext's.
+	Opsets Opsets
 	// Inputs holds nil for omitted optional inputs.
 	Inputs []*ir.Tensor
 	// Outputs receives one tensor per node output; a kernel may leave an

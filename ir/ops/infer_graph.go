@@ -72,6 +72,7 @@ func inferNode(n *ir.Node, opsets Opsets, known map[*ir.Value]*ir.Tensor) error 
 	}
 	opset := opsets[n.Domain]
 	c := NewInferContext(s, n, opset, types, consts)
+	c.Opsets = opsets
 	if err := s.Infer(c); err != nil {
 		return err
 	}

@@ -4,8 +4,8 @@
 // and its reference kernel (the oracle every backend is tested against).
 //
 // Rows live in one file per op family (elementwise.go, linalg.go, conv.go,
-// pool.go, norm.go, shape.go, reduce.go, quant.go, rnn.go), each a slice
-// registered from init.
+// pool.go, norm.go, shape.go, reduce.go, quant.go, rnn.go; kiln.go for the
+// kiln domain), each a slice registered from init.
 package ops
 
 import (

@@ -186,6 +186,7 @@ func (e *Executor) runNode(n *ir.Node, env map[*ir.Value]*ir.Tensor) (outs []*ir
 		}
 	}
 	c := ops.NewKernelContext(s, n, e.opsets[n.Domain], in)
+	c.Opsets = e.opsets
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: internal error in the reference kernel: %v\n%s", n, r, debug.Stack())

@@ -1,0 +1,213 @@
+package passes
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// fuseElementwisePass groups elementwise nodes into FusionGroups a backend
+// computes in one pass over the output, intermediates in registers:
+//
+//   - kind "elementwise": a DAG of fusible nodes (fusibleUnary,
+//     fusibleBinary) over one output shape, inputs broadcast. Walking the
+//     nodes backwards, each ungrouped fusible node roots a group, which
+//     takes in every fusible producer of the same output shape whose
+//     readers are all in the group. A Transpose read only by the group and
+//     keeping the innermost axis innermost joins it too (the backend reads
+//     through strides, still vectorized, instead of copying).
+//   - kind "layernorm": the decomposed LayerNormalization exporters emit
+//     (fuse_layernorm.go), with the elementwise group computing its input
+//     (a residual Add) and the one applied to its output (scale and bias)
+//     when they can be evaluated row by row.
+//
+// A lone node with no Transpose to read through stays as it is: there is
+// nothing to fuse.
+func fuseElementwisePass(_ *Context, m *ir.Model) error {
+	f, err := newFuser(m)
+	if err != nil {
+		return err
+	}
+	// Patterns that contain elementwise nodes go first, so the generic
+	// grouping does not split them.
+	var norms []*layerNorm
+	for _, n := range m.Graph.Nodes {
+		if ln := f.matchLayerNorm(n); ln != nil {
+			norms = append(norms, ln)
+		}
+	}
+	ews := f.groupElementwise()
+	byRoot := map[*ir.Node]*ewGroup{}
+	for _, gr := range ews {
+		byRoot[gr.root()] = gr
+	}
+	var groups []group
+	for _, ln := range norms {
+		if p := ln.x.Producer; p != nil && byRoot[p] != nil && !f.outSet[ln.x] && f.onlyUsedBy(ln.x, ln.core) && f.rowFriendly(byRoot[p]) {
+			ln.pro = byRoot[p]
+			delete(byRoot, p)
+		}
+		if u := f.single(ln.y); u != nil {
+			if gr := byRoot[rootOf(u, ews)]; gr != nil && slices.Equal(gr.dims, ln.dims) && f.rowFriendly(gr) {
+				ln.epi = gr
+				delete(byRoot, gr.root())
+			}
+		}
+		groups = append(groups, group{kind: "layernorm", nodes: ln.body()})
+	}
+	for _, gr := range ews {
+		if byRoot[gr.root()] == gr && (len(gr.nodes) > 1 || len(gr.through) > 0) {
+			groups = append(groups, group{kind: "elementwise", nodes: gr.body()})
+		}
+	}
+	f.apply(groups)
+	return nil
+}
+
+// fusibleUnary and fusibleBinary are the elementwise ops a group may hold:
+// those the backends compute in registers (codegen/cpu's ewFn). A backend
+// that meets another op in a group reports it; it never guesses.
+var (
+	fusibleUnary  = []string{"Relu", "Sqrt", "Erf", "Exp", "Log", "Sigmoid", "Tanh", "Neg", "Abs", "Reciprocal", "LeakyRelu", "HardSwish"}
+	fusibleBinary = []string{"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
+)
+
+// operands returns which inputs of n a group computes with, or nil when n
+// cannot join a group. Constant parameters (Clip's bounds, a scalar Pow
+// exponent) are not operands: the backend folds them into the code.
+func (f *fuser) operands(n *ir.Node) []int {
+	if n.Domain != "" || f.taken[n] || len(n.Outputs) != 1 || n.Outputs[0].Type.Elem != ir.Float32 || !n.Outputs[0].Type.Shape.IsStatic() {
+		return nil
+	}
+	switch {
+	case slices.Contains(fusibleUnary, n.OpType):
+		return []int{0}
+	case n.OpType == "Clip":
+		if f.constClip(n) {
+			return []int{0}
+		}
+		return nil
+	case n.OpType == "Pow":
+		if _, ok := f.scalar(n.Input(1)); ok {
+			return []int{0}
+		}
+	}
+	if slices.Contains(fusibleBinary, n.OpType) && len(n.Inputs) == 2 {
+		return []int{0, 1}
+	}
+	return nil
+}
+
+// ewGroup is an elementwise DAG being formed.
+type ewGroup struct {
+	nodes   []*ir.Node // in graph order; the last is the root
+	dims    []int64    // the root's output dims
+	through []*ir.Node // Transposes read through
+}
+
+func (gr *ewGroup) root() *ir.Node { return gr.nodes[len(gr.nodes)-1] }
+
+// body lists the group's nodes in evaluation order: the Transposes read
+// only outer values, so they go first.
+func (gr *ewGroup) body() []*ir.Node { return append(slices.Clone(gr.through), gr.nodes...) }
+
+func rootOf(n *ir.Node, groups []*ewGroup) *ir.Node {
+	for _, gr := range groups {
+		if slices.Contains(gr.nodes, n) {
+			return gr.root()
+		}
+	}
+	return nil
+}
+
+func (f *fuser) groupElementwise() []*ewGroup {
+	var groups []*ewGroup
+	member := map[*ir.Node]*ewGroup{}
+	nodes := f.g.Nodes
+	for i := len(nodes) - 1; i >= 0; i-- {
+		n := nodes[i]
+		if f.operands(n) == nil || member[n] != nil {
+			continue
+		}
+		dims, _ := staticDims(n.Outputs[0])
+		gr := &ewGroup{nodes: []*ir.Node{n}, dims: dims}
+		member[n] = gr
+		for grown := true; grown; {
+			grown = false
+			for _, m := range gr.nodes {
+				for _, oi := range f.operands(m) {
+					v := m.Inputs[oi]
+					p := v.Producer
+					if p == nil || member[p] != nil || f.operands(p) == nil || f.outSet[v] {
+						continue
+					}
+					if d, _ := staticDims(v); !slices.Equal(d, gr.dims) {
+						continue
+					}
+					all := true
+					for _, u := range f.uses[v] {
+						all = all && member[u] == gr
+					}
+					if all {
+						gr.nodes = append(gr.nodes, p)
+						member[p] = gr
+						grown = true
+					}
+				}
+			}
+		}
+		sort.Slice(gr.nodes, func(a, b int) bool { return f.order[gr.nodes[a]] < f.order[gr.nodes[b]] })
+		f.findThrough(gr)
+		groups = append(groups, gr)
+	}
+	return groups
+}
+
+// findThrough records the Transposes the group may read through: the
+// producer of a non-constant operand from outside, read by nothing else,
+// keeping the last axis last (so the read stays contiguous).
+func (f *fuser) findThrough(gr *ewGroup) {
+	for _, l := range f.leaves(gr) {
+		t := l.Producer
+		if t == nil || !f.is(t, "Transpose") || f.outSet[l] || !f.onlyUsedBy(l, gr.nodes) || slices.Contains(gr.through, t) {
+			continue
+		}
+		if _, ok := f.scalar(l); ok {
+			continue
+		}
+		rank := len(t.Inputs[0].Type.Shape.Dims)
+		perm := t.Attr("perm")
+		if rank > 0 && perm != nil && len(perm.Ints) == rank && perm.Ints[rank-1] == int64(rank-1) {
+			gr.through = append(gr.through, t)
+		}
+	}
+}
+
+// leaves lists the operands a group reads from outside, in order of first
+// read.
+func (f *fuser) leaves(gr *ewGroup) []*ir.Value {
+	var vs []*ir.Value
+	for _, n := range gr.nodes {
+		for _, oi := range f.operands(n) {
+			v := n.Inputs[oi]
+			if (v.Producer == nil || !slices.Contains(gr.nodes, v.Producer)) && !slices.Contains(vs, v) {
+				vs = append(vs, v)
+			}
+		}
+	}
+	return vs
+}
+
+// rowFriendly reports whether a row-wise kernel (LayerNorm) can evaluate
+// the group as it reads or writes rows of the last dim: the group has one,
+// and every operand read from memory is float32 (each is then contiguous
+// or broadcast along that dim, as read-through Transposes keep it last).
+func (f *fuser) rowFriendly(gr *ewGroup) bool {
+	for _, v := range f.leaves(gr) {
+		if _, ok := f.scalar(v); !ok && v.Type.Elem != ir.Float32 {
+			return false
+		}
+	}
+	return len(gr.dims) > 0
+}

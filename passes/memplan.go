@@ -1,0 +1,231 @@
+package passes
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// MemoryHooks tell PlanMemory what a backend materializes. Nil fields
+// take the default noted on each.
+type MemoryHooks struct {
+	// InArena reports whether a value a node writes needs an arena buffer;
+	// graph outputs, for one, live in the caller's memory. Nil: all do.
+	InArena func(v *ir.Value) bool
+	// View reports whether n's output 0 may share the bytes of its input 0
+	// (a reshape-like op). PlanMemory takes the alias only when the element
+	// types match and the output is InArena: an output the caller owns
+	// must be written.
+	View func(n *ir.Node) bool
+	// Reads lists the values n reads. Nil: n.Inputs.
+	Reads func(n *ir.Node) []*ir.Value
+	// Writes lists the values n writes. Nil: n.Outputs.
+	Writes func(n *ir.Node) []*ir.Value
+	// Scratch is the temporary memory n needs while it runs. Nil: none.
+	Scratch func(n *ir.Node) int64
+}
+
+// MemoryPlan is where every intermediate value lives in one arena.
+type MemoryPlan struct {
+	// Buffers are in the order their nodes run.
+	Buffers []*Buffer
+	// Aliases maps a view's output to the value whose bytes it shares.
+	Aliases map[*ir.Value]*ir.Value
+	// ArenaBytes is the arena's size; TensorBytes the sum of all buffers,
+	// what the arena would be without reuse.
+	ArenaBytes, TensorBytes int64
+}
+
+// Buffer is one arena allocation, live from the node that writes it
+// (First) to the last node that reads it (Last), as indices into the nodes
+// planned.
+type Buffer struct {
+	Value       *ir.Value // nil for scratch
+	Node        *ir.Node  // the node whose scratch this is; nil for a value
+	Size        int64     // bytes, a multiple of MemoryAlign
+	First, Last int
+	Offset      int64
+}
+
+// MemoryAlign is the alignment of every buffer: a cache line, and the
+// widest vector load (AVX-512).
+const MemoryAlign = 64
+
+var errNotStatic = errors.New("memory planning needs static shapes")
+
+// PlanMemory places the buffers of nodes (in execution order) in one arena
+// so that buffers whose lifetimes overlap never share bytes: greedily,
+// largest first, each at the lowest offset that fits. Liveness is by node
+// index, so a node's output never shares memory with its inputs (kernels
+// need not support in-place updates). Sorts are stable, so equal sizes go
+// in node order and the plan is deterministic.
+func PlanMemory(nodes []*ir.Node, h MemoryHooks) (*MemoryPlan, error) {
+	h.setDefaults()
+	p := &MemoryPlan{Aliases: map[*ir.Value]*ir.Value{}}
+	for _, n := range nodes {
+		if len(n.Inputs) == 0 || len(n.Outputs) == 0 || !h.View(n) {
+			continue
+		}
+		in, out := n.Inputs[0], n.Outputs[0]
+		if in != nil && out != nil && in.Type.Elem == out.Type.Elem && h.InArena(out) {
+			p.Aliases[out] = in
+		}
+	}
+	owner := map[*ir.Value]*Buffer{}
+	for i, n := range nodes {
+		for _, v := range h.Writes(n) {
+			if v == nil || p.Aliases[v] != nil || !h.InArena(v) {
+				continue
+			}
+			dims, ok := v.Type.Shape.Ints()
+			if !ok {
+				return nil, fmt.Errorf("%s: %s has shape %s: %w", n, v.Name, v.Type, errNotStatic)
+			}
+			b := &Buffer{Value: v, Size: alignUp(int64(ir.RawLen(v.Type.Elem, ir.Product(dims)))), First: i, Last: i}
+			owner[v] = b
+			p.Buffers = append(p.Buffers, b)
+		}
+		for _, v := range h.Reads(n) {
+			if b := owner[p.root(v)]; b != nil {
+				b.Last = i
+			}
+		}
+		if size := h.Scratch(n); size > 0 {
+			p.Buffers = append(p.Buffers, &Buffer{Node: n, Size: alignUp(size), First: i, Last: i})
+		}
+	}
+	p.place()
+	return p, nil
+}
+
+func (h *MemoryHooks) setDefaults() {
+	if h.InArena == nil {
+		h.InArena = func(*ir.Value) bool { return true }
+	}
+	if h.View == nil {
+		h.View = func(*ir.Node) bool { return false }
+	}
+	if h.Reads == nil {
+		h.Reads = func(n *ir.Node) []*ir.Value { return n.Inputs }
+	}
+	if h.Writes == nil {
+		h.Writes = func(n *ir.Node) []*ir.Value { return n.Outputs }
+	}
+	if h.Scratch == nil {
+		h.Scratch = func(*ir.Node) int64 { return 0 }
+	}
+}
+
+// root follows view aliases to the value that owns the bytes.
+func (p *MemoryPlan) root(v *ir.Value) *ir.Value {
+	for p.Aliases[v] != nil {
+		v = p.Aliases[v]
+	}
+	return v
+}
+
+// place assigns offsets: largest buffer first, each at the lowest offset
+// where it overlaps no placed buffer live at the same time.
+func (p *MemoryPlan) place() {
+	order := slices.Clone(p.Buffers)
+	slices.SortStableFunc(order, func(a, b *Buffer) int { return cmp.Compare(b.Size, a.Size) })
+	var placed, conflicts []*Buffer
+	for _, b := range order {
+		conflicts = conflicts[:0]
+		for _, q := range placed {
+			if q.First <= b.Last && b.First <= q.Last {
+				conflicts = append(conflicts, q)
+			}
+		}
+		slices.SortStableFunc(conflicts, func(a, b *Buffer) int { return cmp.Compare(a.Offset, b.Offset) })
+		off := int64(0)
+		for _, q := range conflicts {
+			if off+b.Size <= q.Offset {
+				break
+			}
+			off = max(off, q.Offset+q.Size)
+		}
+		b.Offset = off
+		placed = append(placed, b)
+		p.ArenaBytes = max(p.ArenaBytes, off+b.Size)
+		p.TensorBytes += b.Size
+	}
+}
+
+func alignUp(n int64) int64 { return (n + MemoryAlign - 1) &^ (MemoryAlign - 1) }
+
+// Summary is the one-line report of the plan.
+func (p *MemoryPlan) Summary() string {
+	pct := 100.0
+	if p.TensorBytes > 0 {
+		pct = 100 * float64(p.ArenaBytes) / float64(p.TensorBytes)
+	}
+	return fmt.Sprintf("arena %d bytes vs %d bytes of tensors (%.0f%%)", p.ArenaBytes, p.TensorBytes, pct)
+}
+
+// Print writes the plan as a table: one row per buffer, then the aliases
+// and the Summary.
+func (p *MemoryPlan) Print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "buffer\tbytes\tlive\toffset")
+	for _, b := range p.Buffers {
+		var name string
+		if b.Value != nil {
+			name = b.Value.Name
+		} else {
+			name = "scratch of " + b.Node.String()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t[%d,%d]\t%d\n", name, b.Size, b.First, b.Last, b.Offset)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var aliases []string
+	for v, in := range p.Aliases {
+		aliases = append(aliases, fmt.Sprintf("%s aliases %s\n", v.Name, in.Name))
+	}
+	slices.Sort(aliases)
+	_, err := fmt.Fprintf(w, "%s%s\n", strings.Join(aliases, ""), p.Summary())
+	return err
+}
+
+// viewOps share their input's bytes: they change only the shape.
+var viewOps = map[string]bool{"Reshape": true, "Flatten": true, "Squeeze": true, "Unsqueeze": true, "Identity": true}
+
+// memplanPass plans the final graph's arena with view aliasing and no
+// scratch, and records it in c.Memory for reports. A backend re-plans
+// with PlanMemory and its own hooks (fused nodes, kernel scratch), so its
+// arena can differ. A graph with dynamic shapes gets no plan.
+func memplanPass(c *Context, m *ir.Model) error {
+	g := m.Graph
+	outputs := map[*ir.Value]bool{}
+	for _, v := range g.Outputs {
+		outputs[v] = true
+	}
+	p, err := PlanMemory(g.Nodes, MemoryHooks{
+		InArena: func(v *ir.Value) bool {
+			p := v.Producer
+			return !outputs[v] && !(p != nil && p.OpType == "Constant" && p.Domain == "")
+		},
+		View: func(n *ir.Node) bool { return n.Domain == "" && viewOps[n.OpType] },
+		Reads: func(n *ir.Node) []*ir.Value {
+			reads := n.Inputs
+			for _, sg := range n.Subgraphs() {
+				reads = append(slices.Clip(reads), sg.FreeValues()...)
+			}
+			return reads
+		},
+	})
+	if errors.Is(err, errNotStatic) {
+		c.Memory = nil
+		return nil
+	}
+	c.Memory = p
+	return err
+}

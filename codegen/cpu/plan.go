@@ -22,10 +22,15 @@ type buffer struct {
 func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 	nodes := g.nodes
 	root := func(v *ir.Value) *ir.Value {
-		for g.alias[v] != nil {
-			v = g.alias[v]
+		for {
+			if a := g.alias[v]; a != nil {
+				v = a
+			} else if p, ok := g.within[v]; ok {
+				v = p.into
+			} else {
+				return v
+			}
 		}
-		return v
 	}
 	for _, n := range nodes {
 		if g.skip[n] {
@@ -36,7 +41,9 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 			g.alias[n.Outputs[0]] = n.Inputs[0]
 		}
 	}
+	g.concatInPlace(outSet)
 	bufs := map[*ir.Value]*buffer{}
+	firstDef := map[*ir.Value]int{} // of buffers that values placed within them start before
 	var order []*buffer
 	for i, n := range nodes {
 		if g.skip[n] {
@@ -49,8 +56,20 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 			if o == nil || g.alias[o] != nil || outSet[o] {
 				continue
 			}
+			if _, ok := g.within[o]; ok {
+				if r := root(o); !outSet[r] {
+					if _, seen := firstDef[r]; !seen {
+						firstDef[r] = i
+					}
+				}
+				continue
+			}
 			o := o
-			b := &buffer{size: align64(int64(ir.RawLen(o.Type.Elem, numel(o)))), start: i, end: i}
+			start := i
+			if d, ok := firstDef[o]; ok {
+				start = d
+			}
+			b := &buffer{size: align64(int64(ir.RawLen(o.Type.Elem, numel(o)))), start: start, end: i}
 			b.set = func(off int64) { g.locs[o] = loc{space: inArena, off: off} }
 			bufs[o] = b
 			order = append(order, b)
@@ -100,4 +119,52 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 		}
 	}
 	return nil
+}
+
+// placement says a value is stored inside another one's buffer.
+type placement struct {
+	into *ir.Value
+	off  int64 // bytes
+}
+
+// concatInPlace lets the producers of a Concat's inputs write straight
+// into their slices of its output when each slice is contiguous (every
+// dim before the axis is 1); the Concat then costs nothing. An input
+// qualifies when a kernel of this graph writes it (not a graph input,
+// constant, view or graph output) and it feeds no other such Concat.
+func (g *gen) concatInPlace(outSet map[*ir.Value]bool) {
+	written := map[*ir.Value]bool{}
+	for _, n := range g.nodes {
+		if !g.skip[n] {
+			written[g.outValue(n)] = true
+		}
+	}
+	for _, n := range g.nodes {
+		if g.skip[n] || n.Domain != "" || n.OpType != "Concat" || g.fused[n] != nil {
+			continue
+		}
+		out := n.Outputs[0]
+		od := dimsOf(out)
+		axis := normAxis(g.attrs(n).Int("axis"), len(od))
+		if ir.Product(od[:axis]) != 1 || g.alias[out] != nil {
+			continue
+		}
+		ok := true
+		seen := map[*ir.Value]bool{}
+		for _, v := range n.Inputs {
+			_, placed := g.within[v]
+			ok = ok && written[v] && !outSet[v] && g.alias[v] == nil && !placed && !seen[v] &&
+				v.Type.Elem == out.Type.Elem && !g.isGraphInput(v)
+			seen[v] = true
+		}
+		if !ok {
+			continue
+		}
+		off := int64(0)
+		for _, v := range n.Inputs {
+			g.within[v] = placement{into: out, off: off}
+			off += int64(ir.RawLen(v.Type.Elem, numel(v)))
+		}
+		g.inPlace[n] = true
+	}
 }

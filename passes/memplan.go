@@ -29,6 +29,10 @@ type MemoryHooks struct {
 	Writes func(n *ir.Node) []*ir.Value
 	// Scratch is the temporary memory n needs while it runs. Nil: none.
 	Scratch func(n *ir.Node) int64
+	// ConcatInPlace says the backend can skip Concat node n when its
+	// inputs' producers write straight into their slices of its output;
+	// PlanMemory then does so where each slice is contiguous. Nil: never.
+	ConcatInPlace func(n *ir.Node) bool
 }
 
 // MemoryPlan is where every intermediate value lives in one arena.
@@ -37,6 +41,10 @@ type MemoryPlan struct {
 	Buffers []*Buffer
 	// Aliases maps a view's output to the value whose bytes it shares.
 	Aliases map[*ir.Value]*ir.Value
+	// Within places a Concat's inputs inside its output, and InPlace marks
+	// those Concats: they need no kernel (see MemoryHooks.ConcatInPlace).
+	Within  map[*ir.Value]Placement
+	InPlace map[*ir.Node]bool
 	// ArenaBytes is the arena's size; TensorBytes the sum of all buffers,
 	// what the arena would be without reuse.
 	ArenaBytes, TensorBytes int64
@@ -53,6 +61,12 @@ type Buffer struct {
 	Offset      int64
 }
 
+// Placement says a value's bytes lie inside another value's, at Offset.
+type Placement struct {
+	Into   *ir.Value
+	Offset int64
+}
+
 // MemoryAlign is the alignment of every buffer: a cache line, and the
 // widest vector load (AVX-512).
 const MemoryAlign = 64
@@ -67,7 +81,7 @@ var errNotStatic = errors.New("memory planning needs static shapes")
 // in node order and the plan is deterministic.
 func PlanMemory(nodes []*ir.Node, h MemoryHooks) (*MemoryPlan, error) {
 	h.setDefaults()
-	p := &MemoryPlan{Aliases: map[*ir.Value]*ir.Value{}}
+	p := &MemoryPlan{Aliases: map[*ir.Value]*ir.Value{}, Within: map[*ir.Value]Placement{}, InPlace: map[*ir.Node]bool{}}
 	for _, n := range nodes {
 		if len(n.Inputs) == 0 || len(n.Outputs) == 0 || !h.View(n) {
 			continue
@@ -77,17 +91,33 @@ func PlanMemory(nodes []*ir.Node, h MemoryHooks) (*MemoryPlan, error) {
 			p.Aliases[out] = in
 		}
 	}
+	p.concatInPlace(nodes, h)
 	owner := map[*ir.Value]*Buffer{}
+	// firstWrite is, for a buffer that values placed within it fill, the
+	// first node writing one of them: its lifetime starts there.
+	firstWrite := map[*ir.Value]int{}
 	for i, n := range nodes {
 		for _, v := range h.Writes(n) {
 			if v == nil || p.Aliases[v] != nil || !h.InArena(v) {
+				continue
+			}
+			if _, ok := p.Within[v]; ok {
+				if r := p.root(v); h.InArena(r) {
+					if _, seen := firstWrite[r]; !seen {
+						firstWrite[r] = i
+					}
+				}
 				continue
 			}
 			dims, ok := v.Type.Shape.Ints()
 			if !ok {
 				return nil, fmt.Errorf("%s: %s has shape %s: %w", n, v.Name, v.Type, errNotStatic)
 			}
-			b := &Buffer{Value: v, Size: alignUp(int64(ir.RawLen(v.Type.Elem, ir.Product(dims)))), First: i, Last: i}
+			first := i
+			if f, ok := firstWrite[v]; ok {
+				first = f
+			}
+			b := &Buffer{Value: v, Size: alignUp(int64(ir.RawLen(v.Type.Elem, ir.Product(dims)))), First: first, Last: i}
 			owner[v] = b
 			p.Buffers = append(p.Buffers, b)
 		}
@@ -120,14 +150,74 @@ func (h *MemoryHooks) setDefaults() {
 	if h.Scratch == nil {
 		h.Scratch = func(*ir.Node) int64 { return 0 }
 	}
+	if h.ConcatInPlace == nil {
+		h.ConcatInPlace = func(*ir.Node) bool { return false }
+	}
 }
 
-// root follows view aliases to the value that owns the bytes.
-func (p *MemoryPlan) root(v *ir.Value) *ir.Value {
-	for p.Aliases[v] != nil {
-		v = p.Aliases[v]
+// concatInPlace places the inputs of each Concat the backend allows inside
+// its output when every slice is contiguous (all dims before the axis are
+// 1, as for channels at batch 1). An input qualifies when a planned node
+// writes it into the arena, it is not a view, and it is not placed in
+// another Concat already (nor twice in this one).
+func (p *MemoryPlan) concatInPlace(nodes []*ir.Node, h MemoryHooks) {
+	written := map[*ir.Value]bool{}
+	for _, n := range nodes {
+		for _, v := range h.Writes(n) {
+			written[v] = v != nil && h.InArena(v)
+		}
 	}
-	return v
+	for _, n := range nodes {
+		if n.Domain != "" || n.OpType != "Concat" || len(n.Outputs) != 1 || !h.ConcatInPlace(n) {
+			continue
+		}
+		out := n.Outputs[0]
+		dims, ok := out.Type.Shape.Ints()
+		if !ok || p.Aliases[out] != nil {
+			continue
+		}
+		a := n.Attr("axis")
+		if a == nil {
+			continue
+		}
+		axis := a.I
+		if axis < 0 {
+			axis += int64(len(dims))
+		}
+		if axis < 0 || axis >= int64(len(dims)) || ir.Product(dims[:axis]) != 1 {
+			continue
+		}
+		seen := map[*ir.Value]bool{}
+		for _, v := range n.Inputs {
+			_, placed := p.Within[v]
+			ok = ok && v != nil && written[v] && p.Aliases[v] == nil && !placed && !seen[v] && v.Type.Elem == out.Type.Elem
+			seen[v] = true
+		}
+		if !ok {
+			continue
+		}
+		off := int64(0)
+		for _, v := range n.Inputs {
+			d, _ := v.Type.Shape.Ints()
+			p.Within[v] = Placement{Into: out, Offset: off}
+			off += int64(ir.RawLen(v.Type.Elem, ir.Product(d)))
+		}
+		p.InPlace[n] = true
+	}
+}
+
+// root follows view aliases and in-place Concats to the value that owns
+// the bytes.
+func (p *MemoryPlan) root(v *ir.Value) *ir.Value {
+	for {
+		if a := p.Aliases[v]; a != nil {
+			v = a
+		} else if w, ok := p.Within[v]; ok {
+			v = w.Into
+		} else {
+			return v
+		}
+	}
 }
 
 // place assigns offsets: largest buffer first, each at the lowest offset
@@ -190,6 +280,9 @@ func (p *MemoryPlan) Print(w io.Writer) error {
 	for v, in := range p.Aliases {
 		aliases = append(aliases, fmt.Sprintf("%s aliases %s\n", v.Name, in.Name))
 	}
+	for v, w := range p.Within {
+		aliases = append(aliases, fmt.Sprintf("%s is in %s at +%d\n", v.Name, w.Into.Name, w.Offset))
+	}
 	slices.Sort(aliases)
 	_, err := fmt.Fprintf(w, "%s%s\n", strings.Join(aliases, ""), p.Summary())
 	return err
@@ -213,7 +306,8 @@ func memplanPass(c *Context, m *ir.Model) error {
 			p := v.Producer
 			return !outputs[v] && !(p != nil && p.OpType == "Constant" && p.Domain == "")
 		},
-		View: func(n *ir.Node) bool { return n.Domain == "" && viewOps[n.OpType] },
+		View:          func(n *ir.Node) bool { return n.Domain == "" && viewOps[n.OpType] },
+		ConcatInPlace: func(*ir.Node) bool { return true },
 		Reads: func(n *ir.Node) []*ir.Value {
 			reads := n.Inputs
 			for _, sg := range n.Subgraphs() {

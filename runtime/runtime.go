@@ -31,9 +31,11 @@ type Engine struct {
 	Meta    engine.Metadata
 	Plan    []byte
 	lib     *cpurt.Library
-	weights []byte // 64-byte aligned copy
-	inputs  []binding
-	outputs []binding
+	weights []byte // 64-byte aligned copy, in weightBuf
+	// weightBuf owns weights' memory (freed when the Engine is collected).
+	weightBuf *cpurt.Buffer
+	inputs    []binding
+	outputs   []binding
 }
 
 type binding struct {
@@ -83,7 +85,8 @@ func LoadBytes(buf []byte) (*Engine, error) {
 	if e.outputs, err = bindings(f.Meta.Outputs); err != nil {
 		return nil, err
 	}
-	e.weights = cpurt.AlignedBytes(int64(len(f.Weights)))
+	e.weightBuf = cpurt.NewBuffer(int64(len(f.Weights)))
+	e.weights = e.weightBuf.Bytes
 	copy(e.weights, f.Weights)
 	if e.lib, err = cpurt.Open(so); err != nil {
 		return nil, err
@@ -159,7 +162,9 @@ type Context struct {
 	engine  *Engine
 	threads int
 	arena   []byte
-	io      []unsafe.Pointer
+	// arenaBuf owns arena's memory (freed when the Context is collected).
+	arenaBuf *cpurt.Buffer
+	io       []unsafe.Pointer
 }
 
 // NewContext allocates a context's arena.
@@ -174,7 +179,8 @@ func (e *Engine) NewContext(opts Options) (*Context, error) {
 	if e.Meta.ArenaBytes > 1<<40 {
 		return nil, errors.New("engine asks for an absurd arena size")
 	}
-	return &Context{engine: e, threads: threads, arena: cpurt.AlignedBytes(e.Meta.ArenaBytes),
+	buf := cpurt.NewBuffer(e.Meta.ArenaBytes)
+	return &Context{engine: e, threads: threads, arenaBuf: buf, arena: buf.Bytes,
 		io: make([]unsafe.Pointer, len(e.inputs)+len(e.outputs))}, nil
 }
 
@@ -192,6 +198,7 @@ func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 	e := c.engine
 	e.lib.Run(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
 	goruntime.KeepAlive(inputs)
+	goruntime.KeepAlive(c) // the arena and weights are freed with their owners
 	return out, nil
 }
 
@@ -274,6 +281,7 @@ func (c *Context) RunProfiled(inputs map[string]*ir.Tensor, p *Profile) (map[str
 	}
 	p.c1, p.t1 = p.lib.Cycles(), time.Now()
 	goruntime.KeepAlive(inputs)
+	goruntime.KeepAlive(c)
 	for i := range p.samples {
 		p.samples[i] = append(p.samples[i], p.times[i+1]-p.times[i]) // thread 0's row
 	}

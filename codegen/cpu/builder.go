@@ -236,6 +236,17 @@ func (k *kfn) split(total int64) (lo, hi value.Value) {
 	return lo, hi
 }
 
+// splitCapped is split over at most limit threads: threads from limit on
+// get no work.
+func (k *kfn) splitCapped(total, limit int64) (lo, hi value.Value) {
+	nth := k.b.NewSelect(k.b.NewICmp(enum.IPredSGT, k.nth, c64(limit)), c64(limit), k.nth)
+	t := c64(total)
+	lo = k.b.NewSDiv(k.b.NewMul(k.tid, t), nth)
+	hi = k.b.NewSDiv(k.b.NewMul(k.b.NewAdd(k.tid, c64(1)), t), nth)
+	idle := k.b.NewICmp(enum.IPredSGE, k.tid, nth)
+	return k.b.NewSelect(idle, c64(0), lo), k.b.NewSelect(idle, c64(0), hi)
+}
+
 // call calls a declared function (intrinsic).
 func (k *kfn) call(name string, ret types.Type, args ...value.Value) value.Value {
 	params := make([]types.Type, len(args))

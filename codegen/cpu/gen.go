@@ -7,6 +7,7 @@ import (
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
+	"github.com/kiln-ml/kiln/passes"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
@@ -52,6 +53,10 @@ type gen struct {
 	locs    map[*ir.Value]loc
 	skip    map[*ir.Node]bool // folded at compile time
 	alias   map[*ir.Value]*ir.Value
+	// within places values inside another value's buffer, and inPlace
+	// marks the Concats that this makes free (passes.PlanMemory).
+	within  map[*ir.Value]passes.Placement
+	inPlace map[*ir.Node]bool
 	scratch map[*ir.Node]int64 // arena offset of each node's scratch
 	// fusedAct, fusedAdd and fusedBias map the base Conv/Gemm/MatMul of
 	// an epilogue group to the Relu/Clip, the residual Add and (MatMul)
@@ -84,7 +89,7 @@ func newGen(m *ir.Model, feats []string) (*gen, error) {
 	}
 	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats,
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
-		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, scratch: map[*ir.Node]int64{},
+		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{},
 		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{}}
 	g.vl, g.mr, g.nv = 8, 6, 2
@@ -184,6 +189,11 @@ func (g *gen) locOf(v *ir.Value) loc {
 	for g.alias[v] != nil {
 		v = g.alias[v]
 	}
+	if p, ok := g.within[v]; ok {
+		l := g.locOf(p.Into)
+		l.off += p.Offset
+		return l
+	}
 	if l, ok := g.locs[v]; ok {
 		return l
 	}
@@ -258,6 +268,10 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 		slot := ll.NewGetElementPtr(i8p, k.io, c64(int64(l.io)))
 		ld := ll.NewLoad(i8p, slot)
 		insts, raw = append(insts, slot, ld), ld
+		if l.off != 0 {
+			gp := ll.NewGetElementPtr(i8, ld, c64(l.off))
+			insts, raw = append(insts, gp), gp
+		}
 	}
 	cast := ll.NewBitCast(raw, types.NewPointer(et))
 	insts = append(insts, cast)
@@ -322,7 +336,7 @@ func (g *gen) build() error {
 		return err
 	}
 	for _, n := range g.nodes {
-		if g.skip[n] || g.alias[n.Outputs[0]] != nil {
+		if g.skip[n] || g.alias[n.Outputs[0]] != nil || g.inPlace[n] {
 			continue
 		}
 		g.curNode = n
@@ -396,14 +410,27 @@ func (g *gen) emitBarrier() *ll.Func {
 	st2 := last.NewStore(flip, senseP)
 	st2.Atomic, st2.Ordering, st2.Align = true, enum.AtomicOrderingRelease, 8
 	last.NewRet(flip)
+	// The wait spins with PAUSE and gives the core away (sched_yield) every
+	// yieldEvery polls: on a loaded machine the thread being waited for may
+	// be runnable but without a core, and pure spinning would hold it off
+	// for a whole scheduler slice.
+	const yieldEvery = 256
 	pause := g.declare("llvm.x86.sse2.pause", types.Void)
+	yield := ll.NewInlineAsm(types.NewPointer(types.NewFunc(i64, i64)), "syscall", "={rax},{rax},~{rcx},~{r11},~{memory}")
+	yield.SideEffect = true
 	wait.NewBr(spin)
+	polls := spin.NewPhi(ll.NewIncoming(c64(0), wait))
 	senseP2 := spin.NewGetElementPtr(i64, bp, c64(1))
 	cur := spin.NewLoad(i64, senseP2)
 	cur.Atomic, cur.Ordering, cur.Align = true, enum.AtomicOrderingAcquire, 8
 	spin.NewCall(pause)
-	back := f.NewBlock("")
-	spin.NewCondBr(spin.NewICmp(enum.IPredEQ, cur, flip), back, spin)
+	back, giveAway, again := f.NewBlock(""), f.NewBlock(""), f.NewBlock("")
+	next := spin.NewAdd(polls, c64(1))
+	spin.NewCondBr(spin.NewICmp(enum.IPredEQ, cur, flip), back, again)
+	again.NewCondBr(again.NewICmp(enum.IPredEQ, again.NewAnd(next, c64(yieldEvery-1)), c64(0)), giveAway, spin)
+	giveAway.NewCall(yield, c64(24)) // SYS_sched_yield on x86-64 Linux
+	giveAway.NewBr(spin)
+	polls.Incs = append(polls.Incs, ll.NewIncoming(next, again), ll.NewIncoming(next, giveAway))
 	back.NewRet(flip)
 	done.NewRet(sense)
 	return f

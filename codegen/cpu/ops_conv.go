@@ -75,6 +75,9 @@ func convScratch(g *gen, n *ir.Node) int64 {
 	if winogradFits(c) {
 		return newWinoGeom(c).scratchBytes()
 	}
+	if bd, ok := g.bands(c); ok {
+		return chunkSlots * bd.slot
+	}
 	vl := int64(g.vl)
 	ldb := (c.OH*c.OW + vl - 1) / vl * vl
 	return 4 * c.N * c.C * c.kh * c.kw * ldb
@@ -87,6 +90,10 @@ func (g *gen) lowerConv(n *ir.Node) error {
 	}
 	if winogradFits(c) {
 		g.lowerWinograd(n, c)
+		return nil
+	}
+	if bd, ok := g.bands(c); ok {
+		g.lowerConvBanded(n, c, bd)
 		return nil
 	}
 	X, Y := n.Inputs[0], g.outValue(n)

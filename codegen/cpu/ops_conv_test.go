@@ -29,6 +29,11 @@ func TestConvShapes(t *testing.T) {
 		{name: "maxpool_ceil_wide", op: "MaxPool", inputs: [][]int64{{1, 2, 20, 36}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 2, 2), ir.AttrI("ceil_mode", 1)}},
 		{name: "avgpool_wide", op: "AveragePool", inputs: [][]int64{{1, 2, 9, 35}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 2), pads(1, 1, 1, 0)}},
 		{name: "avgpool_incpad_s3", op: "AveragePool", inputs: [][]int64{{1, 2, 9, 50}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 3, 3), pads(1, 1, 1, 1), ir.AttrI("count_include_pad", 1)}},
+		// Banded im2col: a stem (7×7 stride 2, a short last band), two
+		// images, and dilated asymmetric padding.
+		{name: "banded_stem", op: "Conv", inputs: [][]int64{{2, 3, 130, 130}}, consts: []*ir.Tensor{w(4, 3, 7, 7), w(4)}, attrs: []*ir.Attribute{pads(3, 3, 3, 3), ir.AttrIs("strides", 2, 2)}},
+		{name: "banded_dil", op: "Conv", inputs: [][]int64{{1, 2, 66, 90}}, consts: []*ir.Tensor{w(5, 2, 3, 3)}, attrs: []*ir.Attribute{pads(0, 2, 3, 1), ir.AttrIs("dilations", 2, 2)}},
+		{name: "banded_short_last", op: "Conv", inputs: [][]int64{{1, 72, 57, 57}}, consts: []*ir.Tensor{w(13, 72, 3, 3)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrIs("strides", 2, 2)}},
 		{name: "grouped_s2", op: "Conv", inputs: [][]int64{{1, 6, 9, 21}}, consts: []*ir.Tensor{w(9, 2, 3, 2)}, attrs: []*ir.Attribute{pads(1, 0, 1, 1), ir.AttrI("group", 3), ir.AttrIs("strides", 2, 2)}},
 	}
 	for _, c := range cases {
@@ -60,5 +65,23 @@ func TestResidualEpilogue(t *testing.T) {
 		if strings.Contains(k, "Add") || strings.Contains(k, "Relu") {
 			t.Errorf("kernel %s: the Add/Relu should be fused into the convolutions (kernels %v)", k, res.Kernels)
 		}
+	}
+}
+
+// TestBandedEpilogue checks the residual Add and Relu fused into a banded
+// convolution read the residual at each band's offset.
+func TestBandedEpilogue(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	g := ir.NewGraph("banded")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 3, 130, 130)))
+	res := g.AddInput("res", ir.TensorType(ir.Float32, ir.S(1, 12, 65, 65)))
+	h := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 12, 3, 3, 3)), g.AddInitializer("b", randTensor(r, 12))},
+		ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrIs("strides", 2, 2))
+	y := g.Apply("Relu", []*ir.Value{g.Apply("Add", []*ir.Value{h, res})})
+	y.Name = "y"
+	g.SetOutputs(y)
+	out := checkO2(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, 1, 3, 130, 130), "res": randTensor(r, 1, 12, 65, 65)}, 1e-5)
+	if kernelsWith(out, "ConvBanded") != 1 || len(out.Kernels) != 1 {
+		t.Errorf("kernels %v, want one ConvBanded with the Add and Relu fused", out.Kernels)
 	}
 }

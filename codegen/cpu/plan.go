@@ -9,8 +9,9 @@ import (
 // one arena with passes.PlanMemory. The hooks say what this backend
 // materializes: folded nodes run nothing, graph outputs live in io, a
 // fused node writes its last fused node's output and reads its residual,
-// view ops (opInfo.view, viewIf) alias their input, and opInfo.scratch
-// sizes each node's scratch.
+// view ops (opInfo.view, viewIf) alias their input, opInfo.scratch sizes
+// each node's scratch, and a Concat whose inputs the planner places in its
+// output (ConcatInPlace) runs no kernel.
 func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 	var nodes []*ir.Node
 	for _, n := range g.nodes {
@@ -31,6 +32,7 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 			}
 			return append([]*ir.Value{g.outValue(n)}, n.Outputs[1:]...)
 		},
+		ConcatInPlace: func(n *ir.Node) bool { return g.fused[n] == nil },
 		Scratch: func(n *ir.Node) int64 {
 			if info := opTable[n.OpType]; info != nil && info.scratch != nil {
 				return info.scratch(g, n)
@@ -44,6 +46,7 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 	for v, in := range p.Aliases {
 		g.alias[v] = in
 	}
+	g.within, g.inPlace = p.Within, p.InPlace
 	for _, b := range p.Buffers {
 		if b.Value != nil {
 			g.locs[b.Value] = loc{space: inArena, off: b.Offset}

@@ -113,6 +113,23 @@ func TestAlignedBytes(t *testing.T) {
 	}
 }
 
+func TestNewBuffer(t *testing.T) {
+	for _, n := range []int64{100, 3 << 20} {
+		b := NewBuffer(n)
+		if int64(len(b.Bytes)) != n || uintptr(unsafe.Pointer(&b.Bytes[0]))%64 != 0 {
+			t.Fatalf("NewBuffer(%d): len %d, addr %p", n, len(b.Bytes), &b.Bytes[0])
+		}
+		for i := range b.Bytes {
+			if b.Bytes[i] != 0 {
+				t.Fatalf("NewBuffer(%d): byte %d is %d, want 0", n, i, b.Bytes[i])
+			}
+			b.Bytes[i] = byte(i)
+		}
+		b.Free()
+		b.Free() // twice is harmless
+	}
+}
+
 // TestPoolParksAndWakes lets the workers outlast their spin and park
 // between runs, then checks that a run wakes them.
 func TestPoolParksAndWakes(t *testing.T) {

@@ -1,0 +1,44 @@
+package cpu
+
+import (
+	"runtime"
+	"syscall"
+	"unsafe"
+)
+
+const hugePage = 2 << 20
+
+// Buffer is memory outside the Go heap backed by transparent huge pages
+// where the kernel allows them: weights and arenas are megabytes that
+// every inference sweeps, and 4 KiB pages would cost a TLB miss every few
+// cache lines once they outgrow the TLB's reach.
+type Buffer struct {
+	Bytes   []byte // 64-byte aligned (2 MiB aligned when mapped)
+	mapping []byte
+}
+
+// NewBuffer returns n zeroed bytes. The memory is released when the
+// Buffer becomes unreachable (or by Free).
+func NewBuffer(n int64) *Buffer {
+	if n < hugePage/2 {
+		return &Buffer{Bytes: AlignedBytes(n)}
+	}
+	size := (n + hugePage - 1) &^ (hugePage - 1)
+	m, err := syscall.Mmap(-1, 0, int(size+hugePage), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return &Buffer{Bytes: AlignedBytes(n)}
+	}
+	off := (hugePage - int(uintptr(unsafe.Pointer(&m[0]))%hugePage)) % hugePage
+	b := &Buffer{Bytes: m[off : off+int(n) : off+int(n)], mapping: m}
+	_ = syscall.Madvise(m[off:off+int(size)], 14) // MADV_HUGEPAGE; a refusal only costs speed
+	runtime.SetFinalizer(b, (*Buffer).Free)
+	return b
+}
+
+// Free releases the memory now; the Buffer must not be used after.
+func (b *Buffer) Free() {
+	if b.mapping != nil {
+		_ = syscall.Munmap(b.mapping)
+		b.mapping, b.Bytes = nil, nil
+	}
+}

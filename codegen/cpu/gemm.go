@@ -88,6 +88,10 @@ func (g *gen) packA(gm *gemm, get func(m, k int64) float32) {
 	gm.aTile, gm.aRi, gm.aKi = gm.K*gm.mr, 1, gm.mr
 }
 
+// rowMajorBelow is the column-tile count under which threads split the
+// row tiles instead (see emit).
+const rowMajorBelow = 8
+
 // emit writes the tile loop into the current step.
 func (gm *gemm) emit(k *kfn) {
 	mt := (gm.M + gm.mr - 1) / gm.mr
@@ -112,8 +116,14 @@ func (gm *gemm) emit(k *kfn) {
 		bi := k.div(t, c64(mt*nt))
 		r := k.rem(t, c64(mt*nt))
 		// Column tiles outermost: one B panel stays in cache while every
-		// row tile (the small packed A panels) streams past it.
+		// row tile (the small packed A panels) streams past it. With few
+		// column tiles, threads splitting them would get unequal shares
+		// (the last tile is often narrow): row tiles go outermost instead,
+		// and B, small then, stays in cache anyway.
 		ni, mi := k.div(r, c64(mt)), k.rem(r, c64(mt))
+		if nt < rowMajorBelow {
+			mi, ni = k.div(r, c64(nt)), k.rem(r, c64(nt))
+		}
 		aOff := k.mul(mi, c64(gm.aTile))
 		bOff := k.mul(ni, c64(gm.bTile))
 		cOff := k.add(k.mul(mi, c64(gm.mr*gm.ldc)), k.mul(ni, c64(nb)))

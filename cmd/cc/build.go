@@ -32,6 +32,8 @@ earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or eng
 		dumpDir := fs.String("dump-dir", "kiln-dump", "folder for --dump-after files")
 		timePasses := fs.Bool("time-passes", false, "print a per-pass timing table")
 		verify := fs.Bool("verify", false, "check the graph after every pass")
+		winograd := fs.String("winograd", "auto", "Winograd F(4x4,3x3) for 3x3 convolutions: auto (per layer shape, where it measures faster here), on or off")
+		timingCache := fs.String("timing-cache", defaultTimingCache(), "file keeping --winograd=auto's measurements, so rebuilds reuse them and are byte-identical (none: measure afresh)")
 		return func(env *cli.Env, args []string) error {
 			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]
 			if ext == "" {
@@ -43,7 +45,10 @@ earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or eng
 				path = strings.TrimSuffix(model, filepath.Ext(model)) + ext
 			}
 			opts := build.Options{CPU: *cpuName, OptLevel: *opt, Disabled: split(*disable),
-				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify}
+				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache}
+			if opts.TimingCache == "none" {
+				opts.TimingCache = ""
+			}
 			if *emit == "ir" {
 				m, err := build.ReadModel(model)
 				if err != nil {
@@ -124,4 +129,14 @@ func split(s string) []string {
 		}
 	}
 	return out
+}
+
+// defaultTimingCache is the per-user cache file (empty when the system
+// has no cache folder).
+func defaultTimingCache() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "kiln", "timing-cache.json")
 }

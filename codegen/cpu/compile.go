@@ -33,6 +33,11 @@ type Options struct {
 	// LLC is the path of llc; default "llc" on PATH (opt is looked up next
 	// to it and used when present).
 	LLC string
+	// Winograd is WinogradAuto (default: measured per layer shape, see
+	// tune.go), WinogradOn or WinogradOff.
+	Winograd string
+	// TimingCache holds and receives the measurements; nil: a fresh one.
+	TimingCache *TimingCache
 }
 
 // IO describes one engine input or output.
@@ -79,6 +84,15 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	if opts.Triple == "" {
 		opts.Triple = "x86_64-unknown-linux-gnu"
 	}
+	if opts.Winograd == "" {
+		opts.Winograd = WinogradAuto
+	}
+	if opts.Winograd != WinogradAuto && opts.Winograd != WinogradOn && opts.Winograd != WinogradOff {
+		return nil, fmt.Errorf("winograd mode %q: want auto, on or off", opts.Winograd)
+	}
+	if opts.TimingCache == nil {
+		opts.TimingCache = NewTimingCache()
+	}
 	llc, err := findLLC(opts.LLC)
 	if err != nil {
 		return nil, err
@@ -87,7 +101,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := newGen(m, feats)
+	g, err := newGen(m, feats, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -89,9 +89,12 @@ func runRef(t *testing.T, m *ir.Model, inputs map[string]*ir.Tensor) map[string]
 	return want
 }
 
+// compileAndCompare compiles with Winograd on wherever it fits, so the
+// kernel tests do not depend on what measures faster here (tune_test.go
+// tests the choice).
 func compileAndCompare(t *testing.T, m *ir.Model, inputs, want map[string]*ir.Tensor, tol float64) *Result {
 	t.Helper()
-	res, err := Compile(m, Options{})
+	res, err := Compile(m, Options{Winograd: WinogradOn})
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}

@@ -37,6 +37,7 @@ type step struct {
 
 // gen holds one compilation.
 type gen struct {
+	opts   Options
 	model  *ir.Model
 	opsets ops.Opsets
 	known  map[*ir.Value]*ir.Tensor
@@ -71,6 +72,8 @@ type gen struct {
 	// lowering of groups and of base nodes needing more than their op's.
 	nodes []*ir.Node
 	fused map[*ir.Node]func() error
+	// winograd marks the convolutions that run as Winograd (tune.go).
+	winograd map[*ir.Node]bool
 
 	arenaBytes, tensorBytes int64
 	inputs, outputs         []IO
@@ -79,7 +82,7 @@ type gen struct {
 	nstep                   int
 }
 
-func newGen(m *ir.Model, feats []string) (*gen, error) {
+func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 	if err := m.Verify(); err != nil {
 		return nil, err
 	}
@@ -87,7 +90,7 @@ func newGen(m *ir.Model, feats []string) (*gen, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats,
+	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]bool{},
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{},
@@ -330,6 +333,9 @@ func (g *gen) build() error {
 		return err
 	}
 	if err := g.prepareGroups(); err != nil {
+		return err
+	}
+	if err := g.chooseConvAlgorithms(); err != nil {
 		return err
 	}
 	if err := g.planMemory(outSet); err != nil {

@@ -66,7 +66,7 @@ func (u UnsupportedErrors) Unwrap() []error {
 // or an error from verifying m or inferring its shapes, or nil; it
 // compiles nothing. Shape inference annotates m's values.
 func Unsupported(m *ir.Model) error {
-	g, err := newGen(m, nil)
+	g, err := newGen(m, nil, Options{})
 	if err != nil {
 		return err
 	}

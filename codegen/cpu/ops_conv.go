@@ -72,7 +72,7 @@ func convScratch(g *gen, n *ir.Node) int64 {
 	if err != nil || c.group != 1 || c.pointwise() {
 		return 0
 	}
-	if winogradFits(c) {
+	if g.winograd[n] {
 		return newWinoGeom(c).scratchBytes()
 	}
 	if bd, ok := g.bands(c); ok {
@@ -88,7 +88,7 @@ func (g *gen) lowerConv(n *ir.Node) error {
 	if c.group != 1 {
 		return g.lowerConvGrouped(n, c)
 	}
-	if winogradFits(c) {
+	if g.winograd[n] {
 		g.lowerWinograd(n, c)
 		return nil
 	}

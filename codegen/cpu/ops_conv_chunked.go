@@ -33,9 +33,9 @@ type convBands struct {
 }
 
 // bands returns the band layout of c, or false when c is too small for
-// banding to pay.
+// banding to pay (or not a plain convolution). Winograd is chosen first.
 func (g *gen) bands(c convGeom) (convBands, bool) {
-	if c.group != 1 || c.pointwise() || winogradFits(c) {
+	if c.group != 1 || c.pointwise() {
 		return convBands{}, false
 	}
 	K := c.C * c.kh * c.kw

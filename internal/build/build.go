@@ -31,6 +31,12 @@ type Options struct {
 	DumpDir   string
 	Verify    bool
 	LLC       string
+	// Winograd is cpu.WinogradAuto (measure; the default), On or Off.
+	Winograd string
+	// TimingCache is the file of Winograd measurements ("": none kept
+	// between builds). A build that finds its layers there is
+	// reproducible: same model, flags and cache, same bytes.
+	TimingCache string
 }
 
 // Output is what one build produced.
@@ -106,9 +112,18 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if cpuName == "" {
 		cpuName = "native"
 	}
-	code, err := cpu.Compile(m, cpu.Options{CPU: cpuName, LLC: opts.LLC})
+	cache := cpu.NewTimingCache()
+	if opts.TimingCache != "" {
+		if cache, err = cpu.LoadTimingCache(opts.TimingCache); err != nil {
+			return nil, err
+		}
+	}
+	code, err := cpu.Compile(m, cpu.Options{CPU: cpuName, LLC: opts.LLC, Winograd: opts.Winograd, TimingCache: cache})
 	if err != nil {
 		return nil, err
+	}
+	if err := cache.Save(); err != nil {
+		return nil, fmt.Errorf("saving the timing cache: %w", err)
 	}
 	plan, err := text.Print(withoutBigConstants(m))
 	if err != nil {
@@ -144,6 +159,9 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 
 func (o Options) flags() []string {
 	f := []string{fmt.Sprintf("-O%d", o.OptLevel), "--cpu=" + o.CPU}
+	if o.Winograd != "" && o.Winograd != cpu.WinogradAuto {
+		f = append(f, "--winograd="+o.Winograd)
+	}
 	for _, d := range o.Disabled {
 		f = append(f, "--disable="+d)
 	}

@@ -1,13 +1,13 @@
 package build
 
 import (
-	"github.com/kiln-ml/kiln/codegen/cpu"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/internal/conformance"
 	"github.com/kiln-ml/kiln/ir"

@@ -1,0 +1,57 @@
+package cpu
+
+import (
+	"math/rand"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// TestWinogradTuning checks the build-time choice: a Winograd-eligible
+// layer is measured both ways once (the cache records both times and the
+// error between them), the engine follows the decision, a second build
+// with the same cache is byte-identical, and a cached decision is obeyed.
+func TestWinogradTuning(t *testing.T) {
+	needLLC(t)
+	r := rand.New(rand.NewSource(11))
+	g := ir.NewGraph("tune")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 32, 28, 28)))
+	y := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 32, 32, 3, 3))}, ir.AttrIs("pads", 1, 1, 1, 1))
+	y.Name = "y"
+	g.SetOutputs(y)
+	m := ir.NewModel(g, 13)
+
+	path := filepath.Join(t.TempDir(), "timing.json")
+	cache, err := LoadTimingCache(path)
+	require.NoError(t, err)
+	first, err := Compile(m, Options{TimingCache: cache})
+	require.NoError(t, err)
+	require.Len(t, cache.Entries, 1, "one layer shape measured")
+	var key string
+	var tm ConvTiming
+	for key, tm = range cache.Entries {
+	}
+	assert.Positive(t, tm.DirectMicros)
+	assert.Positive(t, tm.WinogradMicros)
+	assert.Less(t, tm.RelL2, 1e-5, "Winograd's error against the direct convolution")
+	assert.Equal(t, tm.Winograd, kernelsWith(first, "Winograd") > 0, "kernels %v against the decision %+v", first.Kernels, tm)
+	t.Log(cache.WinogradChoices())
+
+	require.NoError(t, cache.Save())
+	reloaded, err := LoadTimingCache(path)
+	require.NoError(t, err)
+	again, err := Compile(m, Options{TimingCache: reloaded})
+	require.NoError(t, err)
+	assert.Equal(t, first.SharedObject, again.SharedObject, "a build reusing the cache must be identical")
+	assert.Equal(t, first.Weights, again.Weights)
+
+	tm.Winograd = !tm.Winograd
+	reloaded.put(key, tm)
+	flipped, err := Compile(m, Options{TimingCache: reloaded})
+	require.NoError(t, err)
+	assert.Equal(t, tm.Winograd, kernelsWith(flipped, "Winograd") > 0, "the cached decision must be obeyed: %v", flipped.Kernels)
+}

@@ -23,20 +23,106 @@ func fuseEpiloguePass(_ *Context, m *ir.Model) error {
 	if err != nil {
 		return err
 	}
-	var groups []group
+	var cands []group // every product with its epilogue, maybe empty
 	for _, p := range m.Graph.Nodes {
 		if p.Domain != "" || p.OpType != "Conv" && p.OpType != "Gemm" && p.OpType != "MatMul" || len(p.Outputs) != 1 || p.Outputs[0].Type.Elem != ir.Float32 {
 			continue
 		}
-		if nodes := f.epilogue(p); len(nodes) > 1 {
-			for _, n := range nodes {
-				f.taken[n] = true
-			}
-			groups = append(groups, group{kind: strings.ToLower(p.OpType), nodes: nodes})
+		nodes := f.epilogue(p)
+		for _, n := range nodes {
+			f.taken[n] = true
+		}
+		cands = append(cands, group{kind: strings.ToLower(p.OpType), nodes: nodes})
+	}
+	var groups []group
+	for _, gr := range f.expandDepthwise(cands) {
+		if len(gr.nodes) > 1 {
+			groups = append(groups, gr)
 		}
 	}
 	f.apply(groups)
 	return nil
+}
+
+// expandDepthwise merges a 1×1 Conv group (the Conv and at most a clamp:
+// Relu or Clip) whose output's only reader is a depthwise Conv with the
+// latter's group into one "conv-dw" group: MobileNet's expansion, whose
+// large expanded tensor a backend can then keep out of memory.
+func (f *fuser) expandDepthwise(cands []group) []group {
+	byBase := map[*ir.Node]int{}
+	for i, gr := range cands {
+		byBase[gr.nodes[0]] = i
+	}
+	merged := map[int]bool{} // depthwise groups taken into an earlier one
+	var out []group
+	for i, gr := range cands {
+		if merged[i] {
+			continue
+		}
+		last := gr.nodes[len(gr.nodes)-1]
+		j, ok := byBase[f.single(last.Outputs[0])]
+		if ok && j != i && !merged[j] && f.pointwiseConv(gr) && f.depthwiseConv(cands[j].nodes[0], last.Outputs[0]) {
+			merged[j] = true
+			out = append(out, group{kind: "conv-dw", nodes: append(slices.Clip(gr.nodes), cands[j].nodes...)})
+			continue
+		}
+		out = append(out, gr)
+	}
+	return out
+}
+
+// pointwiseConv reports whether gr is a static-shape 1×1, stride-1,
+// unpadded, ungrouped Conv followed by at most a clamp.
+func (f *fuser) pointwiseConv(gr group) bool {
+	c := gr.nodes[0]
+	if c.OpType != "Conv" || len(gr.nodes) > 2 || !c.Outputs[0].Type.Shape.IsStatic() {
+		return false
+	}
+	if act := gr.nodes[len(gr.nodes)-1]; len(gr.nodes) == 2 && act.OpType != "Relu" && !(act.OpType == "Clip" && f.constClip(act)) {
+		return false
+	}
+	w, ok := staticDims(c.Inputs[1])
+	return ok && len(w) == 4 && w[2] == 1 && w[3] == 1 && attrInt(c, "group", 1) == 1 &&
+		allEqual(attrInts(c, "strides"), 1) && allEqual(attrInts(c, "pads"), 0) && autoPadNotSet(c)
+}
+
+// depthwiseConv reports whether n is a Conv reading x (as its input) with
+// one channel per group and as many outputs as inputs.
+func (f *fuser) depthwiseConv(n *ir.Node, x *ir.Value) bool {
+	if n.OpType != "Conv" || n.Domain != "" || n.Inputs[0] != x {
+		return false
+	}
+	xd, ok1 := staticDims(x)
+	w, ok2 := staticDims(n.Inputs[1])
+	return ok1 && ok2 && len(xd) == 4 && len(w) == 4 && w[1] == 1 && w[0] == xd[1] && attrInt(n, "group", 1) == xd[1]
+}
+
+func attrInt(n *ir.Node, name string, def int64) int64 {
+	if a := n.Attr(name); a != nil {
+		return a.I
+	}
+	return def
+}
+
+func attrInts(n *ir.Node, name string) []int64 {
+	if a := n.Attr(name); a != nil {
+		return a.Ints
+	}
+	return nil
+}
+
+func allEqual(xs []int64, v int64) bool {
+	for _, x := range xs {
+		if x != v {
+			return false
+		}
+	}
+	return true
+}
+
+func autoPadNotSet(n *ir.Node) bool {
+	a := n.Attr("auto_pad")
+	return a == nil || a.S == "" || a.S == "NOTSET" || a.S == "VALID"
 }
 
 // epilogue returns p followed by the nodes that fold into its store.

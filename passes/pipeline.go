@@ -59,7 +59,7 @@ var O2 = []Pass{
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
 	{Name: "conv-bn", Run: convBNPass, Doc: "folds inference-mode BatchNormalization into the preceding Conv's weights and bias"},
 	{Name: "cse", Run: csePass, Doc: "merges nodes with the same op, attributes and inputs"},
-	{Name: "fuse-epilogue", Run: fuseEpiloguePass, Doc: "groups Conv/Gemm/MatMul with a following bias, residual Add and activation (kiln.FusionGroup)"},
+	{Name: "fuse-epilogue", Run: fuseEpiloguePass, Doc: "groups Conv/Gemm/MatMul with a following bias, residual Add and activation, and a 1x1 Conv with the depthwise Conv it feeds (kiln.FusionGroup)"},
 	{Name: "fuse-elementwise", Run: fuseElementwisePass, Doc: "groups elementwise DAGs and decomposed LayerNorms into one kernel each (kiln.FusionGroup)"},
 	{Name: "dce", Run: dcePass, Required: true, Doc: "removes nodes and initializers no output depends on"},
 	{Name: "infer-final", Run: inferPass, Required: true, Doc: "re-types every value after the rewrites"},

@@ -11,7 +11,7 @@ var convertCmd = &cli.Command{
 	Args:    "IN OUT",
 	Summary: "convert a model between ONNX protobuf (.onnx) and text syntax (.onnxtxt)",
 	Help: `The formats are chosen by the files' extensions; converting to the same format
-rewrites the model. Text output writes initializers larger than a few elements
+rewrites the model. Text output writes initializers of over 64 elements
 to one binary file beside OUT, so a large model's text stays readable.`,
 	MinArgs: 2,
 	MaxArgs: 2,

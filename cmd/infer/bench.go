@@ -35,7 +35,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		var inputs inputList
 		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
-		threads := fs.Int("threads", 0, "threads per inference (0: all cores)")
+		threads := fs.Int("threads", 0, "threads per inference (0: all cores; the engine's thread cap still applies)")
 		warmup := fs.Float64("warmup", 0.5, "seconds of untimed runs first")
 		iterations := fs.Int("iterations", 0, "timed runs (default: as many as fit in --duration)")
 		duration := fs.Float64("duration", 3, "seconds of timed runs when --iterations is not given")

@@ -48,7 +48,7 @@ a summary is printed.`,
 		var inputs inputList
 		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
 		outDir := fs.String("output-dir", "", "write outputs here as output_N.pb")
-		threads := fs.Int("threads", 0, "threads per inference (0: all cores)")
+		threads := fs.Int("threads", 0, "threads per inference (0: all cores; the engine's thread cap still applies)")
 		return func(env *cli.Env, args []string) error {
 			eng, err := runtime.Load(args[0])
 			if err != nil {
@@ -102,7 +102,7 @@ or FAIL; exit status 1 on FAIL.`,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		dir := fs.String("test-data", "", "folder with input_N.pb and output_N.pb (required)")
 		relL2 := fs.Float64("rel-l2", 1e-4, "largest relative L2 error that passes")
-		threads := fs.Int("threads", 0, "threads per inference (0: all cores)")
+		threads := fs.Int("threads", 0, "threads per inference (0: all cores; the engine's thread cap still applies)")
 		return func(env *cli.Env, args []string) error {
 			if *dir == "" {
 				return cli.Usagef("--test-data is required")

@@ -43,6 +43,8 @@ func (g *gen) prepareGroups() error {
 		switch kind := n.Attr("kind").S; kind {
 		case "conv", "gemm", "matmul":
 			lowered, err = g.prepareEpilogue(n, body.Nodes)
+		case "conv-dw":
+			lowered, err = g.prepareExpandDW(n, body.Nodes)
 		case "elementwise":
 			var gr *ewGroup
 			gr, err = g.groupOf(body.Nodes, n.Outputs[0], nil)

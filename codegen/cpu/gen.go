@@ -67,6 +67,9 @@ type gen struct {
 	fusedAdd  map[*ir.Node]*ir.Node
 	fusedBias map[*ir.Node]*ir.Node
 	fusedOut  map[*ir.Node]*ir.Value
+	// expandOf maps the depthwise Conv of a conv-dw group to the 1×1 Conv
+	// feeding it (ops_conv_expand.go).
+	expandOf map[*ir.Node]*ir.Node
 	// nodes is what is lowered, in order: the graph's nodes with epilogue
 	// groups replaced by their base nodes (fuse.go); fused holds the
 	// lowering of groups and of base nodes needing more than their op's.
@@ -93,7 +96,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]bool{},
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
-		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{},
+		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},
 		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{}}
 	g.vl, g.mr, g.nv = 8, 6, 2
 	if hasFeature(feats, "avx512f") {

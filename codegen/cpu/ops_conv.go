@@ -68,6 +68,9 @@ func convCheck(g *gen, n *ir.Node) error {
 }
 
 func convScratch(g *gen, n *ir.Node) int64 {
+	if a := g.expandOf[n]; a != nil {
+		return expandDWScratch(g, a)
+	}
 	c, err := g.convGeom(n)
 	if err != nil || c.group != 1 || c.pointwise() {
 		return 0

@@ -19,89 +19,110 @@ import (
 // dropped), so the inner code has no bounds checks.
 func (g *gen) lowerConvGrouped(n *ir.Node, c convGeom) error {
 	X, Y := n.Inputs[0], g.outValue(n)
-	wOff := g.constLoc(g.constOf(n.Inputs[1])).off
-	var bOff int64 = -1
-	if b := n.Input(2); b != nil {
-		bOff = g.constLoc(g.constOf(b)).off
-	}
-	lo, hi := g.actBounds(n)
-	var res *ir.Value
-	if a := g.fusedAdd[n]; a != nil {
-		res = residual(a, n.Outputs[0])
-	}
-	vl := int64(g.vl)
-	icg, ocg := c.C/c.group, c.OC/c.group
+	pl := g.groupedPlanes(n, c)
 	planes := c.N * c.OC
+	par := planes > 1 && 2*planes*c.OH*c.OW*(c.C/c.group)*c.kh*c.kw >= 1<<17
+	g.step("ConvGrouped", !par, func(k *kfn) {
+		xp, yp := k.ptr(X), k.ptr(Y)
+		var lo, hi value.Value = c64(0), c64(planes)
+		if par {
+			lo, hi = k.split(planes)
+		}
+		k.loop(lo, hi, func(p value.Value) {
+			oc := k.rem(p, c64(c.OC))
+			img := k.div(p, c64(c.OC))
+			grp := k.div(oc, c64(c.OC/c.group))
+			xPlane := k.mul(k.add(k.mul(img, c64(c.C)), k.mul(grp, c64(c.C/c.group))), c64(c.H*c.W))
+			pl.emit(k, xp, xPlane, yp, p)
+		})
+	})
+	return nil
+}
+
+// groupedPlanes is what computing one output plane of a grouped
+// convolution needs: geometry, weights, bias, fused residual and clamp.
+type groupedPlanes struct {
+	c          convGeom
+	wOff, bOff int64 // weights offsets; bOff -1: no bias
+	res        *ir.Value
+	lo, hi     float64
+	vl         int64
+}
+
+func (g *gen) groupedPlanes(n *ir.Node, c convGeom) *groupedPlanes {
+	pl := &groupedPlanes{c: c, wOff: g.constLoc(g.constOf(n.Inputs[1])).off, bOff: -1, vl: int64(g.vl)}
+	if b := n.Input(2); b != nil {
+		pl.bOff = g.constLoc(g.constOf(b)).off
+	}
+	pl.lo, pl.hi = g.actBounds(n)
+	if a := g.fusedAdd[n]; a != nil {
+		pl.res = residual(a, n.Outputs[0])
+	}
+	return pl
+}
+
+// emit computes output plane p (image-major: p = img*OC + oc) into yp,
+// reading the group's input channels from xp at element offset xPlane
+// (channel after channel, H×W each).
+func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
+	c, vl := pl.c, pl.vl
+	icg := c.C / c.group
 	nch := (c.OW + vl - 1) / vl
 	// At most this many output vectors are accumulated at once, so the
 	// accumulators stay in registers across the input-channel loop.
 	const chunkBlock = 8
 	runs := tapRuns(c.OH, c.sh, c.ph, c.dh, c.kh, c.H)
-	par := planes > 1 && 2*planes*c.OH*c.OW*icg*c.kh*c.kw >= 1<<17
-	g.step("ConvGrouped", !par, func(k *kfn) {
-		xp, yp := k.ptr(X), k.ptr(Y)
-		wp := k.locPtr(loc{space: inWeights, off: wOff}, f32)
-		var lo64, hi64 value.Value = c64(0), c64(planes)
-		if par {
-			lo64, hi64 = k.split(planes)
-		}
-		k.loop(lo64, hi64, func(p value.Value) {
-			oc := k.rem(p, c64(c.OC))
-			img := k.div(p, c64(c.OC))
-			grp := k.div(oc, c64(ocg))
-			xPlane0 := k.mul(k.add(k.mul(img, c64(c.C)), k.mul(grp, c64(icg))), c64(c.H*c.W))
-			wBase := k.mul(oc, c64(icg*c.kh*c.kw))
-			var init value.Value = constant.NewZeroInitializer(vecT(int(vl)))
-			if bOff >= 0 {
-				init = k.vsplat(k.load(k.locPtr(loc{space: inWeights, off: bOff}, f32), oc), int(vl))
-			}
-			for _, run := range runs {
-				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
-					for cb := int64(0); cb < nch; cb += chunkBlock {
-						ce := min(nch, cb+chunkBlock)
-						accs := make([]value.Value, ce-cb)
-						for i := range accs {
-							accs[i] = init
-						}
-						accs = k.loopAcc(c64(0), c64(icg), accs, func(ci value.Value, accs []value.Value) []value.Value {
-							out := append([]value.Value(nil), accs...)
-							xPlane := k.add(xPlane0, k.mul(ci, c64(c.H*c.W)))
-							wCi := k.add(wBase, k.mul(ci, c64(c.kh*c.kw)))
-							for _, kh := range run.taps {
-								ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
-								row := k.add(xPlane, k.mul(ih, c64(c.W)))
-								for kw := int64(0); kw < c.kw; kw++ {
-									var wv value.Value
-									for j := cb; j < ce; j++ {
-										col0 := j*vl*c.sw + kw*c.dw - c.pw
-										xv := k.loadStrided(xp, row, col0, c.sw, c.W, int(vl), int(min(vl, c.OW-j*vl)), 0)
-										if xv == nil {
-											continue // every lane is padding
-										}
-										if wv == nil {
-											wv = k.vsplat(k.load(wp, k.add(wCi, c64(kh*c.kw+kw))), int(vl))
-										}
-										out[j-cb] = k.fma(xv, wv, out[j-cb])
-									}
+	wp := k.locPtr(loc{space: inWeights, off: pl.wOff}, f32)
+	oc := k.rem(p, c64(c.OC))
+	wBase := k.mul(oc, c64(icg*c.kh*c.kw))
+	var init value.Value = constant.NewZeroInitializer(vecT(int(vl)))
+	if pl.bOff >= 0 {
+		init = k.vsplat(k.load(k.locPtr(loc{space: inWeights, off: pl.bOff}, f32), oc), int(vl))
+	}
+	for _, run := range runs {
+		k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
+			for cb := int64(0); cb < nch; cb += chunkBlock {
+				ce := min(nch, cb+chunkBlock)
+				accs := make([]value.Value, ce-cb)
+				for i := range accs {
+					accs[i] = init
+				}
+				accs = k.loopAcc(c64(0), c64(icg), accs, func(ci value.Value, accs []value.Value) []value.Value {
+					out := append([]value.Value(nil), accs...)
+					xPlaneCi := k.add(xPlane, k.mul(ci, c64(c.H*c.W)))
+					wCi := k.add(wBase, k.mul(ci, c64(c.kh*c.kw)))
+					for _, kh := range run.taps {
+						ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+						row := k.add(xPlaneCi, k.mul(ih, c64(c.W)))
+						for kw := int64(0); kw < c.kw; kw++ {
+							var wv value.Value
+							for j := cb; j < ce; j++ {
+								col0 := j*vl*c.sw + kw*c.dw - c.pw
+								xv := k.loadStrided(xp, row, col0, c.sw, c.W, int(vl), int(min(vl, c.OW-j*vl)), 0)
+								if xv == nil {
+									continue // every lane is padding
 								}
+								if wv == nil {
+									wv = k.vsplat(k.load(wp, k.add(wCi, c64(kh*c.kw+kw))), int(vl))
+								}
+								out[j-cb] = k.fma(xv, wv, out[j-cb])
 							}
-							return out
-						})
-						yRow := k.add(k.mul(p, c64(c.OH*c.OW)), k.mul(oh, c64(c.OW)))
-						for j := cb; j < ce; j++ {
-							at, valid := k.add(yRow, c64(j*vl)), int(min(vl, c.OW-j*vl))
-							v := accs[j-cb]
-							if res != nil {
-								v = k.fadd(v, k.vload(k.ptr(res), at, int(vl), valid))
-							}
-							k.vstore(k.clip(v, lo, hi), yp, at, int(vl), valid)
 						}
 					}
+					return out
 				})
+				yRow := k.add(k.mul(p, c64(c.OH*c.OW)), k.mul(oh, c64(c.OW)))
+				for j := cb; j < ce; j++ {
+					at, valid := k.add(yRow, c64(j*vl)), int(min(vl, c.OW-j*vl))
+					v := accs[j-cb]
+					if pl.res != nil {
+						v = k.fadd(v, k.vload(k.ptr(pl.res), at, int(vl), valid))
+					}
+					k.vstore(k.clip(v, pl.lo, pl.hi), yp, at, int(vl), valid)
+				}
 			}
 		})
-	})
-	return nil
+	}
 }
 
 // tapRun is a range of output rows [lo, hi) whose in-range kernel rows are

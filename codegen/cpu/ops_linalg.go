@@ -42,10 +42,14 @@ func (g *gen) residualOf(n *ir.Node) *ir.Value {
 
 // reads lists the values node n reads, its fused residual included.
 func (g *gen) reads(n *ir.Node) []*ir.Value {
-	if r := g.residualOf(n); r != nil {
-		return append(slices.Clip(n.Inputs), r)
+	ins := n.Inputs
+	if a := g.expandOf[n]; a != nil {
+		ins = append(slices.Clip(ins), a.Inputs...)
 	}
-	return n.Inputs
+	if r := g.residualOf(n); r != nil {
+		ins = append(slices.Clip(ins), r)
+	}
+	return ins
 }
 
 // actBounds returns the bounds of the activation fused into n (±Inf for

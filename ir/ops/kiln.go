@@ -15,7 +15,8 @@ import (
 // reference. The node's inputs are the body's free values in order of first
 // use (so liveness and ordering see them) and its one output is the body's
 // one output. "kind" says which pattern the pass matched ("conv", "gemm",
-// "matmul": an epilogue on a linear op; "elementwise"; "layernorm"), so a
+// "matmul": an epilogue on a linear op; "conv-dw": a 1×1 Conv feeding a
+// depthwise Conv, each with its epilogue; "elementwise"; "layernorm"), so a
 // backend need not search for it again.
 //
 // Its semantics are the body's: inference types the body and takes its

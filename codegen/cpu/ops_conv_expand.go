@@ -1,0 +1,129 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/value"
+)
+
+// A conv-dw group (passes' fuse-epilogue) is MobileNet's expansion: a 1×1
+// Conv (with a clamp) whose only reader is a depthwise Conv. The expanded
+// tensor is the block's largest (96×112×112 floats, 4.8 MB, in
+// MobileNetV2) and would go through memory twice; here it never does. A
+// thread computes a block of mr expanded channels, all pixels, into its
+// slot of the scratch, and runs the depthwise convolution of those
+// channels straight from it. Threads split the channel blocks, so each
+// reads back only what it wrote.
+
+// prepareExpandDW reads a conv-dw body: the 1×1 Conv and its optional
+// clamp, then the depthwise Conv's epilogue group.
+func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node) (*ir.Node, error) {
+	i := 1
+	for i < len(body) && !(body[i].OpType == "Conv" && body[i].Domain == "") {
+		i++
+	}
+	if i == len(body) || i > 2 {
+		return nil, fmt.Errorf("a conv-dw group is a 1×1 Conv, an optional clamp and a depthwise Conv's group")
+	}
+	a, d := body[0], body[i]
+	if i == 2 {
+		if !g.storeActivation(body[1]) {
+			return nil, fmt.Errorf("the expansion's activation %s is not a clamp", body[1])
+		}
+		g.fusedAct[a] = body[1]
+	}
+	ca, err := g.convGeom(a)
+	if err != nil {
+		return nil, err
+	}
+	cd, err := g.convGeom(d)
+	if err != nil {
+		return nil, err
+	}
+	if a.OpType != "Conv" || a.Domain != "" || !ca.pointwise() || ca.group != 1 || cd.group != cd.C || cd.OC != cd.C || cd.C != ca.OC ||
+		d.Inputs[0] != body[i-1].Outputs[0] {
+		return nil, fmt.Errorf("%s and %s are not a 1×1 expansion feeding a depthwise convolution", a, d)
+	}
+	if _, err := g.prepareEpilogue(fg, body[i:]); err != nil {
+		return nil, err
+	}
+	if g.fused[d] != nil {
+		return nil, fmt.Errorf("%s: only a clamp or a residual may follow the depthwise convolution", fg)
+	}
+	g.expandOf[d] = a
+	g.fused[d] = func() error { return g.lowerExpandDW(a, d, ca, cd) }
+	return d, nil
+}
+
+// expandDWBlock is the channels one work item expands: the GEMM's row tile.
+func (g *gen) expandDWBlock(a *ir.Node) (*gemm, convGeom) {
+	ca, _ := g.convGeom(a)
+	return g.newGemm(ca.OC, ca.H*ca.W, ca.C), ca
+}
+
+func expandDWScratch(g *gen, a *ir.Node) int64 {
+	gm, ca := g.expandDWBlock(a)
+	return chunkSlots * align64(4*gm.mr*ca.H*ca.W)
+}
+
+func (g *gen) lowerExpandDW(a, d *ir.Node, ca, cd convGeom) error {
+	X, Y := a.Inputs[0], g.outValue(d)
+	gm, _ := g.expandDWBlock(a)
+	M, K, HW := ca.OC, ca.C, ca.H*ca.W
+	wf := floatsOf(g.constOf(a.Inputs[1]))
+	g.packA(gm, func(m, k int64) float32 { return wf[m*K+k] })
+	gm.parallel = false
+	gm.lo, gm.hi = g.actBounds(a)
+	gm.bTile, gm.bKi = gm.nb(), HW
+	var biasOff int64 = -1
+	if b := a.Input(2); b != nil {
+		biasOff = g.addFloats(floatsOf(g.constOf(b)))
+		gm.biasRs, gm.biasCs = 1, 0
+	}
+	// From here gm is one block's GEMM: mr rows of the packed weights.
+	nblk := (M + gm.mr - 1) / gm.mr
+	gm.M = gm.mr
+	tail := *gm
+	tail.M = M - (nblk-1)*gm.mr
+	pl := g.groupedPlanes(d, cd)
+	slotFloats := align64(4*gm.mr*HW) / 4
+	items := ca.N * nblk
+	par := items > 1 && 2*ca.N*M*HW*K >= 1<<17
+	g.step("ConvExpandDW", !par, func(k *kfn) {
+		var lo, hi value.Value = c64(0), c64(items)
+		slot := k.scratchPtr(0)
+		if par {
+			lo, hi = k.splitCapped(items, chunkSlots)
+			slot = k.gep(slot, k.mul(k.tid, c64(slotFloats)))
+		}
+		xp, yp, ap := k.ptr(X), k.ptr(Y), gm.a(k)
+		var biasP value.Value
+		if biasOff >= 0 {
+			biasP = k.locPtr(loc{space: inWeights, off: biasOff}, f32)
+		}
+		k.loop(lo, hi, func(it value.Value) {
+			img, blk := k.div(it, c64(nblk)), k.rem(it, c64(nblk))
+			run := func(sub *gemm) {
+				sub.a = func(*kfn) value.Value { return k.gep(ap, k.mul(blk, c64(gm.aTile))) }
+				sub.b = func(*kfn) value.Value { return k.gep(xp, k.mul(img, c64(K*HW))) }
+				sub.c = func(*kfn) value.Value { return slot }
+				if biasP != nil {
+					sub.bias = func(*kfn) value.Value { return k.gep(biasP, k.mul(blk, c64(gm.mr))) }
+				}
+				sub.emit(k)
+				k.loopN(0, sub.M, func(j value.Value) {
+					p := k.add(k.mul(img, c64(M)), k.add(k.mul(blk, c64(gm.mr)), j))
+					pl.emit(k, slot, k.mul(j, c64(HW)), yp, p)
+				})
+			}
+			if tail.M == gm.M {
+				run(gm)
+				return
+			}
+			k.ifElse(k.icmp(enum.IPredEQ, blk, c64(nblk-1)), func() { run(&tail) }, func() { run(gm) })
+		})
+	})
+	return nil
+}

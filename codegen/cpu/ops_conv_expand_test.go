@@ -1,0 +1,51 @@
+package cpu
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// TestExpandDepthwise checks MobileNet's expansion (1×1 Conv + Relu6 into
+// a depthwise 3×3 Conv + Relu6, stride 1 and 2, a residual after the
+// depthwise one) run as one conv-dw kernel.
+func TestExpandDepthwise(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	for _, c := range []struct {
+		name                   string
+		batch, stride, m, k, h int64
+		residual               bool
+	}{
+		{"s1", 1, 1, 20, 8, 15, false},
+		{"s2-batch2", 2, 2, 13, 8, 15, false},
+		{"s1-residual", 1, 1, 12, 8, 15, true},
+		{"wide", 1, 1, 96, 32, 7, false},
+		{"wide-tail-s2", 1, 2, 100, 32, 9, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := ir.NewGraph("expand")
+			x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(c.batch, c.k, c.h, 19)))
+			six := []*ir.Value{g.AddInitializer("lo", ir.Scalar(ir.Float32, float32(0))), g.AddInitializer("hi", ir.Scalar(ir.Float32, float32(6)))}
+			e := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("we", randTensor(r, c.m, c.k, 1, 1)), g.AddInitializer("be", randTensor(r, c.m))})
+			e = g.Apply("Clip", append([]*ir.Value{e}, six...))
+			d := g.Apply("Conv", []*ir.Value{e, g.AddInitializer("wd", randTensor(r, c.m, 1, 3, 3)), g.AddInitializer("bd", randTensor(r, c.m))},
+				ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrI("group", c.m), ir.AttrIs("strides", c.stride, c.stride))
+			feeds := map[string]*ir.Tensor{"x": randTensor(r, c.batch, c.k, c.h, 19)}
+			if c.residual {
+				res := g.AddInput("res", ir.TensorType(ir.Float32, ir.S(c.batch, c.m, c.h, 19)))
+				d = g.Apply("Add", []*ir.Value{d, res})
+				feeds["res"] = randTensor(r, c.batch, c.m, c.h, 19)
+			} else {
+				d = g.Apply("Clip", append([]*ir.Value{d}, six...))
+			}
+			y := g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{d, g.AddInitializer("wp", randTensor(r, 4, c.m, 1, 1))})})
+			y.Name = "y"
+			g.SetOutputs(y)
+			res := checkO2(t, ir.NewModel(g, 13), feeds, 1e-5)
+			if kernelsWith(res, "ConvExpandDW") != 1 {
+				t.Errorf("kernels %v: want one ConvExpandDW", res.Kernels)
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ type options struct {
 	models              []string
 	threads             []int
 	duration            float64
+	rounds              int
 }
 
 // row is one model at one thread count.
@@ -54,7 +56,11 @@ func main() {
 	flag.StringVar(&models, "models", "", "comma-separated models (default: every float32 model in --zoo)")
 	flag.StringVar(&threads, "threads", "1,2", "comma-separated thread counts")
 	flag.Float64Var(&o.duration, "duration", 3, "timed seconds per model, thread count and runtime")
+	flag.IntVar(&o.rounds, "rounds", 3, "turns kiln and ONNX Runtime take, splitting --duration")
 	flag.Parse()
+	if o.rounds < 1 {
+		fatalf("--rounds must be at least 1")
+	}
 	for _, s := range strings.Split(threads, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
@@ -140,44 +146,72 @@ func benchModel(o options, model string) []row {
 	} else {
 		setCheck("PASS")
 	}
-	if rows[0].Check == "PASS" || rows[0].Check == "FAIL" {
+	// kiln and ONNX Runtime take turns, a slice of the time each per
+	// round, so a drift in the machine's speed (a shared host) hits both;
+	// each figure is the median of the rounds' medians.
+	built := rows[0].Check == "PASS" || rows[0].Check == "FAIL"
+	slice := o.duration / float64(o.rounds)
+	kiln := make([][]float64, len(rows))
+	ort := make([][]float64, len(rows))
+	for round := 0; round < o.rounds; round++ {
 		for i, t := range o.threads {
+			if !built {
+				break
+			}
 			out, err := run(filepath.Join(o.bin, "infer"), "bench", engine, "--json", "--threads", strconv.Itoa(t),
-				"--duration", fmt.Sprint(o.duration))
+				"--duration", fmt.Sprint(slice))
 			var r struct {
 				Latency struct{ Median float64 } `json:"latency_ms"`
 			}
 			if err == nil && json.Unmarshal(out, &r) == nil {
-				rows[i].Kiln = r.Latency.Median
+				kiln[i] = append(kiln[i], r.Latency.Median)
 			}
 		}
-	}
-	if o.ort != "" {
+		if o.ort == "" {
+			continue
+		}
 		var ts []string
 		for _, t := range o.threads {
 			ts = append(ts, strconv.Itoa(t))
 		}
 		out, err := run("node", o.ort, "--zoo", o.zoo, "--model", model, "--threads", strings.Join(ts, ","),
-			"--budget", fmt.Sprint(o.duration))
+			"--budget", fmt.Sprint(slice))
 		var r struct {
 			Configs []struct {
 				Threads int     `json:"threads"`
 				Median  float64 `json:"median_ms"`
 			} `json:"configs"`
 		}
-		if err == nil && json.Unmarshal(out, &r) == nil {
-			for _, c := range r.Configs {
-				for i := range rows {
-					if rows[i].Threads == c.Threads {
-						rows[i].ORT = c.Median
-					}
+		if err != nil || json.Unmarshal(out, &r) != nil {
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "ONNX Runtime: %s\n", firstLine(err.Error()))
+			}
+			continue
+		}
+		for _, c := range r.Configs {
+			for i := range rows {
+				if rows[i].Threads == c.Threads {
+					ort[i] = append(ort[i], c.Median)
 				}
 			}
-		} else if err != nil {
-			fmt.Fprintf(os.Stderr, "ONNX Runtime: %s\n", firstLine(err.Error()))
 		}
 	}
+	for i := range rows {
+		rows[i].Kiln, rows[i].ORT = median(kiln[i]), median(ort[i])
+	}
 	return rows
+}
+
+// median returns the median of xs, 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // run runs a command and returns its stdout; the error carries its stderr.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/value"
 )
 
@@ -170,11 +171,7 @@ func (g *gen) emitIm2col(X *ir.Value, c convGeom, ldb int64, par bool) {
 						dst := k.add(row, k.mul(oh, c64(c.OW)))
 						ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
 						sbase := k.add(src, k.add(k.mul(ih, c64(c.W)), c64(kw*c.dw-c.pw)))
-						k.loopN(0, owLo, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
-						k.loopN(owLo, owHi, func(ow value.Value) {
-							k.store(k.load(xp, k.add(sbase, k.mul(ow, c64(c.sw)))), sp, k.add(dst, ow))
-						})
-						k.loopN(owHi, c.OW, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+						g.im2colRow(k, xp, sbase, sp, dst, c, owLo, owHi)
 					})
 				}
 			}
@@ -195,4 +192,37 @@ func validRange(n, stride, off, size int64) (lo, hi int64) {
 		return 0, 0
 	}
 	return lo, hi
+}
+
+// im2colRow writes one output row of one tap: zeros for the output columns
+// whose input lies in the padding ([0, owLo) and [owHi, OW)), the input
+// row (read at stride sw from sbase) for the others. Stride 1 moves whole
+// (masked) vectors: the rows of small images are a few floats, which the
+// loop vectorizer leaves scalar.
+func (g *gen) im2colRow(k *kfn, xp, sbase, sp, dst value.Value, c convGeom, owLo, owHi int64) {
+	if c.sw != 1 {
+		k.loopN(0, owLo, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+		k.loopN(owLo, owHi, func(ow value.Value) {
+			k.store(k.load(xp, k.add(sbase, k.mul(ow, c64(c.sw)))), sp, k.add(dst, ow))
+		})
+		k.loopN(owHi, c.OW, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+		return
+	}
+	// Vectors no wider than the run (masked lanes past a cache line or
+	// page cost extra), whole where possible.
+	span := func(from, to int64, src func(at int64, w, n int) value.Value) {
+		for at := from; at < to; {
+			w := int64(g.vl)
+			for w > 4 && w/2 >= to-at {
+				w /= 2
+			}
+			n := int(min(w, to-at))
+			k.vstore(src(at, int(w), n), sp, k.add(dst, c64(at)), int(w), n)
+			at += int64(n)
+		}
+	}
+	zero := func(_ int64, w, _ int) value.Value { return constant.NewZeroInitializer(vecT(w)) }
+	span(0, owLo, zero)
+	span(owLo, owHi, func(at int64, w, n int) value.Value { return k.vload(xp, k.add(sbase, c64(at)), w, n) })
+	span(owHi, c.OW, zero)
 }

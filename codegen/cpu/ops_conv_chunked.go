@@ -145,11 +145,7 @@ func (g *gen) emitIm2colBand(k *kfn, x, sp value.Value, c convGeom, ldb int64, o
 					dst := k.add(row, k.mul(k.sub(oh, oh0), c64(c.OW)))
 					ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
 					sbase := k.add(src, k.add(k.mul(ih, c64(c.W)), c64(kw*c.dw-c.pw)))
-					k.loopN(0, owLo, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
-					k.loopN(owLo, owHi, func(ow value.Value) {
-						k.store(k.load(x, k.add(sbase, k.mul(ow, c64(c.sw)))), sp, k.add(dst, ow))
-					})
-					k.loopN(owHi, c.OW, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+					g.im2colRow(k, x, sbase, sp, dst, c, owLo, owHi)
 				})
 			}
 		}

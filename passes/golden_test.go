@@ -3,6 +3,7 @@ package passes
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -57,9 +58,19 @@ func TestGolden(t *testing.T) {
 }
 
 // goldenOutput is what a golden test compares after the pass, and the
-// archive section holding it: the printed graph, or for memplan, which
-// leaves the graph alone, the printed plan.
+// archive section holding it: the printed graph; for memplan, which leaves
+// the graph alone, the printed plan; for infer, every node output's type
+// (the text syntax prints only the graph's inputs' and outputs').
 func goldenOutput(pass string, c *Context, m *ir.Model) (name, got string, err error) {
+	if pass == "infer" {
+		var b strings.Builder
+		for _, n := range m.Graph.Nodes {
+			for _, v := range n.Outputs {
+				fmt.Fprintf(&b, "%s: %s\n", v.Name, v.Type)
+			}
+		}
+		return "types.txt", b.String(), nil
+	}
 	if pass == "memplan" {
 		if c.Memory == nil {
 			return "", "", errors.New("memplan recorded no plan")

@@ -43,6 +43,9 @@ type Context struct {
 	// Memory is the memplan pass's plan of the final graph (nil when the
 	// pass did not run or shapes are dynamic).
 	Memory *MemoryPlan
+	// ConvAlgorithm is the target backend's choice of algorithm for the
+	// convolution group fg of m (conv-layout); nil: no target.
+	ConvAlgorithm func(m *ir.Model, fg *ir.Node) (string, error)
 }
 
 // Timing is how long one pass took.
@@ -61,6 +64,7 @@ var O2 = []Pass{
 	{Name: "cse", Run: csePass, Doc: "merges nodes with the same op, attributes and inputs"},
 	{Name: "fuse-epilogue", Run: fuseEpiloguePass, Doc: "groups Conv/Gemm/MatMul with a following bias, residual Add and activation, and a 1x1 Conv with the depthwise Conv it feeds (kiln.FusionGroup)"},
 	{Name: "fuse-elementwise", Run: fuseElementwisePass, Doc: "groups elementwise DAGs and decomposed LayerNorms into one kernel each (kiln.FusionGroup)"},
+	{Name: "conv-layout", Run: convLayoutPass, Doc: "chooses each convolution's algorithm and weight layout (the target measures where it must) and records it on its group"},
 	{Name: "dce", Run: dcePass, Required: true, Doc: "removes nodes and initializers no output depends on"},
 	{Name: "infer-final", Run: inferPass, Required: true, Doc: "re-types every value after the rewrites"},
 	{Name: "memplan", Run: memplanPass, Doc: "liveness-based buffer reuse in one arena; reports its size against the sum of all tensors"},
@@ -85,6 +89,8 @@ var passOrder = [][2]string{
 	// Epilogues first: a residual Add goes to its Conv's store rather than
 	// to an elementwise group.
 	{"fuse-epilogue", "fuse-elementwise"},
+	{"fuse-epilogue", "conv-layout"},
+	{"conv-layout", "memplan"},
 	// The final inference types the groups; memory is planned for the
 	// fused graph, whose intermediates are fewer.
 	{"fuse-elementwise", "infer-final"},

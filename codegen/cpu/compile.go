@@ -73,11 +73,8 @@ type Result struct {
 	MaxThreads int
 }
 
-// ErrNoLLC is returned when llc cannot be found.
-var ErrNoLLC = errors.New("llc (LLVM 14) not found: run `make deps`")
-
-// Compile compiles m. m must have static shapes after shape inference.
-func Compile(m *ir.Model, opts Options) (*Result, error) {
+// withDefaults fills in the defaults of the Winograd mode and cache.
+func (opts Options) withDefaults() (Options, error) {
 	if opts.CPU == "" {
 		opts.CPU = "native"
 	}
@@ -88,10 +85,22 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 		opts.Winograd = WinogradAuto
 	}
 	if opts.Winograd != WinogradAuto && opts.Winograd != WinogradOn && opts.Winograd != WinogradOff {
-		return nil, fmt.Errorf("winograd mode %q: want auto, on or off", opts.Winograd)
+		return opts, fmt.Errorf("winograd mode %q: want auto, on or off", opts.Winograd)
 	}
 	if opts.TimingCache == nil {
 		opts.TimingCache = NewTimingCache()
+	}
+	return opts, nil
+}
+
+// ErrNoLLC is returned when llc cannot be found.
+var ErrNoLLC = errors.New("llc (LLVM 14) not found: run `make deps`")
+
+// Compile compiles m. m must have static shapes after shape inference.
+func Compile(m *ir.Model, opts Options) (*Result, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	llc, err := findLLC(opts.LLC)
 	if err != nil {

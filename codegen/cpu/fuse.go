@@ -59,6 +59,9 @@ func (g *gen) prepareGroups() error {
 		if err != nil {
 			return fmt.Errorf("codegen/cpu: %s: %w", n, err)
 		}
+		if a := n.Attr("algorithm"); a != nil {
+			g.convAlgo[lowered] = a.S
+		}
 		g.nodes = append(g.nodes, lowered)
 	}
 	return nil

@@ -75,8 +75,10 @@ type gen struct {
 	// lowering of groups and of base nodes needing more than their op's.
 	nodes []*ir.Node
 	fused map[*ir.Node]func() error
-	// winograd marks the convolutions that run as Winograd (tune.go).
+	// winograd marks the convolutions that run as Winograd; convAlgo holds
+	// the algorithm a group records for its convolution (tune.go).
 	winograd map[*ir.Node]bool
+	convAlgo map[*ir.Node]string
 
 	arenaBytes, tensorBytes int64
 	inputs, outputs         []IO
@@ -93,7 +95,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]bool{},
+	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]bool{}, convAlgo: map[*ir.Node]string{},
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},

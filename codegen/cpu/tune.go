@@ -119,8 +119,37 @@ func (c *TimingCache) put(key string, t ConvTiming) {
 	c.dirty = true
 }
 
+// Convolution algorithms, as the conv-layout pass records them on a
+// group's "algorithm" attribute; each implies its weights' packed layout.
+const (
+	algoWinograd  = "winograd-f4x4"    // weights transformed: 36 [OC][C] matrices
+	algoIm2col    = "im2col"           // weights in [OC/mr][K][mr] row panels
+	algoBanded    = "im2col-banded"    // the same, unfolded a band of rows at a time
+	algoPointwise = "pointwise"        // 1×1 on NCHW, weights in row panels
+	algoGrouped   = "grouped"          // grouped/depthwise on NCHW, weights as given
+	algoExpandDW  = "expand-depthwise" // a conv-dw group's fused kernel
+)
+
+// convAlgorithm names what lowerConv does with conv n (geometry c).
+func (g *gen) convAlgorithm(c convGeom, winograd bool) string {
+	_, banded := g.bands(c)
+	switch {
+	case c.group != 1:
+		return algoGrouped
+	case winograd:
+		return algoWinograd
+	case c.pointwise():
+		return algoPointwise
+	case banded:
+		return algoBanded
+	}
+	return algoIm2col
+}
+
 // chooseConvAlgorithms fills g.winograd before memory planning (which
-// sizes each convolution's scratch by its algorithm).
+// sizes each convolution's scratch by its algorithm). A group's recorded
+// algorithm (conv-layout) is obeyed, after checking it applies; without
+// one, codegen decides the same way.
 func (g *gen) chooseConvAlgorithms() error {
 	for _, n := range g.nodes {
 		if g.skip[n] || n.Domain != "" || n.OpType != "Conv" {
@@ -130,11 +159,64 @@ func (g *gen) chooseConvAlgorithms() error {
 		if err != nil {
 			return err
 		}
-		if g.winograd[n], err = g.useWinograd(n, c); err != nil {
-			return err
+		want, recorded := g.convAlgo[n]
+		if !recorded || want == algoExpandDW {
+			if g.winograd[n], err = g.useWinograd(n, c); err != nil {
+				return err
+			}
+			continue
+		}
+		g.winograd[n] = want == algoWinograd && winogradFits(c)
+		if got := g.convAlgorithm(c, g.winograd[n]); got != want {
+			return fmt.Errorf("codegen/cpu: %s: the graph asks for algorithm %q, which does not apply (this convolution runs as %q)", n, want, got)
 		}
 	}
 	return nil
+}
+
+// ConvChooser returns the conv-layout pass's hook for this target: the
+// algorithm of a conv or conv-dw fusion group, measured where it must be
+// (opts.Winograd, opts.TimingCache).
+func ConvChooser(opts Options) (func(m *ir.Model, fg *ir.Node) (string, error), error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	feats, err := cpuFeatures(opts.CPU)
+	if err != nil {
+		return nil, err
+	}
+	var g *gen
+	var model *ir.Model
+	return func(m *ir.Model, fg *ir.Node) (string, error) {
+		body := fg.Attr("body")
+		kind := fg.Attr("kind")
+		if body == nil || body.G == nil || len(body.G.Nodes) == 0 || kind == nil {
+			return "", fmt.Errorf("not a fusion group")
+		}
+		if kind.S == "conv-dw" {
+			return algoExpandDW, nil
+		}
+		if g == nil || model != m {
+			if g, err = newGen(m, feats, opts); err != nil {
+				return "", err
+			}
+			model = m
+		}
+		base := body.G.Nodes[0]
+		c, err := g.convGeom(base)
+		if err != nil {
+			return "", err
+		}
+		if g.constOf(base.Inputs[1]) == nil {
+			return "", fmt.Errorf("%s: non-constant weights", base)
+		}
+		wino, err := g.useWinograd(base, c)
+		if err != nil {
+			return "", err
+		}
+		return g.convAlgorithm(c, wino), nil
+	}, nil
 }
 
 // useWinograd decides whether conv node n (geometry c) runs as Winograd.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/passes"
 )
 
 // TestWinogradTuning checks the build-time choice: a Winograd-eligible
@@ -54,4 +55,32 @@ func TestWinogradTuning(t *testing.T) {
 	flipped, err := Compile(m, Options{TimingCache: reloaded})
 	require.NoError(t, err)
 	assert.Equal(t, tm.Winograd, kernelsWith(flipped, "Winograd") > 0, "the cached decision must be obeyed: %v", flipped.Kernels)
+}
+
+// TestConvAlgorithmRecorded checks that codegen compiles what the
+// conv-layout pass recorded: im2col on a layer Winograd fits (and the
+// result still matches the reference), and an error naming the algorithm
+// when the record does not apply.
+func TestConvAlgorithmRecorded(t *testing.T) {
+	needLLC(t)
+	r := rand.New(rand.NewSource(12))
+	build := func(algo string) (*ir.Model, map[string]*ir.Tensor) {
+		g := ir.NewGraph("recorded")
+		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 16, 14, 14)))
+		y := g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 16, 16, 3, 3))}, ir.AttrIs("pads", 1, 1, 1, 1))})
+		y.Name = "y"
+		g.SetOutputs(y)
+		m := ir.NewModel(g, 13)
+		c := &passes.Context{OptLevel: 2, Verify: true, ConvAlgorithm: func(*ir.Model, *ir.Node) (string, error) { return algo, nil }}
+		require.NoError(t, passes.Run(c, passes.O2, m))
+		return m, map[string]*ir.Tensor{"x": randTensor(r, 1, 16, 14, 14)}
+	}
+	m, feeds := build(algoIm2col)
+	res := compileAndCompare(t, m, feeds, runRef(t, m, feeds), 1e-5)
+	assert.Zero(t, kernelsWith(res, "Winograd"), "kernels %v", res.Kernels)
+
+	m, _ = build(algoPointwise)
+	_, err := Compile(m, Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `algorithm "pointwise"`)
 }

@@ -61,11 +61,43 @@ func ReadModel(path string) (*ir.Model, error) {
 	return nil, fmt.Errorf("%s: unknown model extension (want .onnx or .onnxtxt)", path)
 }
 
-// Optimize runs the O2 pipeline (or the required passes at -O0) and
-// returns its context, holding the timings and the memory plan.
+// Optimize runs the O2 pipeline (or the required passes at -O0) for the
+// CPU target of opts and returns its context, holding the timings and the
+// memory plan.
 func Optimize(m *ir.Model, opts Options) (*passes.Context, error) {
+	cache, err := opts.timingCache()
+	if err != nil {
+		return nil, err
+	}
+	c, err := optimize(m, opts, cache)
+	if err != nil {
+		return c, err
+	}
+	return c, cache.Save()
+}
+
+func (o Options) cpuOptions(cache *cpu.TimingCache) cpu.Options {
+	name := o.CPU
+	if name == "" {
+		name = "native"
+	}
+	return cpu.Options{CPU: name, LLC: o.LLC, Winograd: o.Winograd, TimingCache: cache}
+}
+
+func (o Options) timingCache() (*cpu.TimingCache, error) {
+	if o.TimingCache == "" {
+		return cpu.NewTimingCache(), nil
+	}
+	return cpu.LoadTimingCache(o.TimingCache)
+}
+
+func optimize(m *ir.Model, opts Options, cache *cpu.TimingCache) (*passes.Context, error) {
+	choose, err := cpu.ConvChooser(opts.cpuOptions(cache))
+	if err != nil {
+		return nil, err
+	}
 	c := &passes.Context{OptLevel: opts.OptLevel, Verify: opts.Verify, DumpDir: opts.DumpDir,
-		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: text.WriteFile}
+		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: text.WriteFile, ConvAlgorithm: choose}
 	for name := range c.Disabled {
 		p, ok := passes.Lookup(passes.O2, name)
 		if !ok {
@@ -80,7 +112,7 @@ func Optimize(m *ir.Model, opts Options) (*passes.Context, error) {
 			return nil, fmt.Errorf("--dump-after: no pass named %q (see cc passes)", name)
 		}
 	}
-	err := passes.Run(c, passes.O2, m)
+	err = passes.Run(c, passes.O2, m)
 	return c, err
 }
 
@@ -104,21 +136,17 @@ func Build(path string, opts Options) (*Output, error) {
 // BuildModel compiles a model held in memory (the passes change m); src
 // is the bytes of the file it came from, whose hash the engine records.
 func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
-	pc, err := Optimize(m, opts)
+	cache, err := opts.timingCache()
 	if err != nil {
 		return nil, err
 	}
-	cpuName := opts.CPU
-	if cpuName == "" {
-		cpuName = "native"
+	pc, err := optimize(m, opts, cache)
+	if err != nil {
+		return nil, err
 	}
-	cache := cpu.NewTimingCache()
-	if opts.TimingCache != "" {
-		if cache, err = cpu.LoadTimingCache(opts.TimingCache); err != nil {
-			return nil, err
-		}
-	}
-	code, err := cpu.Compile(m, cpu.Options{CPU: cpuName, LLC: opts.LLC, Winograd: opts.Winograd, TimingCache: cache})
+	copts := opts.cpuOptions(cache)
+	cpuName := copts.CPU
+	code, err := cpu.Compile(m, copts)
 	if err != nil {
 		return nil, err
 	}

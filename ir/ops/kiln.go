@@ -31,6 +31,9 @@ var kilnOps = []*Schema{{
 	Attrs: []AttrDef{
 		{Name: "kind", Kind: ir.AttrString, Required: true},
 		{Name: "body", Kind: ir.AttrGraph, Required: true},
+		// algorithm is a convolution group's kernel, chosen by the
+		// conv-layout pass for the target (no effect on the semantics).
+		{Name: "algorithm", Kind: ir.AttrString},
 	},
 	Infer: inferFusionGroup,
 	Run:   runFusionGroup,

@@ -1,0 +1,50 @@
+package passes
+
+import (
+	"fmt"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+)
+
+// convLayoutPass decides, for every convolution, the algorithm and so the
+// layout its weights are packed in, and records it on the convolution's
+// fusion group as the attribute "algorithm" (a Conv without an epilogue
+// gets a group of its own). The backend says what it can do and measures
+// where it must (Context.ConvAlgorithm: for the CPU, Winograd F(4×4,3×3)
+// with weights transformed into 36 [OC][C] matrices, im2col or banded
+// im2col with weights in register-tile row panels, 1×1 straight on NCHW,
+// grouped/depthwise on NCHW, or a conv-dw group's fused kernel); it then
+// compiles what the graph says. Without a backend (cc build --emit ir of a
+// model for no target) the pass does nothing.
+func convLayoutPass(c *Context, m *ir.Model) error {
+	if c.ConvAlgorithm == nil {
+		return nil
+	}
+	f, err := newFuser(m)
+	if err != nil {
+		return err
+	}
+	var bare []group
+	for _, n := range m.Graph.Nodes {
+		if n.Domain == "" && n.OpType == "Conv" && n.Outputs[0].Type.Elem == ir.Float32 {
+			bare = append(bare, group{kind: "conv", nodes: []*ir.Node{n}})
+		}
+	}
+	f.apply(bare)
+	for _, n := range m.Graph.Nodes {
+		if n.Domain != ir.KilnDomain || n.OpType != ops.FusionGroup {
+			continue
+		}
+		kind := n.Attr("kind").S
+		if kind != "conv" && kind != "conv-dw" {
+			continue
+		}
+		algo, err := c.ConvAlgorithm(m, n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", n, err)
+		}
+		n.SetAttr(ir.AttrS("algorithm", algo))
+	}
+	return nil
+}

@@ -44,7 +44,9 @@ func convLayoutPass(c *Context, m *ir.Model) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", n, err)
 		}
-		n.SetAttr(ir.AttrS("algorithm", algo))
+		if algo != "" { // "": the target cannot compile it (and will say so)
+			n.SetAttr(ir.AttrS("algorithm", algo))
+		}
 	}
 	return nil
 }

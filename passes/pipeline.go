@@ -44,7 +44,8 @@ type Context struct {
 	// pass did not run or shapes are dynamic).
 	Memory *MemoryPlan
 	// ConvAlgorithm is the target backend's choice of algorithm for the
-	// convolution group fg of m (conv-layout); nil: no target.
+	// convolution group fg of m (conv-layout); nil: no target; "": none
+	// (the target cannot compile it).
 	ConvAlgorithm func(m *ir.Model, fg *ir.Node) (string, error)
 }
 

@@ -80,7 +80,7 @@ func convScratch(g *gen, n *ir.Node) int64 {
 		return newWinoGeom(c).scratchBytes()
 	}
 	if bd, ok := g.bands(c); ok {
-		return chunkSlots * bd.slot
+		return threadSlots * bd.slot
 	}
 	vl := int64(g.vl)
 	ldb := (c.OH*c.OW + vl - 1) / vl * vl

@@ -65,7 +65,7 @@ func (g *gen) expandDWBlock(a *ir.Node) (*gemm, convGeom) {
 
 func expandDWScratch(g *gen, a *ir.Node) int64 {
 	gm, ca := g.expandDWBlock(a)
-	return chunkSlots * align64(4*gm.mr*ca.H*ca.W)
+	return threadSlots * align64(4*gm.mr*ca.H*ca.W)
 }
 
 func (g *gen) lowerExpandDW(a, d *ir.Node, ca, cd convGeom) error {
@@ -95,7 +95,7 @@ func (g *gen) lowerExpandDW(a, d *ir.Node, ca, cd convGeom) error {
 		var lo, hi value.Value = c64(0), c64(items)
 		slot := k.scratchPtr(0)
 		if par {
-			lo, hi = k.splitCapped(items, chunkSlots)
+			lo, hi = k.splitCapped(items, threadSlots)
 			slot = k.gep(slot, k.mul(k.tid, c64(slotFloats)))
 		}
 		xp, yp, ap := k.ptr(X), k.ptr(Y), gm.a(k)

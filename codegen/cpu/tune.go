@@ -176,7 +176,8 @@ func (g *gen) chooseConvAlgorithms() error {
 
 // ConvChooser returns the conv-layout pass's hook for this target: the
 // algorithm of a conv or conv-dw fusion group, measured where it must be
-// (opts.Winograd, opts.TimingCache).
+// (opts.Winograd, opts.TimingCache); "" for a convolution this backend
+// cannot compile (Compile then says why).
 func ConvChooser(opts Options) (func(m *ir.Model, fg *ir.Node) (string, error), error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -205,11 +206,8 @@ func ConvChooser(opts Options) (func(m *ir.Model, fg *ir.Node) (string, error), 
 		}
 		base := body.G.Nodes[0]
 		c, err := g.convGeom(base)
-		if err != nil {
-			return "", err
-		}
-		if g.constOf(base.Inputs[1]) == nil {
-			return "", fmt.Errorf("%s: non-constant weights", base)
+		if err != nil || convCheck(g, base) != nil {
+			return "", nil // not compilable here: codegen reports why
 		}
 		wino, err := g.useWinograd(base, c)
 		if err != nil {

@@ -84,3 +84,25 @@ func TestConvAlgorithmRecorded(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `algorithm "pointwise"`)
 }
+
+// TestConvChooserLeavesUncompilable checks the conv-layout hook names no
+// algorithm for a convolution this backend cannot compile (weights fed at
+// run time), so Compile is the one to say why.
+func TestConvChooserLeavesUncompilable(t *testing.T) {
+	g := ir.NewGraph("runtime-weights")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 4, 8, 8)))
+	w := g.AddInput("w", ir.TensorType(ir.Float32, ir.S(4, 4, 3, 3)))
+	y := g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{x, w})})
+	y.Name = "y"
+	g.SetOutputs(y)
+	m := ir.NewModel(g, 13)
+	choose, err := ConvChooser(Options{})
+	require.NoError(t, err)
+	c := &passes.Context{OptLevel: 2, Verify: true, ConvAlgorithm: choose}
+	require.NoError(t, passes.Run(c, passes.O2, m))
+	for _, n := range m.Graph.Nodes {
+		assert.Nil(t, n.Attr("algorithm"), "%s", n)
+	}
+	_, err = Compile(m, Options{})
+	assert.ErrorContains(t, err, "non-constant weights")
+}

@@ -14,9 +14,9 @@ import (
 // memory.
 
 const (
-	// chunkSlots bounds the threads a banded convolution uses: each owns
-	// one band buffer in the scratch.
-	chunkSlots = 16
+	// threadSlots bounds the threads a kernel with per-thread buffers in
+	// its scratch (banded im2col, conv-dw) uses: each owns one slot.
+	threadSlots = 16
 	// bandBytes caps a band buffer, so it stays in the core's L2.
 	bandBytes = 192 << 10
 	// bandMinPixels is the columns one band gives the GEMM at least,
@@ -84,7 +84,7 @@ func (g *gen) lowerConvBanded(n *ir.Node, c convGeom, bd convBands) {
 		total := c.N * bd.count
 		var lo, hi value.Value = c64(0), c64(total)
 		if parallel {
-			lo, hi = k.splitCapped(total, chunkSlots)
+			lo, hi = k.splitCapped(total, threadSlots)
 		}
 		slot := k.gep(k.scratchPtr(0), k.mul(k.tid, c64(bd.slot/4)))
 		if !parallel {

@@ -54,9 +54,12 @@ earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or eng
 				if err != nil {
 					return err
 				}
-				pc, err := build.Optimize(m, opts)
+				pc, warnings, err := build.Optimize(m, opts)
 				if err != nil {
 					return cli.FileError(model, err)
+				}
+				for _, w := range warnings {
+					fmt.Fprintf(env.Stderr, "cc: warning: %s\n", w)
 				}
 				if *timePasses {
 					printPassReport(env.Stdout, pc.Timings, pc.Memory)
@@ -66,6 +69,9 @@ earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or eng
 			res, err := build.Build(model, opts)
 			if err != nil {
 				return err
+			}
+			for _, w := range res.Warnings {
+				fmt.Fprintf(env.Stderr, "cc: warning: %s\n", w)
 			}
 			if *timePasses {
 				printPassReport(env.Stdout, res.Timings, res.Memory)

@@ -48,6 +48,8 @@ type Output struct {
 	Memory *passes.MemoryPlan
 	Code   *cpu.Result
 	Engine []byte
+	// Warnings are problems that did not stop the build.
+	Warnings []string
 }
 
 // ReadModel reads .onnx or .onnxtxt by extension.
@@ -63,17 +65,26 @@ func ReadModel(path string) (*ir.Model, error) {
 
 // Optimize runs the O2 pipeline (or the required passes at -O0) for the
 // CPU target of opts and returns its context, holding the timings and the
-// memory plan.
-func Optimize(m *ir.Model, opts Options) (*passes.Context, error) {
+// memory plan, and warnings (a timing cache it could not save).
+func Optimize(m *ir.Model, opts Options) (*passes.Context, []string, error) {
 	cache, err := opts.timingCache()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := optimize(m, opts, cache)
 	if err != nil {
-		return c, err
+		return c, nil, err
 	}
-	return c, cache.Save()
+	return c, saveCache(cache), nil
+}
+
+// saveCache writes the timing cache back; failing to is a warning, not an
+// error: the build is complete, only the next one measures again.
+func saveCache(cache *cpu.TimingCache) []string {
+	if err := cache.Save(); err != nil {
+		return []string{fmt.Sprintf("the timing cache was not saved (the next build measures again): %v", err)}
+	}
+	return nil
 }
 
 func (o Options) cpuOptions(cache *cpu.TimingCache) cpu.Options {
@@ -150,9 +161,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cache.Save(); err != nil {
-		return nil, fmt.Errorf("saving the timing cache: %w", err)
-	}
+	warnings := saveCache(cache)
 	plan, err := text.Print(withoutBigConstants(m))
 	if err != nil {
 		return nil, err
@@ -182,7 +191,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Output{Model: m, Timings: pc.Timings, Memory: pc.Memory, Code: code, Engine: buf}, nil
+	return &Output{Model: m, Timings: pc.Timings, Memory: pc.Memory, Code: code, Engine: buf, Warnings: warnings}, nil
 }
 
 func (o Options) flags() []string {

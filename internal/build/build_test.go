@@ -1,6 +1,7 @@
 package build
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -51,4 +52,33 @@ func TestBuildRunDigits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTimingCacheProblems: a timing cache that cannot be saved is a
+// warning (the engine is still built), a corrupt one an error naming it.
+func TestTimingCacheProblems(t *testing.T) {
+	needLLC(t)
+	model := func() *ir.Model {
+		g := ir.NewGraph("wino")
+		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 16, 16, 16)))
+		w := ir.NewTensor(ir.Float32, 16, 16, 3, 3)
+		for i, f := 0, w.Float32s(); i < len(f); i++ {
+			f[i] = float32(i%7) - 3
+		}
+		y := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", w)}, ir.AttrIs("pads", 1, 1, 1, 1))
+		y.Name = "y"
+		g.SetOutputs(y)
+		return ir.NewModel(g, 13)
+	}
+	out, err := BuildModel(model(), nil, Options{OptLevel: 2, TimingCache: "/proc/no-such-dir/cache.json"})
+	require.NoError(t, err)
+	assert.NotEmpty(t, out.Engine)
+	require.Len(t, out.Warnings, 1)
+	assert.Contains(t, out.Warnings[0], "timing cache was not saved")
+
+	bad := filepath.Join(t.TempDir(), "cache.json")
+	require.NoError(t, os.WriteFile(bad, []byte("not json"), 0o644))
+	_, err = BuildModel(model(), nil, Options{OptLevel: 2, TimingCache: bad})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), bad)
 }

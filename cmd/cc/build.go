@@ -32,7 +32,7 @@ earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or eng
 		dumpDir := fs.String("dump-dir", "kiln-dump", "folder for --dump-after files")
 		timePasses := fs.Bool("time-passes", false, "print a per-pass timing table")
 		verify := fs.Bool("verify", false, "check the graph after every pass")
-		winograd := fs.String("winograd", "auto", "Winograd F(4x4,3x3) for 3x3 convolutions: auto (per layer shape, where it measures faster here and within rel L2 1e-5; every eligible layer when --cpu is not native), on or off")
+		winograd := fs.String("winograd", "auto", "Winograd F(4x4,3x3) or F(2x2,3x3) for 3x3 convolutions: auto (per layer shape, the fastest where it beats direct here within rel L2 1e-5; the first that fits when --cpu is not native), on or off")
 		timingCache := fs.String("timing-cache", defaultTimingCache(), "file keeping --winograd=auto's measurements, so rebuilds reuse them and are byte-identical (none: measure afresh)")
 		return func(env *cli.Env, args []string) error {
 			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]

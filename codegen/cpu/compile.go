@@ -38,6 +38,9 @@ type Options struct {
 	Winograd string
 	// TimingCache holds and receives the measurements; nil: a fresh one.
 	TimingCache *TimingCache
+	// winoForce, in a measurement's own build, names the Winograd variant
+	// every eligible layer takes (any other name: none).
+	winoForce string
 }
 
 // IO describes one engine input or output.

@@ -77,7 +77,7 @@ type gen struct {
 	fused map[*ir.Node]func() error
 	// winograd marks the convolutions that run as Winograd; convAlgo holds
 	// the algorithm a group records for its convolution (tune.go).
-	winograd map[*ir.Node]bool
+	winograd map[*ir.Node]*winoSpec
 	convAlgo map[*ir.Node]string
 
 	arenaBytes, tensorBytes int64
@@ -95,7 +95,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]bool{}, convAlgo: map[*ir.Node]string{},
+	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]*winoSpec{}, convAlgo: map[*ir.Node]string{},
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},

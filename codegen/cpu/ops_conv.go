@@ -76,8 +76,8 @@ func convScratch(g *gen, n *ir.Node) int64 {
 	if err != nil || c.group != 1 || c.pointwise() {
 		return 0
 	}
-	if g.winograd[n] {
-		return newWinoGeom(c).scratchBytes()
+	if s := g.winograd[n]; s != nil {
+		return newWinoGeom(c, s).scratchBytes()
 	}
 	if bd, ok := g.bands(c); ok {
 		return threadSlots * bd.slot
@@ -92,8 +92,8 @@ func (g *gen) lowerConv(n *ir.Node) error {
 	if c.group != 1 {
 		return g.lowerConvGrouped(n, c)
 	}
-	if g.winograd[n] {
-		g.lowerWinograd(n, c)
+	if s := g.winograd[n]; s != nil {
+		g.lowerWinograd(n, c, s)
 		return nil
 	}
 	if bd, ok := g.bands(c); ok {

@@ -24,6 +24,11 @@ func TestConvShapes(t *testing.T) {
 		{name: "grouped_wide", op: "Conv", inputs: [][]int64{{1, 8, 6, 150}}, consts: []*ir.Tensor{w(4, 4, 3, 3), w(4)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 2)}},
 		{name: "wino", op: "Conv", inputs: [][]int64{{2, 16, 13, 30}}, consts: []*ir.Tensor{w(20, 16, 3, 3), w(20)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1)}},
 		{name: "wino_wide_valid", op: "Conv", inputs: [][]int64{{1, 17, 16, 75}}, consts: []*ir.Tensor{w(33, 17, 3, 3)}},
+		// F(2×2,3×3): planes too small for F(4×4), odd sizes, a partial
+		// last tile row and column, two images.
+		{name: "wino2_7x7", op: "Conv", inputs: [][]int64{{1, 32, 7, 7}}, consts: []*ir.Tensor{w(24, 32, 3, 3), w(24)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1)}},
+		{name: "wino2_odd", op: "Conv", inputs: [][]int64{{2, 16, 5, 9}}, consts: []*ir.Tensor{w(16, 16, 3, 3), w(16)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1)}},
+		{name: "wino2_valid", op: "Conv", inputs: [][]int64{{1, 20, 9, 11}}, consts: []*ir.Tensor{w(18, 20, 3, 3)}},
 		{name: "wino_asym", op: "Conv", inputs: [][]int64{{1, 24, 14, 14}}, consts: []*ir.Tensor{w(16, 24, 3, 3), w(16)}, attrs: []*ir.Attribute{pads(0, 1, 2, 1)}},
 		{name: "maxpool_wide", op: "MaxPool", inputs: [][]int64{{1, 3, 21, 45}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 2, 2), pads(1, 1, 1, 1)}},
 		{name: "maxpool_ceil_wide", op: "MaxPool", inputs: [][]int64{{1, 2, 20, 36}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 2, 2), ir.AttrI("ceil_mode", 1)}},

@@ -19,12 +19,13 @@ import (
 )
 
 // Winograd F(4×4,3×3) does 4× fewer multiplies than a direct 3×3
-// convolution, but its transforms cost memory traffic and its error is
-// larger; which wins depends on the layer and the machine. In "auto" mode
-// each eligible layer shape is compiled both ways at build time, run on
-// random inputs with the layer's weights, and Winograd is kept only where
-// it measures faster (by winogradMargin) and its output stays within
-// winogradMaxRelL2 of the direct one. Measurements go to a TimingCache, so
+// convolution (F(2×2,3×3) 2.25×), but its transforms cost memory traffic
+// and its error is larger; which wins depends on the layer and the
+// machine. In "auto" mode each eligible layer shape is compiled directly
+// and as each Winograd variant that fits at build time, run on random
+// inputs with the layer's weights, and the fastest variant is kept only
+// where it beats the direct time by winogradMargin and its output stays
+// within winogradMaxRelL2 of the direct one. Measurements go to a TimingCache, so
 // a second build reuses them and is byte-identical (like TensorRT's timing
 // cache).
 
@@ -41,25 +42,39 @@ const (
 	measureRuns      = 15
 )
 
-// ConvTiming is one measured layer shape.
+// ConvTiming is one measured layer shape: the direct convolution's time,
+// each Winograd variant's time and error against it, and the choice
+// (an algorithm name).
 type ConvTiming struct {
-	DirectMicros   float64 `json:"direct_us"`
-	WinogradMicros float64 `json:"winograd_us"`
-	RelL2          float64 `json:"rel_l2"`
-	Winograd       bool    `json:"winograd"`
+	DirectMicros float64                   `json:"direct_us"`
+	Winograd     map[string]WinogradTiming `json:"winograd"`
+	Choice       string                    `json:"choice"`
+}
+
+// WinogradTiming is one Winograd variant of a measured layer.
+type WinogradTiming struct {
+	Micros float64 `json:"us"`
+	RelL2  float64 `json:"rel_l2"`
 }
 
 // TimingCache holds measurements by layer shape and target; safe for
 // concurrent use.
 type TimingCache struct {
 	mu      sync.Mutex
+	Version int                   `json:"version"`
 	Entries map[string]ConvTiming `json:"entries"`
 	path    string
 	dirty   bool
 }
 
+// timingCacheVersion changes with what an entry holds; a file of another
+// version is measured afresh and overwritten.
+const timingCacheVersion = 2
+
 // NewTimingCache returns an empty in-memory cache.
-func NewTimingCache() *TimingCache { return &TimingCache{Entries: map[string]ConvTiming{}} }
+func NewTimingCache() *TimingCache {
+	return &TimingCache{Version: timingCacheVersion, Entries: map[string]ConvTiming{}}
+}
 
 // LoadTimingCache reads a cache file; a missing file gives an empty cache
 // that Save creates.
@@ -72,6 +87,16 @@ func LoadTimingCache(path string) (*TimingCache, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	var probe struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("timing cache %s: %w (delete it to start afresh)", path, err)
+	}
+	if probe.Version != timingCacheVersion {
+		c.dirty = true // an older kiln's measurements: start afresh
+		return c, nil
 	}
 	if err := json.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("timing cache %s: %w (delete it to start afresh)", path, err)
@@ -123,21 +148,24 @@ func (c *TimingCache) put(key string, t ConvTiming) {
 // group's "algorithm" attribute; each implies its weights' packed layout.
 const (
 	algoWinograd  = "winograd-f4x4"    // weights transformed: 36 [OC][C] matrices
+	algoWinograd2 = "winograd-f2x2"    // weights transformed: 16 [OC][C] matrices
 	algoIm2col    = "im2col"           // weights in [OC/mr][K][mr] row panels
 	algoBanded    = "im2col-banded"    // the same, unfolded a band of rows at a time
 	algoPointwise = "pointwise"        // 1×1 on NCHW, weights in row panels
 	algoGrouped   = "grouped"          // grouped/depthwise on NCHW, weights as given
 	algoExpandDW  = "expand-depthwise" // a conv-dw group's fused kernel
+	// algoDirect is a timing cache's choice of no Winograd variant.
+	algoDirect = "direct"
 )
 
 // convAlgorithm names what lowerConv does with conv n (geometry c).
-func (g *gen) convAlgorithm(c convGeom, winograd bool) string {
+func (g *gen) convAlgorithm(c convGeom, wino *winoSpec) string {
 	_, banded := g.bands(c)
 	switch {
 	case c.group != 1:
 		return algoGrouped
-	case winograd:
-		return algoWinograd
+	case wino != nil:
+		return wino.name
 	case c.pointwise():
 		return algoPointwise
 	case banded:
@@ -166,9 +194,19 @@ func (g *gen) chooseConvAlgorithms() error {
 			}
 			continue
 		}
-		g.winograd[n] = want == algoWinograd && winogradFits(c)
+		g.winograd[n] = winogradNamed(c, want)
 		if got := g.convAlgorithm(c, g.winograd[n]); got != want {
 			return fmt.Errorf("codegen/cpu: %s: the graph asks for algorithm %q, which does not apply (this convolution runs as %q)", n, want, got)
+		}
+	}
+	return nil
+}
+
+// winogradNamed returns the Winograd variant called name that may run c.
+func winogradNamed(c convGeom, name string) *winoSpec {
+	for _, s := range winogradCandidates(c) {
+		if s.name == name {
+			return s
 		}
 	}
 	return nil
@@ -217,36 +255,41 @@ func ConvChooser(opts Options) (func(m *ir.Model, fg *ir.Node) (string, error), 
 	}, nil
 }
 
-// useWinograd decides whether conv node n (geometry c) runs as Winograd.
-func (g *gen) useWinograd(n *ir.Node, c convGeom) (bool, error) {
-	if !winogradFits(c) {
-		return false, nil
+// useWinograd returns the Winograd variant conv node n (geometry c) runs
+// as, or nil for a direct convolution.
+func (g *gen) useWinograd(n *ir.Node, c convGeom) (*winoSpec, error) {
+	cands := winogradCandidates(c)
+	if len(cands) == 0 {
+		return nil, nil
 	}
-	switch g.opts.Winograd {
-	case WinogradOn:
-		return true, nil
-	case WinogradOff:
-		return false, nil
-	}
-	if g.opts.CPU != "native" {
-		return true, nil // not this machine's CPU: nothing to measure on
+	switch {
+	case g.opts.winoForce != "":
+		return winogradNamed(c, g.opts.winoForce), nil // a measurement's build
+	case g.opts.Winograd == WinogradOn:
+		return cands[0], nil
+	case g.opts.Winograd == WinogradOff:
+		return nil, nil
+	case g.opts.CPU != "native":
+		return cands[0], nil // not this machine's CPU: nothing to measure on
 	}
 	key := fmt.Sprintf("%s|%s|conv3x3 N%d C%d H%d W%d OC%d pad%d,%d", strings.Join(g.feats, ","), g.opts.Triple,
 		c.N, c.C, c.H, c.W, c.OC, c.ph, c.pw)
-	if t, ok := g.opts.TimingCache.get(key); ok {
-		return t.Winograd, nil
+	t, ok := g.opts.TimingCache.get(key)
+	if !ok || t.Choice == "" {
+		var err error
+		if t, err = g.measureConv(n, cands); err != nil {
+			return nil, fmt.Errorf("measuring %s for Winograd: %w", n, err)
+		}
+		g.opts.TimingCache.put(key, t)
 	}
-	t, err := g.measureConv(n)
-	if err != nil {
-		return false, fmt.Errorf("measuring %s for Winograd: %w", n, err)
-	}
-	g.opts.TimingCache.put(key, t)
-	return t.Winograd, nil
+	return winogradNamed(c, t.Choice), nil
 }
 
-// measureConv compiles conv node n alone both ways, with its weights, and
-// times each on the same random input.
-func (g *gen) measureConv(n *ir.Node) (ConvTiming, error) {
+// measureConv compiles conv node n alone directly and as each Winograd
+// variant, with its weights, times each on the same random input, and
+// chooses the fastest variant that beats the direct time by
+// winogradMargin within winogradMaxRelL2 of its output.
+func (g *gen) measureConv(n *ir.Node, cands []*winoSpec) (ConvTiming, error) {
 	sub := ir.NewGraph("tune")
 	x := sub.AddInput("x", n.Inputs[0].Type)
 	ins := []*ir.Value{x}
@@ -260,41 +303,62 @@ func (g *gen) measureConv(n *ir.Node) (ConvTiming, error) {
 	y.Name = "y"
 	sub.SetOutputs(y)
 	m := ir.NewModel(sub, g.opsets[""])
-	dims := dimsOf(n.Inputs[0])
-	in := ir.NewTensor(ir.Float32, dims...)
+	in := ir.NewTensor(ir.Float32, dimsOf(n.Inputs[0])...)
 	r := rand.New(rand.NewSource(1))
 	for i, f := 0, in.Float32s(); i < len(f); i++ {
 		f[i] = float32(r.NormFloat64())
 	}
-	var outs [2][]float32
-	var best [2]time.Duration
-	for i, mode := range []string{WinogradOff, WinogradOn} {
+	run := func(force string) ([]float32, time.Duration, error) {
 		opts := g.opts
-		opts.Winograd = mode
+		opts.winoForce = force
 		res, err := Compile(m, opts)
+		if err != nil {
+			return nil, 0, err
+		}
+		return timeRuns(res, in)
+	}
+	direct, dt, err := run(algoIm2col)
+	if err != nil {
+		return ConvTiming{}, err
+	}
+	t := ConvTiming{DirectMicros: micros(dt), Winograd: map[string]WinogradTiming{}, Choice: algoDirect}
+	best := winogradMargin * t.DirectMicros
+	for _, s := range cands {
+		out, d, err := run(s.name)
 		if err != nil {
 			return ConvTiming{}, err
 		}
-		if outs[i], best[i], err = timeRuns(res, in); err != nil {
-			return ConvTiming{}, err
+		wt := WinogradTiming{Micros: micros(d), RelL2: relErr(out, direct)}
+		t.Winograd[s.name] = wt
+		if wt.Micros <= best && wt.RelL2 <= winogradMaxRelL2 {
+			best, t.Choice = wt.Micros, s.name
 		}
 	}
-	t := ConvTiming{DirectMicros: micros(best[0]), WinogradMicros: micros(best[1]), RelL2: relErr(outs[1], outs[0])}
-	t.Winograd = t.WinogradMicros <= winogradMargin*t.DirectMicros && t.RelL2 <= winogradMaxRelL2
 	return t, nil
 }
 
+// coldBytes is how many bytes of weight copies a measurement rotates
+// through, so each run finds its weights out of cache, as a layer does
+// inside a model whose weights outgrow the caches (ResNet-18: 45 MB);
+// timing a layer with hot weights favours the variants that read more of
+// them (Winograd's transformed weights are larger).
+const coldBytes = 96 << 20
+
 // timeRuns loads a one-input, one-output engine and returns its output and
 // its fastest of measureRuns single-thread runs (the fastest: other work
-// on the machine only ever slows a run down).
+// on the machine only ever slows a run down), each with cold weights.
 func timeRuns(res *Result, in *ir.Tensor) ([]float32, time.Duration, error) {
 	lib, err := rcpu.Open(res.SharedObject)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer lib.Close()
-	weights := rcpu.AlignedBytes(int64(len(res.Weights)))
-	copy(weights, res.Weights)
+	copies := make([]*rcpu.Buffer, max(1, min(64, coldBytes/max(1, int64(len(res.Weights))))))
+	for i := range copies {
+		copies[i] = rcpu.NewBuffer(int64(len(res.Weights)) + 64)
+		copy(copies[i].Bytes, res.Weights)
+		defer copies[i].Free()
+	}
 	arena := rcpu.NewBuffer(res.ArenaBytes + 64)
 	defer arena.Free()
 	out := make([]float32, numelIO(res.Outputs[0]))
@@ -303,8 +367,9 @@ func timeRuns(res *Result, in *ir.Tensor) ([]float32, time.Duration, error) {
 	io[res.Outputs[0].Index] = unsafe.Pointer(&out[0])
 	best := time.Duration(math.MaxInt64)
 	for i := 0; i < measureRuns+2; i++ {
+		w := copies[i%len(copies)].Bytes
 		start := time.Now()
-		lib.Run(1, unsafe.Pointer(&weights[0]), unsafe.Pointer(&arena.Bytes[0]), io)
+		lib.Run(1, unsafe.Pointer(&w[0]), unsafe.Pointer(&arena.Bytes[0]), io)
 		if d := time.Since(start); i >= 2 { // two warm-up runs
 			best = min(best, d)
 		}
@@ -335,9 +400,17 @@ func (c *TimingCache) WinogradChoices() []string {
 	defer c.mu.Unlock()
 	var lines []string
 	for k, t := range c.Entries {
-		shape := k[strings.LastIndex(k, "|")+1:]
-		lines = append(lines, fmt.Sprintf("%s: direct %.1f µs, Winograd %.1f µs (rel L2 %.1e) → %s", shape,
-			t.DirectMicros, t.WinogradMicros, t.RelL2, map[bool]string{true: "Winograd", false: "direct"}[t.Winograd]))
+		line := fmt.Sprintf("%s: direct %.1f µs", k[strings.LastIndex(k, "|")+1:], t.DirectMicros)
+		names := make([]string, 0, len(t.Winograd))
+		for name := range t.Winograd {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			w := t.Winograd[name]
+			line += fmt.Sprintf(", %s %.1f µs (rel L2 %.1e)", name, w.Micros, w.RelL2)
+		}
+		lines = append(lines, line+" → "+t.Choice)
 	}
 	sort.Strings(lines)
 	return lines

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math/rand"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -37,9 +38,12 @@ func TestWinogradTuning(t *testing.T) {
 	for key, tm = range cache.Entries {
 	}
 	assert.Positive(t, tm.DirectMicros)
-	assert.Positive(t, tm.WinogradMicros)
-	assert.Less(t, tm.RelL2, 1e-5, "Winograd's error against the direct convolution")
-	assert.Equal(t, tm.Winograd, kernelsWith(first, "Winograd") > 0, "kernels %v against the decision %+v", first.Kernels, tm)
+	require.Len(t, tm.Winograd, 2, "F(4×4) and F(2×2) both fit a 28×28 plane")
+	for name, w := range tm.Winograd {
+		assert.Positive(t, w.Micros, name)
+		assert.Less(t, w.RelL2, 1e-5, "%s's error against the direct convolution", name)
+	}
+	assert.Equal(t, tm.Choice != algoDirect, kernelsWith(first, "Winograd") > 0, "kernels %v against the decision %+v", first.Kernels, tm)
 	t.Log(cache.WinogradChoices())
 
 	require.NoError(t, cache.Save())
@@ -50,11 +54,15 @@ func TestWinogradTuning(t *testing.T) {
 	assert.Equal(t, first.SharedObject, again.SharedObject, "a build reusing the cache must be identical")
 	assert.Equal(t, first.Weights, again.Weights)
 
-	tm.Winograd = !tm.Winograd
-	reloaded.put(key, tm)
-	flipped, err := Compile(m, Options{TimingCache: reloaded})
-	require.NoError(t, err)
-	assert.Equal(t, tm.Winograd, kernelsWith(flipped, "Winograd") > 0, "the cached decision must be obeyed: %v", flipped.Kernels)
+	measured := tm.Choice
+	for _, choice := range []string{algoDirect, algoWinograd, algoWinograd2} {
+		tm.Choice = choice
+		reloaded.put(key, tm)
+		res, err := Compile(m, Options{TimingCache: reloaded})
+		require.NoError(t, err)
+		assert.Equal(t, choice != algoDirect, kernelsWith(res, "Winograd") > 0, "the cached %s must be obeyed: %v", choice, res.Kernels)
+		assert.Equal(t, choice == measured, string(first.SharedObject) == string(res.SharedObject), "%s against the measured %s", choice, measured)
+	}
 }
 
 // TestConvAlgorithmRecorded checks that codegen compiles what the
@@ -105,4 +113,24 @@ func TestConvChooserLeavesUncompilable(t *testing.T) {
 	}
 	_, err = Compile(m, Options{})
 	assert.ErrorContains(t, err, "non-constant weights")
+}
+
+// TestTimingCacheVersions: a cache file from an older format is measured
+// afresh (and rewritten), a corrupt one is an error naming the file.
+func TestTimingCacheVersions(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.json")
+	require.NoError(t, os.WriteFile(old, []byte(`{"entries": {"k": {"direct_us": 1, "winograd": true}}}`), 0o644))
+	c, err := LoadTimingCache(old)
+	require.NoError(t, err)
+	assert.Empty(t, c.Entries)
+	require.NoError(t, c.Save())
+	again, err := LoadTimingCache(old)
+	require.NoError(t, err)
+	assert.Equal(t, timingCacheVersion, again.Version)
+
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte("{"), 0o644))
+	_, err = LoadTimingCache(bad)
+	assert.ErrorContains(t, err, bad)
 }

@@ -8,69 +8,107 @@ import (
 	"github.com/llir/llvm/ir/value"
 )
 
-// Winograd F(4×4, 3×3) for 3×3 stride-1 convolutions: each 4×4 output tile
-// comes from a 6×6 input patch d as Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A, so the
-// channel reduction becomes 36 independent GEMMs (one per patch position)
-// with 2.25·4/… = 4× fewer multiplications than direct convolution:
+// Winograd F(m×m, 3×3) for 3×3 stride-1 convolutions: each m×m output tile
+// comes from an a×a input patch d (a = m+2) as Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A,
+// so the channel reduction becomes a² independent GEMMs (one per patch
+// position), with 9m²/a² times the multiplications of direct convolution
+// saved (4× for F(4×4), 2.25× for F(2×2)):
 //
 //	V[p][ic][t] = (Bᵀ d B)[p]            (input transform, per tile t)
 //	M[p][oc][t] = Σ_ic U[p][oc][ic]·V[p][ic][t]  (GEMM, U = G g Gᵀ packed at build time)
 //	Y[oc][tile t] = Aᵀ M[·][oc][t] A + bias (+ residual), activation
 //
-// Both transforms run on vectors of tiles along a tile row, so the stride-4
-// patch columns are picked out of contiguous loads by shuffles.
+// Both transforms run on vectors of tiles along a tile row, so the stride-m
+// patch columns are picked out of contiguous loads by shuffles. F(2×2)
+// serves small planes (ResNet's 7×7): its 16 tiles fill a vector where
+// F(4×4)'s 4 would leave most lanes idle.
+type winoSpec struct {
+	name      string
+	m, a      int64 // output tile and patch size
+	bt, g, at [][]float64
+}
+
 var (
-	winoBT = [6][6]float64{
-		{4, 0, -5, 0, 1, 0},
-		{0, -4, -4, 1, 1, 0},
-		{0, 4, -4, -1, 1, 0},
-		{0, -2, -1, 2, 1, 0},
-		{0, 2, -1, -2, 1, 0},
-		{0, 4, 0, -5, 0, 1},
+	winoF4 = &winoSpec{name: algoWinograd, m: 4, a: 6,
+		bt: [][]float64{
+			{4, 0, -5, 0, 1, 0},
+			{0, -4, -4, 1, 1, 0},
+			{0, 4, -4, -1, 1, 0},
+			{0, -2, -1, 2, 1, 0},
+			{0, 2, -1, -2, 1, 0},
+			{0, 4, 0, -5, 0, 1},
+		},
+		g: [][]float64{
+			{1.0 / 4, 0, 0},
+			{-1.0 / 6, -1.0 / 6, -1.0 / 6},
+			{-1.0 / 6, 1.0 / 6, -1.0 / 6},
+			{1.0 / 24, 1.0 / 12, 1.0 / 6},
+			{1.0 / 24, -1.0 / 12, 1.0 / 6},
+			{0, 0, 1},
+		},
+		at: [][]float64{
+			{1, 1, 1, 1, 1, 0},
+			{0, 1, -1, 2, -2, 0},
+			{0, 1, 1, 4, 4, 0},
+			{0, 1, -1, 8, -8, 1},
+		},
 	}
-	winoG = [6][3]float64{
-		{1.0 / 4, 0, 0},
-		{-1.0 / 6, -1.0 / 6, -1.0 / 6},
-		{-1.0 / 6, 1.0 / 6, -1.0 / 6},
-		{1.0 / 24, 1.0 / 12, 1.0 / 6},
-		{1.0 / 24, -1.0 / 12, 1.0 / 6},
-		{0, 0, 1},
-	}
-	winoAT = [4][6]float64{
-		{1, 1, 1, 1, 1, 0},
-		{0, 1, -1, 2, -2, 0},
-		{0, 1, 1, 4, 4, 0},
-		{0, 1, -1, 8, -8, 1},
+	winoF2 = &winoSpec{name: algoWinograd2, m: 2, a: 4,
+		bt: [][]float64{
+			{1, 0, -1, 0},
+			{0, 1, 1, 0},
+			{0, -1, 1, 0},
+			{0, 1, 0, -1},
+		},
+		g: [][]float64{
+			{1, 0, 0},
+			{0.5, 0.5, 0.5},
+			{0.5, -0.5, 0.5},
+			{0, 0, 1},
+		},
+		at: [][]float64{
+			{1, 1, 1, 0},
+			{0, 1, -1, -1},
+		},
 	}
 )
 
-const winoM, winoA = 4, 6 // output tile and patch size
-
-// winogradFits reports whether conv c runs as Winograd: 3×3, stride 1, no
-// dilation or groups, and enough tiles per row and channels that the
-// transforms pay off (small planes leave too many vector lanes idle).
-func winogradFits(c convGeom) bool {
-	return c.group == 1 && c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 &&
-		c.OW >= 12 && c.OH >= 12 && c.C >= 16 && c.OC >= 16
+// winogradCandidates lists the Winograd variants that may run conv c
+// (3×3, stride 1, no dilation or groups, enough channels), F(4×4) first:
+// it needs enough tiles per row that the transforms' vectors fill.
+func winogradCandidates(c convGeom) []*winoSpec {
+	if c.group != 1 || c.kh != 3 || c.kw != 3 || c.sh != 1 || c.sw != 1 || c.dh != 1 || c.dw != 1 || c.C < 16 || c.OC < 16 {
+		return nil
+	}
+	var specs []*winoSpec
+	if c.OW >= 12 && c.OH >= 12 {
+		specs = append(specs, winoF4)
+	}
+	if c.OW >= 4 && c.OH >= 4 {
+		specs = append(specs, winoF2)
+	}
+	return specs
 }
 
 type winoGeom struct {
 	convGeom
+	*winoSpec
 	TH, TW, T int64 // tile rows, tiles per row, tiles in all
 }
 
-func newWinoGeom(c convGeom) winoGeom {
-	w := winoGeom{convGeom: c, TH: (c.OH + winoM - 1) / winoM, TW: (c.OW + winoM - 1) / winoM}
+func newWinoGeom(c convGeom, s *winoSpec) winoGeom {
+	w := winoGeom{convGeom: c, winoSpec: s, TH: (c.OH + s.m - 1) / s.m, TW: (c.OW + s.m - 1) / s.m}
 	w.T = c.N * w.TH * w.TW
 	return w
 }
 
-// scratch holds V [36][C][T] then M [36][OC][T].
-func (w winoGeom) vFloats() int64      { return winoA * winoA * w.C * w.T }
-func (w winoGeom) scratchBytes() int64 { return 4 * (align64(4*w.vFloats())/4 + winoA*winoA*w.OC*w.T) }
+// scratch holds V [a²][C][T] then M [a²][OC][T].
+func (w winoGeom) vFloats() int64      { return w.a * w.a * w.C * w.T }
+func (w winoGeom) scratchBytes() int64 { return 4 * (align64(4*w.vFloats())/4 + w.a*w.a*w.OC*w.T) }
 
-func (g *gen) lowerWinograd(n *ir.Node, c convGeom) {
-	w := newWinoGeom(c)
+func (g *gen) lowerWinograd(n *ir.Node, c convGeom, spec *winoSpec) {
+	w := newWinoGeom(c, spec)
+	A := w.a
 	X, Y := n.Inputs[0], g.outValue(n)
 	vOff := align64(4 * w.vFloats()) // byte offset of M in the scratch
 	g.winoInput(X, w)
@@ -78,22 +116,22 @@ func (g *gen) lowerWinograd(n *ir.Node, c convGeom) {
 	// U[p] = (G g Gᵀ)[p] for every (oc, ic), packed as the GEMM's A panels.
 	wf := floatsOf(g.constOf(n.Inputs[1]))
 	gm := g.newGemm(c.OC, w.T, c.C)
-	gm.batch, gm.parallel = winoA*winoA, true
+	gm.batch, gm.parallel = A*A, true
 	mt := (c.OC + gm.mr - 1) / gm.mr
 	panel := mt * c.C * gm.mr
-	u := make([]float32, winoA*winoA*panel)
+	u := make([]float32, A*A*panel)
 	for oc := int64(0); oc < c.OC; oc++ {
 		for ic := int64(0); ic < c.C; ic++ {
 			gk := wf[(oc*c.C+ic)*9 : (oc*c.C+ic+1)*9]
-			for a := 0; a < winoA; a++ {
-				for b := 0; b < winoA; b++ {
+			for a := int64(0); a < A; a++ {
+				for b := int64(0); b < A; b++ {
 					var s float64
 					for i := 0; i < 3; i++ {
 						for j := 0; j < 3; j++ {
-							s += winoG[a][i] * float64(gk[i*3+j]) * winoG[b][j]
+							s += w.g[a][i] * float64(gk[i*3+j]) * w.g[b][j]
 						}
 					}
-					p := int64(a*winoA + b)
+					p := a*A + b
 					u[p*panel+(oc/gm.mr*c.C+ic)*gm.mr+oc%gm.mr] = float32(s)
 				}
 			}
@@ -128,27 +166,27 @@ func (g *gen) winoInput(X *ir.Value, w winoGeom) {
 			img := k.div(plane, c64(w.C))
 			for tw0 := int64(0); tw0 < w.TW; tw0 += vl {
 				valid := int(min(vl, w.TW-tw0))
-				var d [winoA][winoA]value.Value
-				for i := int64(0); i < winoA; i++ {
-					ih := k.add(k.mul(th, c64(winoM)), c64(i-w.ph))
+				d := make([][]value.Value, w.a)
+				for i := int64(0); i < w.a; i++ {
+					d[i] = make([]value.Value, w.a)
+					ih := k.add(k.mul(th, c64(w.m)), c64(i-w.ph))
 					ok := k.icmp(enum.IPredULT, ih, c64(w.H))
 					row := k.mul(k.add(k.mul(plane, c64(w.H)), k.sel(ok, ih, c64(0))), c64(w.W))
-					// Patch column j of lane l is input column 4(tw0+l) + j - pw.
-					cols := k.loadSpan(xp, row, winoM*tw0-w.pw, int64(winoM*(valid-1)+winoA), w.W, int(vl))
+					// Patch column j of lane l is input column m(tw0+l) + j - pw.
+					cols := k.loadSpan(xp, row, w.m*tw0-w.pw, w.m*int64(valid-1)+w.a, w.W, int(vl))
 					zero := constant.NewZeroInitializer(vecT(int(vl)))
-					for j := 0; j < winoA; j++ {
-						d[i][j] = k.sel(ok, k.pick(cols, int(vl), func(l int) int { return winoM*l + j }), zero)
+					for j := 0; j < int(w.a); j++ {
+						d[i][j] = k.sel(ok, k.pick(cols, int(vl), func(l int) int { return int(w.m)*l + j }), zero)
 					}
 				}
-				var t [winoA][winoA]value.Value
-				for i := 0; i < winoA; i++ {
-					t[i] = [winoA]value.Value(k.matVec(winoBT[:], d[i][:]))
+				t := make([][]value.Value, w.a)
+				for i := range t {
+					t[i] = k.matVec(w.bt, d[i])
 				}
 				t0 := k.add(k.mul(k.add(k.mul(img, c64(w.TH)), th), c64(w.TW)), c64(tw0))
-				for b := 0; b < winoA; b++ {
-					col := []value.Value{t[0][b], t[1][b], t[2][b], t[3][b], t[4][b], t[5][b]}
-					for a, v := range k.matVec(winoBT[:], col) {
-						p := int64(a*winoA + b)
+				for b := int64(0); b < w.a; b++ {
+					for a, v := range k.matVec(w.bt, column(t, b)) {
+						p := int64(a)*w.a + b
 						k.vstore(v, vp, k.add(k.mul(k.add(c64(p*w.C), ic), c64(w.T)), t0), int(vl), valid)
 					}
 				}
@@ -186,30 +224,29 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 			for tw0 := int64(0); tw0 < w.TW; tw0 += vl {
 				valid := int(min(vl, w.TW-tw0))
 				t0 := k.add(k.mul(k.add(k.mul(img, c64(w.TH)), th), c64(w.TW)), c64(tw0))
-				var s [winoA][winoM]value.Value
-				for a := int64(0); a < winoA; a++ {
-					m := make([]value.Value, winoA)
-					for b := int64(0); b < winoA; b++ {
-						m[b] = k.vload(mp, k.add(k.mul(k.add(c64((a*winoA+b)*w.OC), oc), c64(w.T)), t0), int(vl), valid)
+				s := make([][]value.Value, w.a)
+				for a := int64(0); a < w.a; a++ {
+					m := make([]value.Value, w.a)
+					for b := int64(0); b < w.a; b++ {
+						m[b] = k.vload(mp, k.add(k.mul(k.add(c64((a*w.a+b)*w.OC), oc), c64(w.T)), t0), int(vl), valid)
 					}
-					s[a] = [winoM]value.Value(k.matVec(winoAT[:], m))
+					s[a] = k.matVec(w.at, m)
 				}
-				// Output row r of the tile row holds, at column 4l + q, the
+				// Output row r of the tile row holds, at column ml + q, the
 				// value of tile l's column q.
-				width := min(winoM*int64(valid), w.OW-winoM*tw0)
-				for r := int64(0); r < winoM; r++ {
-					var y [winoM]value.Value
-					for q := 0; q < winoM; q++ {
-						col := []value.Value{s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]}
-						y[q] = k.matVec(winoAT[:], col)[r]
+				width := min(w.m*int64(valid), w.OW-w.m*tw0)
+				for r := int64(0); r < w.m; r++ {
+					y := make([]value.Value, w.m)
+					for q := range y {
+						y[q] = k.matVec(w.at, column(s, int64(q)))[r]
 					}
 					store := func() {
-						oh := k.add(k.mul(th, c64(winoM)), c64(r))
-						rowAt := k.add(k.mul(k.add(k.mul(plane, c64(w.OH)), oh), c64(w.OW)), c64(winoM*tw0))
+						oh := k.add(k.mul(th, c64(w.m)), c64(r))
+						rowAt := k.add(k.mul(k.add(k.mul(plane, c64(w.OH)), oh), c64(w.OW)), c64(w.m*tw0))
 						for e0 := int64(0); e0 < width; e0 += vl {
-							v := k.pick(y[:], int(vl), func(e int) int {
-								el := e0 + int64(e) // element 4l + q of the row segment
-								return int(el%winoM)*int(vl) + int(el/winoM)
+							v := k.pick(y, int(vl), func(e int) int {
+								el := e0 + int64(e) // element ml + q of the row segment
+								return int(el%w.m)*int(vl) + int(el/w.m)
 							})
 							if bias != nil {
 								v = k.fadd(v, bias)
@@ -221,7 +258,7 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 							k.vstore(k.clip(v, lo, hi), yp, at, int(vl), nv)
 						}
 					}
-					if rem := w.OH % winoM; rem != 0 && r >= rem {
+					if rem := w.OH % w.m; rem != 0 && r >= rem {
 						k.ifThen(k.icmp(enum.IPredULT, th, c64(w.TH-1)), store)
 					} else {
 						store()
@@ -232,9 +269,18 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 	})
 }
 
+// column returns column j of a matrix of vectors.
+func column(rows [][]value.Value, j int64) []value.Value {
+	col := make([]value.Value, len(rows))
+	for i, r := range rows {
+		col[i] = r[j]
+	}
+	return col
+}
+
 // matVec returns m·x for a constant matrix m (rows of len(x)) on vectors,
 // skipping zero coefficients and multiplying only where |m| != 1.
-func (k *kfn) matVec(m [][winoA]float64, x []value.Value) []value.Value {
+func (k *kfn) matVec(m [][]float64, x []value.Value) []value.Value {
 	out := make([]value.Value, len(m))
 	for i, r := range m {
 		var acc value.Value

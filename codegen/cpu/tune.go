@@ -69,7 +69,7 @@ type TimingCache struct {
 
 // timingCacheVersion changes with what an entry holds; a file of another
 // version is measured afresh and overwritten.
-const timingCacheVersion = 2
+const timingCacheVersion = 3
 
 // NewTimingCache returns an empty in-memory cache.
 func NewTimingCache() *TimingCache {
@@ -272,8 +272,8 @@ func (g *gen) useWinograd(n *ir.Node, c convGeom) (*winoSpec, error) {
 	case g.opts.CPU != "native":
 		return cands[0], nil // not this machine's CPU: nothing to measure on
 	}
-	key := fmt.Sprintf("%s|%s|conv3x3 N%d C%d H%d W%d OC%d pad%d,%d", strings.Join(g.feats, ","), g.opts.Triple,
-		c.N, c.C, c.H, c.W, c.OC, c.ph, c.pw)
+	key := fmt.Sprintf("%s|%s|weights %s|conv3x3 N%d C%d H%d W%d OC%d pad%d,%d", strings.Join(g.feats, ","), g.opts.Triple,
+		footprintClass(g.weightBytes()), c.N, c.C, c.H, c.W, c.OC, c.ph, c.pw)
 	t, ok := g.opts.TimingCache.get(key)
 	if !ok || t.Choice == "" {
 		var err error
@@ -315,7 +315,7 @@ func (g *gen) measureConv(n *ir.Node, cands []*winoSpec) (ConvTiming, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		return timeRuns(res, in)
+		return timeRuns(res, in, g.weightBytes())
 	}
 	direct, dt, err := run(algoIm2col)
 	if err != nil {
@@ -337,23 +337,43 @@ func (g *gen) measureConv(n *ir.Node, cands []*winoSpec) (ConvTiming, error) {
 	return t, nil
 }
 
-// coldBytes is how many bytes of weight copies a measurement rotates
-// through, so each run finds its weights out of cache, as a layer does
-// inside a model whose weights outgrow the caches (ResNet-18: 45 MB);
-// timing a layer with hot weights favours the variants that read more of
-// them (Winograd's transformed weights are larger).
-const coldBytes = 96 << 20
+// A layer inside a model finds its weights in cache only if the model's
+// weights fit there (SqueezeNet's 5 MB do, ResNet-18's 45 MB do not), and
+// Winograd's transformed weights are larger than the direct ones: a
+// measurement rotates through copies of the layer's weights adding up to
+// the model's, so each run finds them as warm or cold as in the model.
+
+// weightBytes is the model's total constant data.
+func (g *gen) weightBytes() int64 {
+	var n int64
+	for _, v := range g.model.Graph.Initializers {
+		n += int64(len(v.Const.Raw))
+	}
+	return n
+}
+
+// footprintClass buckets a model's weight bytes for the timing cache key
+// (powers of two from 1 MiB): measurements of a shape are reused between
+// models whose weights are about as large.
+func footprintClass(n int64) string {
+	c := int64(1 << 20)
+	for c < n {
+		c *= 2
+	}
+	return fmt.Sprintf("≤%dMiB", c>>20)
+}
 
 // timeRuns loads a one-input, one-output engine and returns its output and
 // its fastest of measureRuns single-thread runs (the fastest: other work
-// on the machine only ever slows a run down), each with cold weights.
-func timeRuns(res *Result, in *ir.Tensor) ([]float32, time.Duration, error) {
+// on the machine only ever slows a run down), rotating through weight
+// copies that add up to footprint bytes.
+func timeRuns(res *Result, in *ir.Tensor, footprint int64) ([]float32, time.Duration, error) {
 	lib, err := rcpu.Open(res.SharedObject)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer lib.Close()
-	copies := make([]*rcpu.Buffer, max(1, min(64, coldBytes/max(1, int64(len(res.Weights))))))
+	copies := make([]*rcpu.Buffer, max(1, min(64, footprint/max(1, int64(len(res.Weights))))))
 	for i := range copies {
 		copies[i] = rcpu.NewBuffer(int64(len(res.Weights)) + 64)
 		copy(copies[i].Bytes, res.Weights)

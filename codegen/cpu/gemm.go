@@ -37,6 +37,9 @@ type gemm struct {
 	add      func(k *kfn) value.Value // optional full [M,N] matrix (ldc) added
 	lo, hi   float64
 	parallel bool
+	// kRange, when set, limits the sum to k in [lo, hi) (values computed
+	// in the step): a partial product.
+	kRange func(k *kfn) (lo, hi value.Value)
 }
 
 func (g *gen) newGemm(M, N, K int64) *gemm {
@@ -171,7 +174,11 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 	for i := range init {
 		init[i] = zero
 	}
-	acc := k.loopAcc(c64(0), c64(gm.K), init, func(kk value.Value, acc []value.Value) []value.Value {
+	var kLo, kHi value.Value = c64(0), c64(gm.K)
+	if gm.kRange != nil {
+		kLo, kHi = gm.kRange(k)
+	}
+	acc := k.loopAcc(kLo, kHi, init, func(kk value.Value, acc []value.Value) []value.Value {
 		bRow := k.add(bOff, k.mul(kk, c64(gm.bKi)))
 		bv := make([]value.Value, nv)
 		for j := int64(0); j < nv; j++ {

@@ -72,6 +72,9 @@ func convScratch(g *gen, n *ir.Node) int64 {
 	if a := g.expandOf[n]; a != nil {
 		return expandDWScratch(g, a)
 	}
+	if g.splitKSource(n) != nil {
+		return splitKScratch(g, n)
+	}
 	c, err := g.convGeom(n)
 	if err != nil || c.group != 1 || c.pointwise() {
 		return 0
@@ -98,6 +101,10 @@ func (g *gen) lowerConv(n *ir.Node) error {
 	}
 	if bd, ok := g.bands(c); ok {
 		g.lowerConvBanded(n, c, bd)
+		return nil
+	}
+	if src := g.splitKSource(n); src != nil {
+		g.lowerConv1x1SplitK(n, c, src)
 		return nil
 	}
 	X, Y := n.Inputs[0], g.outValue(n)

@@ -16,12 +16,14 @@ func TestExpandDepthwise(t *testing.T) {
 		name                   string
 		batch, stride, m, k, h int64
 		residual               bool
+		projResidual           bool // the projection adds a residual (split-K)
 	}{
-		{"s1", 1, 1, 20, 8, 15, false},
-		{"s2-batch2", 2, 2, 13, 8, 15, false},
-		{"s1-residual", 1, 1, 12, 8, 15, true},
-		{"wide", 1, 1, 96, 32, 7, false},
-		{"wide-tail-s2", 1, 2, 100, 32, 9, false},
+		{"s1", 1, 1, 20, 8, 15, false, false},
+		{"s2-batch2", 2, 2, 13, 8, 15, false, false},
+		{"s1-residual", 1, 1, 12, 8, 15, true, false},
+		{"wide", 1, 1, 96, 32, 7, false, false},
+		{"wide-tail-s2", 1, 2, 100, 32, 9, false, false},
+		{"wide-proj-residual", 1, 1, 100, 32, 9, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := ir.NewGraph("expand")
@@ -39,12 +41,25 @@ func TestExpandDepthwise(t *testing.T) {
 			} else {
 				d = g.Apply("Clip", append([]*ir.Value{d}, six...))
 			}
-			y := g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{d, g.AddInitializer("wp", randTensor(r, 4, c.m, 1, 1))})})
+			p := g.Apply("Conv", []*ir.Value{d, g.AddInitializer("wp", randTensor(r, 4, c.m, 1, 1)), g.AddInitializer("bp", randTensor(r, 4))})
+			oh := (c.h-1)/c.stride + 1
+			ow := (19-1)/c.stride + 1
+			if c.projResidual {
+				pr := g.AddInput("pr", ir.TensorType(ir.Float32, ir.S(c.batch, 4, oh, ow)))
+				p = g.Apply("Add", []*ir.Value{p, pr})
+				feeds["pr"] = randTensor(r, c.batch, 4, oh, ow)
+			}
+			y := g.Apply("Relu", []*ir.Value{p})
 			y.Name = "y"
 			g.SetOutputs(y)
 			res := checkO2(t, ir.NewModel(g, 13), feeds, 1e-5)
 			if kernelsWith(res, "ConvExpandDW") != 1 {
 				t.Errorf("kernels %v: want one ConvExpandDW", res.Kernels)
+			}
+			// A parallel conv-dw kernel's projection sums per-thread
+			// partials (ops_conv_splitk.go).
+			if wantSplit := c.batch == 1 && c.m*c.k*c.h*19 >= 1<<16; (kernelsWith(res, "Conv1x1SplitK") == 1) != wantSplit {
+				t.Errorf("kernels %v: split-K projection %v, want %v", res.Kernels, !wantSplit, wantSplit)
 			}
 		})
 	}

@@ -34,6 +34,8 @@ type kfn struct {
 	w, a     value.Value
 	io       value.Value
 	bases    map[string]value.Value
+	// counters are this step's work-stealing counters (steal.go).
+	counters []counterRange
 }
 
 func c64(v int64) *constant.Int    { return constant.NewInt(i64, v) }

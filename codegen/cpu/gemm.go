@@ -109,13 +109,9 @@ func (gm *gemm) emit(k *kfn) {
 	if gm.add != nil {
 		addP = gm.add(k)
 	}
-	var lo, hi value.Value = c64(0), c64(total)
-	if gm.parallel {
-		lo, hi = k.split(total)
-	}
 	mTail := gm.M - (mt-1)*gm.mr
 	nTail := gm.N - (nt-1)*nb
-	k.loop(lo, hi, func(t value.Value) {
+	tileAt := func(t value.Value) {
 		bi := k.div(t, c64(mt*nt))
 		r := k.rem(t, c64(mt*nt))
 		// Column tiles outermost: one B panel stays in cache while every
@@ -156,7 +152,12 @@ func (gm *gemm) emit(k *kfn) {
 		} else {
 			k.ifElse(k.icmp(enum.IPredEQ, mi, c64(mt-1)), func() { byCols(mTail) }, func() { byCols(gm.mr) })
 		}
-	})
+	}
+	if gm.parallel {
+		k.stealLoop(total, tileAt)
+	} else {
+		k.loop(c64(0), c64(total), tileAt)
+	}
 }
 
 func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, bOff, cOff, m0, n0 value.Value) {

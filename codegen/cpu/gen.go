@@ -31,8 +31,9 @@ type loc struct {
 }
 
 type step struct {
-	f      *ll.Func
-	serial bool // runs on thread 0 only
+	f        *ll.Func
+	serial   bool // runs on thread 0 only
+	counters []counterRange
 }
 
 // gen holds one compilation.
@@ -81,10 +82,13 @@ type gen struct {
 	convAlgo map[*ir.Node]string
 
 	arenaBytes, tensorBytes int64
-	inputs, outputs         []IO
-	kernelNames             []string
-	curNode                 *ir.Node
-	nstep                   int
+	// counterBase and counterBytes place the work-stealing counters past
+	// the planned arena (steal.go).
+	counterBase, counterBytes int64
+	inputs, outputs           []IO
+	kernelNames               []string
+	curNode                   *ir.Node
+	nstep                     int
 }
 
 func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
@@ -233,7 +237,7 @@ func (g *gen) step(name string, serial bool, body func(k *kfn)) {
 	}
 	body(k)
 	k.b.NewRet(nil)
-	g.steps = append(g.steps, step{f: f, serial: serial})
+	g.steps = append(g.steps, step{f: f, serial: serial, counters: k.counters})
 	g.kernelNames = append(g.kernelNames, fname)
 }
 
@@ -346,6 +350,7 @@ func (g *gen) build() error {
 	if err := g.planMemory(outSet); err != nil {
 		return err
 	}
+	g.counterBase = align64(g.arenaBytes)
 	for _, n := range g.nodes {
 		if g.skip[n] || g.alias[n.Outputs[0]] != nil || g.inPlace[n] {
 			continue
@@ -371,6 +376,9 @@ func (g *gen) build() error {
 			})
 		}
 	}
+	if g.counterBytes > 0 {
+		g.arenaBytes = g.counterBase + g.counterBytes
+	}
 	g.emitEntry()
 	return nil
 }
@@ -394,14 +402,20 @@ func (g *gen) emitEntry() {
 	ld := b.NewLoad(i64, senseP)
 	ld.Atomic, ld.Ordering, ld.Align = true, enum.AtomicOrderingAcquire, 8
 	var sense value.Value = ld
+	clear := g.emitCounterClear()
+	g.clearCounters(b, clear, -1, tid, a)
+	if len(g.steps) == 1 && len(g.steps[0].counters) > 0 {
+		sense = b.NewCall(bar, nth, bp, sense)
+	}
 	for i, s := range g.steps {
 		b.NewCall(s.f, tid, nth, w, a, io)
 		if g.barrierAfter(i) {
 			sense = b.NewCall(bar, nth, bp, sense)
+			g.clearCounters(b, clear, i, tid, a)
 		}
 	}
 	b.NewRet(nil)
-	g.emitProfileEntry(bar)
+	g.emitProfileEntry(bar, clear)
 }
 
 // emitBarrier writes a sense-reversing spin barrier over bar[0] (arrival

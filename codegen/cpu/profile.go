@@ -32,7 +32,7 @@ func (g *gen) barrierAfter(i int) bool {
 	return i+1 < len(g.steps) && !(g.steps[i].serial && g.steps[i+1].serial)
 }
 
-func (g *gen) emitProfileEntry(bar *ll.Func) {
+func (g *gen) emitProfileEntry(bar, clear *ll.Func) {
 	counter := g.declare("llvm.readcyclecounter", i64)
 	cycles := g.mod.NewFunc(cyclesEntry, i64)
 	cb := cycles.NewBlock("")
@@ -51,6 +51,10 @@ func (g *gen) emitProfileEntry(bar *ll.Func) {
 	ld := b.NewLoad(i64, senseP)
 	ld.Atomic, ld.Ordering, ld.Align = true, enum.AtomicOrderingAcquire, 8
 	var sense value.Value = ld
+	g.clearCounters(b, clear, -1, tid, a)
+	if len(g.steps) == 1 && len(g.steps[0].counters) > 0 {
+		sense = b.NewCall(bar, nth, bp, sense)
+	}
 	record(0)
 	for i, s := range g.steps {
 		// Not inlined: the step bodies stay shared with kiln_run.
@@ -58,6 +62,9 @@ func (g *gen) emitProfileEntry(bar *ll.Func) {
 		call.FuncAttrs = append(call.FuncAttrs, enum.FuncAttrNoInline)
 		if g.barrierAfter(i) || i+1 == len(g.steps) {
 			sense = b.NewCall(bar, nth, bp, sense)
+			if i+1 < len(g.steps) {
+				g.clearCounters(b, clear, i, tid, a)
+			}
 		}
 		record(i + 1)
 	}

@@ -154,11 +154,7 @@ func (g *gen) emitIm2col(X *ir.Value, c convGeom, ldb int64, par bool) {
 	taps := c.kh * c.kw
 	g.step("Im2col", !par, func(k *kfn) {
 		xp, sp := k.ptr(X), k.scratchPtr(0)
-		var lo, hi value.Value = c64(0), c64(planes)
-		if par {
-			lo, hi = k.split(planes)
-		}
-		k.loop(lo, hi, func(pl value.Value) {
+		k.parLoop(planes, par, func(pl value.Value) {
 			src := k.mul(pl, c64(c.H*c.W))
 			for kh := int64(0); kh < c.kh; kh++ {
 				// valid oh: 0 <= oh*sh - ph + kh*dh < H

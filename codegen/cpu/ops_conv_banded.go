@@ -82,10 +82,6 @@ func (g *gen) lowerConvBanded(n *ir.Node, c convGeom, bd convBands) {
 	parallel := 2*M*P*K*c.N >= 1<<18
 	g.step("ConvBanded", !parallel, func(k *kfn) {
 		total := c.N * bd.count
-		var lo, hi value.Value = c64(0), c64(total)
-		if parallel {
-			lo, hi = k.splitCapped(total, threadSlots)
-		}
 		slot := k.gep(k.scratchPtr(0), k.mul(k.tid, c64(bd.slot/4)))
 		if !parallel {
 			slot = k.scratchPtr(0)
@@ -95,7 +91,7 @@ func (g *gen) lowerConvBanded(n *ir.Node, c convGeom, bd convBands) {
 		if full.add != nil {
 			addP = full.add(k)
 		}
-		k.loop(lo, hi, func(t value.Value) {
+		k.parLoop(total, parallel, func(t value.Value) {
 			img, band := k.div(t, c64(bd.count)), k.rem(t, c64(bd.count))
 			oh0 := k.mul(band, c64(bd.rows))
 			x := k.gep(xp, k.mul(img, c64(c.C*c.H*c.W)))

@@ -24,11 +24,7 @@ func (g *gen) lowerConvGrouped(n *ir.Node, c convGeom) error {
 	par := planes > 1 && 2*planes*c.OH*c.OW*(c.C/c.group)*c.kh*c.kw >= 1<<17
 	g.step("ConvGrouped", !par, func(k *kfn) {
 		xp, yp := k.ptr(X), k.ptr(Y)
-		var lo, hi value.Value = c64(0), c64(planes)
-		if par {
-			lo, hi = k.split(planes)
-		}
-		k.loop(lo, hi, func(p value.Value) {
+		k.parLoop(planes, par, func(p value.Value) {
 			oc := k.rem(p, c64(c.OC))
 			img := k.div(p, c64(c.OC))
 			grp := k.div(oc, c64(c.OC/c.group))

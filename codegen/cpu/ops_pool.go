@@ -72,11 +72,7 @@ func (g *gen) lowerPool(n *ir.Node) error {
 	par := planes > 1 && parallelWorth(numel(in))
 	g.step(n.OpType, !par, func(k *kfn) {
 		ip, op := k.ptr(in), k.ptr(out)
-		var lo, hi value.Value = c64(0), c64(planes)
-		if par {
-			lo, hi = k.split(planes)
-		}
-		k.loop(lo, hi, func(pl value.Value) {
+		k.parLoop(planes, par, func(pl value.Value) {
 			for _, run := range runs {
 				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
 					for j := int64(0); j < nch; j++ {
@@ -132,11 +128,7 @@ func (g *gen) lowerGlobalPool(n *ir.Node) error {
 	par := parallelWorth(numel(in))
 	g.step(n.OpType, !par, func(k *kfn) {
 		ip, op := k.ptr(in), k.ptr(out)
-		var lo, hi value.Value = c64(0), c64(planes)
-		if par {
-			lo, hi = k.split(planes)
-		}
-		k.loop(lo, hi, func(pl value.Value) {
+		k.parLoop(planes, par, func(pl value.Value) {
 			base := k.mul(pl, c64(hw))
 			init := cf(0)
 			if isMax {

@@ -20,8 +20,9 @@ import (
 // step's counters between the barrier after it and the next step, and
 // those of the last step when the next run starts (emitCounterResets).
 
-// stealThreads bounds the threads of a stealing step (its counters).
-const stealThreads = 16
+// stealThreads bounds the threads of a stealing step (its counters); it is
+// threadSlots, so a stealing step may index per-thread scratch by tid.
+const stealThreads = threadSlots
 
 // stealLoop runs body(t) for t in [0, total), split between threads by
 // work stealing.
@@ -56,6 +57,16 @@ func (k *kfn) stealLoop(total int64, body func(t value.Value)) {
 			k.b = exit
 		})
 	})
+}
+
+// parLoop runs body(t) for t in [0, total): split by work stealing when
+// parallel, else on the step's one thread.
+func (k *kfn) parLoop(total int64, parallel bool, body func(t value.Value)) {
+	if parallel {
+		k.stealLoop(total, body)
+		return
+	}
+	k.loop(c64(0), c64(total), body)
 }
 
 // counterRange is a stealing step's counters: bytes at an arena offset.

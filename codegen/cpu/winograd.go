@@ -158,8 +158,7 @@ func (g *gen) winoInput(X *ir.Value, w winoGeom) {
 	items := w.N * w.C * w.TH
 	g.step("WinogradIn", false, func(k *kfn) {
 		xp, vp := k.ptr(X), k.scratchPtr(0)
-		lo, hi := k.split(items)
-		k.loop(lo, hi, func(it value.Value) {
+		k.parLoop(items, true, func(it value.Value) {
 			th := k.rem(it, c64(w.TH))
 			plane := k.div(it, c64(w.TH)) // n*C + ic
 			ic := k.rem(plane, c64(w.C))
@@ -211,8 +210,7 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 	items := w.N * w.OC * w.TH
 	g.step("WinogradOut", false, func(k *kfn) {
 		mp, yp := k.scratchPtr(mOff), k.ptr(Y)
-		lo64, hi64 := k.split(items)
-		k.loop(lo64, hi64, func(it value.Value) {
+		k.parLoop(items, true, func(it value.Value) {
 			th := k.rem(it, c64(w.TH))
 			plane := k.div(it, c64(w.TH)) // n*OC + oc
 			oc := k.rem(plane, c64(w.OC))

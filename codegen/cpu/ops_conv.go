@@ -24,32 +24,15 @@ func (g *gen) convGeom(n *ir.Node) (convGeom, error) {
 		return convGeom{}, fmt.Errorf("only 2-D convolution")
 	}
 	a := g.attrs(n)
-	c := convGeom{N: xd[0], C: xd[1], H: xd[2], W: xd[3], OC: yd[1], OH: yd[2], OW: yd[3], kh: wd[2], kw: wd[3],
-		sh: 1, sw: 1, dh: 1, dw: 1, group: a.Int("group")}
+	c := convGeom{N: xd[0], C: xd[1], H: xd[2], W: xd[3], OC: yd[1], OH: yd[2], OW: yd[3], kh: wd[2], kw: wd[3], group: a.Int("group")}
 	if c.group == 0 {
 		c.group = 1
 	}
-	if s := a.Ints("strides"); len(s) == 2 {
-		c.sh, c.sw = s[0], s[1]
+	win, err := a.Window([]int64{c.kh, c.kw}, []int64{c.H, c.W})
+	if err != nil {
+		return convGeom{}, err
 	}
-	if s := a.Ints("dilations"); len(s) == 2 {
-		c.dh, c.dw = s[0], s[1]
-	}
-	switch ap := a.String("auto_pad"); ap {
-	case "", "NOTSET":
-		if pads := a.Ints("pads"); len(pads) == 4 {
-			c.ph, c.pw = pads[0], pads[1]
-		}
-	case "VALID":
-	case "SAME_UPPER", "SAME_LOWER":
-		th := max(0, (c.OH-1)*c.sh+(c.kh-1)*c.dh+1-c.H)
-		tw := max(0, (c.OW-1)*c.sw+(c.kw-1)*c.dw+1-c.W)
-		if ap == "SAME_UPPER" {
-			c.ph, c.pw = th/2, tw/2
-		} else {
-			c.ph, c.pw = th-th/2, tw-tw/2
-		}
-	}
+	c.sh, c.sw, c.dh, c.dw, c.ph, c.pw = win.Strides[0], win.Strides[1], win.Dilations[0], win.Dilations[1], win.PadBegin[0], win.PadBegin[1]
 	return c, nil
 }
 

@@ -23,27 +23,15 @@ func (g *gen) poolGeom(n *ir.Node) (poolGeom, error) {
 	}
 	a := g.attrs(n)
 	ks := a.Ints("kernel_shape")
-	p := poolGeom{N: d[0], C: d[1], H: d[2], W: d[3], OH: od[2], OW: od[3], kh: ks[0], kw: ks[1], sh: 1, sw: 1, dh: 1, dw: 1}
-	if s := a.Ints("strides"); len(s) == 2 {
-		p.sh, p.sw = s[0], s[1]
+	if len(ks) != 2 {
+		return poolGeom{}, fmt.Errorf("kernel_shape %v: only 2-D pooling", ks)
 	}
-	if s := n.Attr("dilations"); s != nil && len(s.Ints) == 2 {
-		p.dh, p.dw = s.Ints[0], s.Ints[1]
+	p := poolGeom{N: d[0], C: d[1], H: d[2], W: d[3], OH: od[2], OW: od[3], kh: ks[0], kw: ks[1]}
+	win, err := a.Window(ks, []int64{p.H, p.W})
+	if err != nil {
+		return poolGeom{}, err
 	}
-	switch ap := a.String("auto_pad"); ap {
-	case "", "NOTSET", "VALID":
-		if pads := a.Ints("pads"); len(pads) == 4 && ap != "VALID" {
-			p.ph, p.pw = pads[0], pads[1]
-		}
-	case "SAME_UPPER", "SAME_LOWER":
-		th := max(0, (p.OH-1)*p.sh+(p.kh-1)*p.dh+1-p.H)
-		tw := max(0, (p.OW-1)*p.sw+(p.kw-1)*p.dw+1-p.W)
-		if ap == "SAME_UPPER" {
-			p.ph, p.pw = th/2, tw/2
-		} else {
-			p.ph, p.pw = th-th/2, tw-tw/2
-		}
-	}
+	p.sh, p.sw, p.dh, p.dw, p.ph, p.pw = win.Strides[0], win.Strides[1], win.Dilations[0], win.Dilations[1], win.PadBegin[0], win.PadBegin[1]
 	return p, nil
 }
 

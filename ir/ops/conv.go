@@ -104,6 +104,27 @@ func readWindow(a attrs, kernel []int64) (*windowSpec, error) {
 	return w, nil
 }
 
+// Window is a convolution's or pooling's geometry on each spatial axis,
+// with auto_pad resolved against the input as inference resolves it:
+// backends read it here instead of redoing that arithmetic.
+type Window struct{ Strides, Dilations, PadBegin []int64 }
+
+// Window reads the window attributes of the context's node, for the given
+// kernel sizes over an input of the given spatial sizes.
+func (c *KernelContext) Window(kernel, in []int64) (Window, error) {
+	w, err := readWindow(c.attrs, kernel)
+	if err != nil {
+		return Window{}, fmt.Errorf("%s: %w", c.Node, err)
+	}
+	win := Window{Strides: w.strides, Dilations: w.dilations, PadBegin: make([]int64, len(kernel))}
+	for i := range kernel {
+		if _, win.PadBegin[i], _, err = w.axis(i, in[i]); err != nil {
+			return Window{}, fmt.Errorf("%s: %w", c.Node, err)
+		}
+	}
+	return win, nil
+}
+
 func (w *windowSpec) same() bool { return w.autoPad == "SAME_UPPER" || w.autoPad == "SAME_LOWER" }
 
 // splitPad divides a total padding between the two ends: SAME_UPPER puts

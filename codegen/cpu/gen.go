@@ -76,8 +76,9 @@ type gen struct {
 	// lowering of groups and of base nodes needing more than their op's.
 	nodes []*ir.Node
 	fused map[*ir.Node]func() error
-	// winograd marks the convolutions that run as Winograd; convAlgo holds
-	// the algorithm a group records for its convolution (tune.go).
+	// winograd holds the Winograd variant each convolution runs as (none:
+	// direct); convAlgo the algorithm a group records for its convolution
+	// (tune.go).
 	winograd map[*ir.Node]*winoSpec
 	convAlgo map[*ir.Node]string
 

@@ -28,15 +28,20 @@ type Numeric interface {
 	~float32 | ~float64 | ~int8 | ~uint8 | ~int16 | ~uint16 | ~int32 | ~uint32 | ~int64 | ~uint64 | ~bool
 }
 
-// NewTensor allocates a zeroed tensor.
+// NewTensor allocates a zeroed tensor. Its size must have been checked
+// (Limits.CheckTensor): a negative dim or a size that overflows is a
+// programming error here, not a silently wrapped allocation.
 func NewTensor(dtype DType, dims ...int64) *Tensor {
 	t := &Tensor{DType: dtype, Dims: append([]int64{}, dims...)}
-	n := Product(dims)
+	size, err := ByteSize(dtype, dims)
+	if err != nil {
+		panic(fmt.Sprintf("ir.NewTensor(%s%v): %v", dtype, dims, err))
+	}
 	if dtype == String {
-		t.Strings = make([]string, n)
+		t.Strings = make([]string, Product(dims))
 		return t
 	}
-	t.Raw = AlignedBytes(RawLen(dtype, n))
+	t.Raw = AlignedBytes(int(size))
 	return t
 }
 

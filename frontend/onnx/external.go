@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/kiln-ml/kiln/ir"
@@ -78,4 +79,14 @@ func (d *decoder) open(path string) (*os.File, error) {
 	}
 	d.files[path] = f
 	return f, nil
+}
+
+// opened lists the external data files read so far, sorted.
+func (d *decoder) opened() []string {
+	var paths []string
+	for p := range d.files {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	return paths
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -27,21 +28,35 @@ const (
 // ReadFile reads an ONNX model file. External data is resolved relative to
 // the file's folder.
 func ReadFile(path string) (*ir.Model, error) {
+	m, _, err := ReadFileSources(path)
+	return m, err
+}
+
+// ReadFileSources is ReadFile that also returns the external-data files
+// the model's tensors were read from (joined to the model's folder,
+// sorted), so that a caller can refuse to write over any of its inputs.
+func ReadFileSources(path string) (*ir.Model, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	m, err := Read(data, filepath.Dir(path))
+	m, files, err := read(data, filepath.Dir(path))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return m, nil
+	return m, files, nil
 }
 
 // Read decodes a serialized ModelProto. dir is the folder that external data
 // locations are relative to; with dir "" a model with external data is an
 // error. The model's weights are copied out of data, so data may be reused.
 func Read(data []byte, dir string) (*ir.Model, error) {
+	m, _, err := read(data, dir)
+	return m, err
+}
+
+// read is Read that also returns the external-data files it opened.
+func read(data []byte, dir string) (*ir.Model, []string, error) {
 	d := newDecoder(dir)
 	defer d.close()
 	m := &ir.Model{}
@@ -79,15 +94,15 @@ func Read(data []byte, dir string) (*ir.Model, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading ONNX model: %w", err)
+		return nil, nil, fmt.Errorf("reading ONNX model: %w", err)
 	}
 	if graph == nil {
-		return nil, errors.New("reading ONNX model: the model has no graph (empty or not an ONNX file?)")
+		return nil, nil, errors.New("reading ONNX model: the model has no graph (empty or not an ONNX file?)")
 	}
 	if m.Graph, err = d.graph(graph, nil); err != nil {
-		return nil, fmt.Errorf("reading ONNX model: %w", err)
+		return nil, nil, fmt.Errorf("reading ONNX model: %w", err)
 	}
-	return m, nil
+	return m, d.opened(), nil
 }
 
 func readOpset(b []byte) (ir.OpsetImport, error) {
@@ -135,11 +150,12 @@ func Write(m *ir.Model) ([]byte, error) {
 	return appendPairs(b, modelMetadataProps, m.Metadata), nil
 }
 
-// WriteFile writes a model to path with Write.
+// WriteFile writes a model to path with Write, atomically: a failed write
+// leaves an existing file as it was.
 func WriteFile(path string, m *ir.Model) error {
 	b, err := Write(m)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o644)
+	return atomicfile.WriteFile(path, b, 0o644)
 }

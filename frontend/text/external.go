@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -22,12 +23,21 @@ const externalAlign = 64
 // ExternalThreshold elements go to path+".bin" (one file for the whole
 // model, named in the text by its base name, so the pair can be moved
 // together), which keeps the text readable and large models fast.
+//
+// Both files are written atomically and committed together, the binary
+// file first: a failed write leaves the old pair as it was, never a text
+// file that names a half-written or mismatched binary one.
 func WriteFile(path string, m *ir.Model) error {
 	binPath := path + ".bin"
-	var bin *os.File
+	var bin *atomicfile.File
+	defer func() {
+		if bin != nil {
+			bin.Abort()
+		}
+	}()
 	ext := &externalWriter{location: filepath.Base(binPath)}
 	ext.open = func() (*bufio.Writer, error) {
-		f, err := os.Create(binPath)
+		f, err := atomicfile.Create(binPath, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -36,18 +46,24 @@ func WriteFile(path string, m *ir.Model) error {
 	}
 	p := &printer{ext: ext}
 	p.model(m)
-	if ext.w != nil {
-		if err := ext.w.Flush(); err != nil && p.err == nil {
-			p.err = err
-		}
-		if err := bin.Close(); err != nil && p.err == nil {
-			p.err = err
-		}
+	if ext.w != nil && p.err == nil {
+		p.err = ext.w.Flush()
 	}
 	if p.err != nil {
 		return p.err
 	}
-	return os.WriteFile(path, p.b, 0o644)
+	txt, err := atomicfile.Create(path, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := txt.Write(p.b); err != nil {
+		txt.Abort()
+		return err
+	}
+	if bin == nil {
+		return txt.Commit()
+	}
+	return atomicfile.CommitAll(bin, txt)
 }
 
 // externalWriter appends tensors' raw bytes to the binary file, creating it

@@ -63,6 +63,8 @@ package text
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/alecthomas/participle/v2"
 
@@ -73,23 +75,48 @@ import (
 // ("file:line:col: ...") and locates external data, which is resolved
 // relative to its directory.
 func Parse(filename string, src []byte) (*ir.Model, error) {
+	m, _, err := parse(filename, src)
+	return m, err
+}
+
+// parse is Parse that also returns the resolver, which knows the external
+// data files read.
+func parse(filename string, src []byte) (*ir.Model, *resolver, error) {
 	ast, err := parser.ParseBytes(filename, src)
 	if err != nil {
 		var perr participle.Error
 		if errors.As(err, &perr) {
-			return nil, errors.New(participle.FormatError(perr))
+			return nil, nil, errors.New(participle.FormatError(perr))
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	r := newResolver(filename)
-	return r.model(ast)
+	m, err := r.model(ast)
+	return m, r, err
 }
 
 // ParseFile reads a model from a text file and its external data.
 func ParseFile(path string) (*ir.Model, error) {
+	m, _, err := ParseFileSources(path)
+	return m, err
+}
+
+// ParseFileSources is ParseFile that also returns the external-data files
+// the model's tensors were read from (joined to the model's folder,
+// sorted), so that a caller can refuse to write over any of its inputs.
+func ParseFileSources(path string) (*ir.Model, []string, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return Parse(path, src)
+	m, r, err := parse(path, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	var files []string
+	for loc := range r.external {
+		files = append(files, filepath.Join(filepath.Dir(path), loc))
+	}
+	slices.Sort(files)
+	return m, files, nil
 }

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -219,11 +220,11 @@ func hasFeature(feats []string, f string) bool {
 
 // toolchain runs opt (when present) and llc, then links a shared object.
 func toolchain(llc string, opts Options, llvmIR string) (obj, so []byte, err error) {
-	dir, err := os.MkdirTemp("", "kiln-cc-*")
+	dir, remove, err := cleanup.MkdirTemp("", "kiln-cc-*") // removed on SIGINT/SIGTERM too
 	if err != nil {
 		return nil, nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer remove()
 	src := filepath.Join(dir, "engine.ll")
 	if err := os.WriteFile(src, []byte(llvmIR), 0o644); err != nil {
 		return nil, nil, err

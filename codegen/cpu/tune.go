@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/ir"
 	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
@@ -122,12 +123,11 @@ func (c *TimingCache) Save() error {
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
 		return err
 	}
-	tmp := c.path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(c.path, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	c.dirty = false
-	return os.Rename(tmp, c.path)
+	return nil
 }
 
 func (c *TimingCache) get(key string) (ConvTiming, bool) {

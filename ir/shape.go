@@ -94,13 +94,18 @@ func (s Shape) Ints() ([]int64, bool) {
 	return out, true
 }
 
-// NumElements returns the element count of a static shape, or -1.
+// NumElements returns the element count of a static shape, or -1 when the
+// shape is not static or the count overflows int64.
 func (s Shape) NumElements() int64 {
 	dims, ok := s.Ints()
 	if !ok {
 		return -1
 	}
-	return Product(dims)
+	n, err := ElementCount(dims)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // Clone returns a deep copy.

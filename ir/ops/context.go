@@ -111,6 +111,8 @@ type InferContext struct {
 	// the inputs' data (Shape of a static shape, Size). Nodes whose inputs
 	// are all constant are evaluated by the driver instead.
 	Values []*ir.Tensor
+	// limits are the driver's, for the bodies of ops that hold subgraphs.
+	limits ir.Limits
 }
 
 // In returns input i's type (the zero Type when absent).

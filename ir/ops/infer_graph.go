@@ -28,14 +28,38 @@ func Evaluable(n *ir.Node) bool {
 // named dim wins over an unknown one, and a conflict is an error. Small
 // values computable at compile time (shape subgraphs) are propagated so
 // Reshape/Expand/Slice get static shapes. It returns the known values.
+//
+// It checks the model's opset imports against the registry (CheckOpsets)
+// and every value with a static shape (inputs, initializers, each node's
+// outputs as soon as they are inferred) against the default limits: a size
+// that overflows int64 or exceeds ir.Limits.MaxTensorBytes is an
+// *ir.LimitError naming the value and its type. InferShapesWithin takes
+// other limits.
 func InferShapes(m *ir.Model) (map[*ir.Value]*ir.Tensor, error) {
+	return InferShapesWithin(m, ir.DefaultLimits())
+}
+
+// InferShapesWithin is InferShapes under the given limits (zero fields take
+// their defaults).
+func InferShapesWithin(m *ir.Model, lim ir.Limits) (map[*ir.Value]*ir.Tensor, error) {
 	known := map[*ir.Value]*ir.Tensor{}
-	err := inferGraph(m.Graph, OpsetsOf(m), known)
+	if err := CheckOpsets(m); err != nil {
+		return known, err
+	}
+	err := inferGraph(m.Graph, OpsetsOf(m), lim.OrDefaults(), known)
 	return known, err
 }
 
-func inferGraph(g *ir.Graph, opsets Opsets, known map[*ir.Value]*ir.Tensor) error {
+func inferGraph(g *ir.Graph, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir.Tensor) error {
+	for _, v := range g.Inputs {
+		if err := lim.CheckType(fmt.Sprintf("input %q", v.Name), v.Type); err != nil {
+			return err
+		}
+	}
 	for _, v := range g.Initializers {
+		if _, err := lim.CheckTensor(fmt.Sprintf("initializer %q", v.Name), v.Const.DType, v.Const.Dims); err != nil {
+			return err
+		}
 		if v.Const.Len() <= maxFoldElements {
 			known[v] = v.Const
 		}
@@ -44,14 +68,14 @@ func inferGraph(g *ir.Graph, opsets Opsets, known map[*ir.Value]*ir.Tensor) erro
 		delete(known, v) // an initializer that is also an input is overridable
 	}
 	for _, n := range g.Nodes {
-		if err := inferNode(n, opsets, known); err != nil {
+		if err := inferNode(n, opsets, lim, known); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func inferNode(n *ir.Node, opsets Opsets, known map[*ir.Value]*ir.Tensor) error {
+func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir.Tensor) error {
 	s, err := opsets.Schema(n)
 	if err != nil {
 		return fmt.Errorf("%s: %w", n, err)
@@ -73,8 +97,18 @@ func inferNode(n *ir.Node, opsets Opsets, known map[*ir.Value]*ir.Tensor) error 
 	opset := opsets[n.Domain]
 	c := NewInferContext(s, n, opset, types, consts)
 	c.Opsets = opsets
+	c.limits = lim
 	if err := s.Infer(c); err != nil {
 		return err
+	}
+	// Before anything is evaluated: a static shape past the limit (or
+	// past int64) stops here, naming the value.
+	for i, o := range n.Outputs {
+		if o != nil && i < len(c.Outputs) {
+			if err := lim.CheckType(fmt.Sprintf("%s: output %q", n, o.Name), c.Outputs[i]); err != nil {
+				return err
+			}
+		}
 	}
 	if allConst && Evaluable(n) && smallOutputs(c.Outputs) {
 		kc := NewKernelContext(s, n, opset, consts)
@@ -99,6 +133,10 @@ func inferNode(n *ir.Node, opsets Opsets, known map[*ir.Value]*ir.Tensor) error 
 		merged, err := MergeTypes(o.Type, c.Outputs[i])
 		if err != nil {
 			return fmt.Errorf("%s: output %q: %w", n, o.Name, err)
+		}
+		// A declared shape can make a dynamic inferred one static.
+		if err := lim.CheckType(fmt.Sprintf("%s: output %q", n, o.Name), merged); err != nil {
+			return err
 		}
 		o.Type = merged
 	}
@@ -155,4 +193,29 @@ func smallOutputs(types []ir.Type) bool {
 		}
 	}
 	return true
+}
+
+// RunTypes infers node n's output types from the tensors it is about to
+// run on: every shape is then known, and the small inputs (shapes, axes,
+// repeats) are known values, so the outputs' shapes are static wherever
+// they do not depend on the data. An executor checks them against its
+// limits before the kernel allocates anything.
+func RunTypes(s *Schema, n *ir.Node, opset int64, opsets Opsets, inputs []*ir.Tensor) ([]ir.Type, error) {
+	types := make([]ir.Type, len(n.Inputs))
+	consts := make([]*ir.Tensor, len(n.Inputs))
+	for i, t := range inputs {
+		if t == nil || i >= len(types) {
+			continue
+		}
+		types[i] = t.Type()
+		if n, err := ir.ElementCount(t.Dims); err == nil && n <= maxFoldElements {
+			consts[i] = t
+		}
+	}
+	c := NewInferContext(s, n, opset, types, consts)
+	c.Opsets = opsets
+	if err := s.Infer(c); err != nil {
+		return nil, err
+	}
+	return c.Outputs, nil
 }

@@ -78,7 +78,7 @@ func inferFusionGroup(c *InferContext) error {
 		}
 	}
 	for _, n := range body.Nodes {
-		if err := inferNode(n, c.Opsets, known); err != nil {
+		if err := inferNode(n, c.Opsets, c.limits, known); err != nil {
 			return fmt.Errorf("%s body: %w", c.Node, err)
 		}
 	}

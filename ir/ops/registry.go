@@ -151,6 +151,53 @@ func (e *UnsupportedError) Error() string {
 	return s
 }
 
+// newestOpset is the newest opset version of each domain that kiln's rows
+// were written against: ONNX 1.18's opset 23 (whose changes to existing ops
+// are the quantization rows here and new element types kiln does not
+// compute with) and kiln's own opset 1. A model importing a newer version
+// may use semantics these rows do not implement, so it is refused rather
+// than run as if it were older. Raise an entry only after checking the
+// ONNX changelog's ops of the new version (TestNewestOpsetCoversRows keeps
+// the rows within it).
+var newestOpset = map[string]int64{"": 23, ir.KilnDomain: 1}
+
+// NewestOpset returns the newest opset version kiln implements for a
+// domain ("" and "ai.onnx" are the same), and false for a domain it does
+// not implement.
+func NewestOpset(domain string) (int64, bool) {
+	if domain == "ai.onnx" {
+		domain = ""
+	}
+	v, ok := newestOpset[domain]
+	return v, ok
+}
+
+// OpsetError says a model imports an opset newer than kiln implements.
+type OpsetError struct {
+	Domain          string
+	Version, Newest int64
+}
+
+func (e *OpsetError) Error() string {
+	return fmt.Sprintf("opset %d for domain %q: kiln supports up to %d", e.Version, e.Domain, e.Newest)
+}
+
+// CheckOpsets refuses an opset import newer than kiln implements, for the
+// domains it implements. Imports of other domains pass: a node of such a
+// domain is an *UnsupportedError when it is looked up.
+func CheckOpsets(m *ir.Model) error {
+	for _, imp := range m.OpsetImports {
+		d := imp.Domain
+		if d == "ai.onnx" {
+			d = ""
+		}
+		if newest, ok := newestOpset[d]; ok && imp.Version > newest {
+			return &OpsetError{Domain: d, Version: imp.Version, Newest: newest}
+		}
+	}
+	return nil
+}
+
 // Opsets resolves the opset version that applies to each node's domain.
 type Opsets map[string]int64
 

@@ -11,6 +11,8 @@
 //   - A failure prints one line, `tool: problem`, to stderr and exits 1.
 //     Errors about a file name the file first: `cc: model.onnx: problem`.
 //   - A panic is reported as one internal-error line with exit status 1.
+//   - SIGINT or SIGTERM removes the command's temporary files and exits
+//     with 130 or 143 (128 + the signal).
 //
 // The package knows nothing of models: cmd/infer uses it and must not link
 // the frontends.
@@ -27,6 +29,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/kiln-ml/kiln/internal/cleanup"
 )
 
 // Exit statuses.
@@ -73,6 +77,7 @@ type Coming struct {
 // Env is what a running subcommand writes to.
 type Env struct {
 	Stdout, Stderr io.Writer
+	tool           string // the tool's name, for warnings
 }
 
 // Main runs the tool on the command-line arguments (without the program
@@ -84,7 +89,7 @@ func (t *Tool) Main(args []string, stdout, stderr io.Writer) (code int) {
 			code = ExitFailure
 		}
 	}()
-	env := &Env{Stdout: stdout, Stderr: stderr}
+	env := &Env{Stdout: stdout, Stderr: stderr, tool: t.Name}
 	if len(args) == 0 {
 		t.usage(stderr)
 		return ExitUsage
@@ -319,7 +324,7 @@ func (t *Tool) help(w io.Writer) {
 	if len(t.Commands) > 0 {
 		fmt.Fprintf(w, "\nRun '%s SUBCOMMAND --help' for a subcommand's flags.\n", t.Name)
 	}
-	fmt.Fprintf(w, "Exit status: 0 success, 1 failure, 2 usage error.\n")
+	fmt.Fprintf(w, "Exit status: 0 success, 1 failure, 2 usage error, 130 or 143 interrupted (SIGINT, SIGTERM).\n")
 	if t.Footer != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(t.Footer, "\n"))
 	}
@@ -403,7 +408,13 @@ func panicSite(stack []byte) string {
 	return "unknown location"
 }
 
-// Run is the whole main function of a tool.
+// Run is the whole main function of a tool. SIGINT and SIGTERM remove the
+// temporary files and folders registered with package cleanup (a build's
+// kiln-cc-* folder, an output not yet committed) and exit with 130 or 143.
 func Run(t *Tool) {
+	cleanup.HandleSignals(func(sig os.Signal) {
+		fmt.Fprintf(os.Stderr, "%s: interrupted (%v): temporary files removed\n", t.Name, sig)
+		os.Exit(cleanup.ExitCode(sig))
+	})
 	os.Exit(t.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -185,8 +185,8 @@ func (l Limits) CheckTensor(what string, dtype DType, dims []int64) (int64, erro
 	switch {
 	case errors.Is(err, ErrSizeOverflow):
 		return 0, &LimitError{What: desc(), Size: -1, Limit: l.MaxTensorBytes, Kind: "tensor", Flag: FlagMaxTensorBytes}
-	case err != nil:
-		return 0, fmt.Errorf("%s: %w", desc(), err)
+	case err != nil: // a negative dim, which a Shape would print as "?"
+		return 0, fmt.Errorf("%s (%s%v): %w", what, dtype, dims, err)
 	case size > l.MaxTensorBytes:
 		return 0, &LimitError{What: desc(), Size: size, Limit: l.MaxTensorBytes, Kind: "tensor", Flag: FlagMaxTensorBytes}
 	}

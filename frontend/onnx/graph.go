@@ -22,19 +22,20 @@ const (
 	graphMetadataProps     = 16
 )
 
-// maxDepth bounds the nesting of subgraphs and types, so hostile input
-// cannot exhaust the stack.
-const maxDepth = 64
-
 // decoder holds the state of one Read: where external data lives, the data
-// files opened so far, and how deep in nested messages it is.
+// files opened so far, how deep in nested graphs and types it is, and the
+// limits (MaxNesting bounds that depth, so hostile input cannot exhaust
+// the stack; MaxTensorBytes bounds each tensor before it is allocated).
 type decoder struct {
 	dir   string
 	files map[string]*os.File
 	depth int
+	lim   ir.Limits
 }
 
-func newDecoder(dir string) *decoder { return &decoder{dir: dir, files: map[string]*os.File{}} }
+func newDecoder(dir string, lim ir.Limits) *decoder {
+	return &decoder{dir: dir, files: map[string]*os.File{}, lim: lim.OrDefaults()}
+}
 
 func (d *decoder) close() {
 	for _, f := range d.files {
@@ -45,8 +46,8 @@ func (d *decoder) close() {
 // enter counts one level of nesting; the caller defers d.depth--.
 func (d *decoder) enter() error {
 	d.depth++
-	if d.depth > maxDepth {
-		return fmt.Errorf("messages nested deeper than %d levels", maxDepth)
+	if d.depth > d.lim.MaxNesting {
+		return d.lim.NestingError("subgraphs and types")
 	}
 	return nil
 }

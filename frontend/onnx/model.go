@@ -3,7 +3,6 @@ package onnx
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/kiln-ml/kiln/internal/atomicfile"
@@ -36,11 +35,20 @@ func ReadFile(path string) (*ir.Model, error) {
 // the model's tensors were read from (joined to the model's folder,
 // sorted), so that a caller can refuse to write over any of its inputs.
 func ReadFileSources(path string) (*ir.Model, []string, error) {
-	data, err := os.ReadFile(path)
+	return ReadFileWithin(path, ir.Limits{})
+}
+
+// ReadFileWithin is ReadFileSources under the given limits (zero fields
+// take their defaults): the file's size is checked against MaxFileBytes
+// before it is read, and its first bytes must start a ModelProto before
+// the rest is read, so a large file that is not a model fails at once.
+// Nesting and tensor sizes are checked as in ReadWithin.
+func ReadFileWithin(path string, lim ir.Limits) (*ir.Model, []string, error) {
+	data, err := readFileWithin(path, lim, checkModelPrefix)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, files, err := read(data, filepath.Dir(path))
+	m, files, err := read(data, filepath.Dir(path), lim)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -51,13 +59,23 @@ func ReadFileSources(path string) (*ir.Model, []string, error) {
 // locations are relative to; with dir "" a model with external data is an
 // error. The model's weights are copied out of data, so data may be reused.
 func Read(data []byte, dir string) (*ir.Model, error) {
-	m, _, err := read(data, dir)
+	return ReadWithin(data, dir, ir.Limits{})
+}
+
+// ReadWithin is Read under the given limits: subgraphs and types nested
+// deeper than MaxNesting, and tensors (initializers, attributes, external
+// data) over MaxTensorBytes, are errors before anything is allocated.
+func ReadWithin(data []byte, dir string, lim ir.Limits) (*ir.Model, error) {
+	m, _, err := read(data, dir, lim)
 	return m, err
 }
 
 // read is Read that also returns the external-data files it opened.
-func read(data []byte, dir string) (*ir.Model, []string, error) {
-	d := newDecoder(dir)
+func read(data []byte, dir string, lim ir.Limits) (*ir.Model, []string, error) {
+	if err := checkModelPrefix(data[:min(len(data), prefixBytes)], int64(len(data))); err != nil {
+		return nil, nil, err
+	}
+	d := newDecoder(dir, lim)
 	defer d.close()
 	m := &ir.Model{}
 	var graph []byte

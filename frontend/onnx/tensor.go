@@ -3,7 +3,6 @@ package onnx
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/kiln-ml/kiln/ir"
@@ -34,20 +33,21 @@ var dataFieldNames = map[protowire.Number]string{
 	tensorUint64Data: "uint64_data",
 }
 
-// maxElements bounds a tensor's element count, so that a hostile shape
-// cannot overflow the byte-size arithmetic. Data must be present for every
-// element anyway, so no real tensor comes near it.
-const maxElements = 1 << 50
-
 // ReadTensorFile reads a file holding one serialized TensorProto, as in the
 // ONNX test data sets (input_0.pb). External data is resolved relative to
 // the file's folder.
 func ReadTensorFile(path string) (*ir.Tensor, error) {
-	data, err := os.ReadFile(path)
+	return ReadTensorFileWithin(path, ir.Limits{})
+}
+
+// ReadTensorFileWithin is ReadTensorFile under the given limits: the file's
+// size is checked before it is read, the tensor's before it is allocated.
+func ReadTensorFileWithin(path string, lim ir.Limits) (*ir.Tensor, error) {
+	data, err := readFileWithin(path, lim)
 	if err != nil {
 		return nil, err
 	}
-	t, err := readTensor(data, filepath.Dir(path))
+	t, err := readTensor(data, filepath.Dir(path), lim)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -55,10 +55,10 @@ func ReadTensorFile(path string) (*ir.Tensor, error) {
 }
 
 // ReadTensor decodes a serialized TensorProto. It may not use external data.
-func ReadTensor(data []byte) (*ir.Tensor, error) { return readTensor(data, "") }
+func ReadTensor(data []byte) (*ir.Tensor, error) { return readTensor(data, "", ir.Limits{}) }
 
-func readTensor(data []byte, dir string) (*ir.Tensor, error) {
-	d := newDecoder(dir)
+func readTensor(data []byte, dir string, lim ir.Limits) (*ir.Tensor, error) {
+	d := newDecoder(dir, lim)
 	defer d.close()
 	return d.tensor(data)
 }
@@ -157,25 +157,24 @@ func (r *rawTensor) use(num protowire.Number, nonEmpty bool) error {
 	return nil
 }
 
-// elementCount multiplies dims, rejecting negative and absurd sizes.
+// elementCount multiplies dims, rejecting negative dims and a count that
+// overflows int64.
 func elementCount(dims []int64) (int64, error) {
-	n := int64(1)
-	for _, d := range dims {
-		if d < 0 {
-			return 0, fmt.Errorf("negative dimension in %v", dims)
-		}
-		if d > 0 && n > maxElements/d {
-			return 0, fmt.Errorf("shape %v has too many elements", dims)
-		}
-		n *= d
+	n, err := ir.ElementCount(dims)
+	if err != nil {
+		return 0, fmt.Errorf("shape %v: %w", dims, err)
 	}
 	return n, nil
 }
 
 // tensorData normalises whichever data field was used into t.Raw (or checks
-// t.Strings), verifying its length against the shape.
+// t.Strings), verifying its length against the shape. The shape's size is
+// checked against the limits before anything is allocated.
 func (d *decoder) tensorData(r *rawTensor) error {
 	t := r.t
+	if _, err := d.lim.CheckTensor("data", t.DType, t.Dims); err != nil {
+		return err
+	}
 	n, err := elementCount(t.Dims)
 	if err != nil {
 		return err

@@ -139,7 +139,8 @@ func TestTensorErrors(t *testing.T) {
 		{"unknown dtype", tensorProto(99, nil, raw(4)), "unknown element type 99"},
 		{"no dtype", appendString(nil, tensorName, "t"), "no data_type"},
 		{"negative dim", tensorProto(ir.Float32, []int64{-2}, raw(0)), "negative dimension"},
-		{"huge dims", tensorProto(ir.Float32, []int64{1 << 40, 1 << 40}, raw(0)), "too many elements"},
+		{"huge dims", tensorProto(ir.Float32, []int64{1 << 40, 1 << 40}, raw(0)), "data (float[1099511627776,1099511627776]): its size in bytes overflows int64"},
+		{"over the tensor limit", tensorProto(ir.Float32, []int64{1 << 33}, raw(0)), "data (float[8589934592]) is 34359738368 bytes (32 GiB), over the tensor limit"},
 		{"wrong field for dtype", tensorProto(ir.Float32, []int64{1}, packedVarints(tensorInt64Data, 1)), "int64_data cannot hold float data"},
 		{"two data fields", tensorProto(ir.Float32, []int64{1}, func(b []byte) []byte {
 			return packedVarints(tensorInt32Data, 1)(raw(4)(b))

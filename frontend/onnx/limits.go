@@ -3,55 +3,9 @@ package onnx
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/kiln-ml/kiln/ir"
 )
-
-// prefixBytes is how much of a file is checked before the rest is read.
-const prefixBytes = 4096
-
-// readFileWithin reads a whole file after checking its size against
-// lim.MaxFileBytes (by stat, before reading) and, when check is given, its
-// first prefixBytes bytes: a 1 GB file of zeros fails in microseconds, not
-// after seconds of reading.
-func readFileWithin(path string, lim ir.Limits, check ...func(prefix []byte, size int64) error) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	size := st.Size()
-	if err := lim.CheckFile(path, size); err != nil {
-		return nil, err
-	}
-	prefix := make([]byte, min(size, prefixBytes))
-	if _, err := io.ReadFull(f, prefix); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	for _, c := range check {
-		if err := c(prefix, size); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	// Only now the whole file's memory.
-	buf := make([]byte, size)
-	n := copy(buf, prefix)
-	if _, err := io.ReadFull(f, buf[n:]); err != nil {
-		return nil, fmt.Errorf("%s: %w (did the file change while it was read?)", path, err)
-	}
-	return buf, nil
-}
 
 // modelWireTypes are the wire types of ModelProto's fields.
 var modelWireTypes = map[protowire.Number]protowire.Type{

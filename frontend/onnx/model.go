@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/kiln-ml/kiln/internal/atomicfile"
+	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -44,7 +45,7 @@ func ReadFileSources(path string) (*ir.Model, []string, error) {
 // the rest is read, so a large file that is not a model fails at once.
 // Nesting and tensor sizes are checked as in ReadWithin.
 func ReadFileWithin(path string, lim ir.Limits) (*ir.Model, []string, error) {
-	data, err := readFileWithin(path, lim, checkModelPrefix)
+	data, err := readfile.Within(path, lim, checkModelPrefix)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -72,7 +73,7 @@ func ReadWithin(data []byte, dir string, lim ir.Limits) (*ir.Model, error) {
 
 // read is Read that also returns the external-data files it opened.
 func read(data []byte, dir string, lim ir.Limits) (*ir.Model, []string, error) {
-	if err := checkModelPrefix(data[:min(len(data), prefixBytes)], int64(len(data))); err != nil {
+	if err := checkModelPrefix(data[:min(len(data), readfile.PrefixBytes)], int64(len(data))); err != nil {
 		return nil, nil, err
 	}
 	d := newDecoder(dir, lim)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -43,7 +44,7 @@ func ReadTensorFile(path string) (*ir.Tensor, error) {
 // ReadTensorFileWithin is ReadTensorFile under the given limits: the file's
 // size is checked before it is read, the tensor's before it is allocated.
 func ReadTensorFileWithin(path string, lim ir.Limits) (*ir.Tensor, error) {
-	data, err := readFileWithin(path, lim)
+	data, err := readfile.Within(path, lim, nil)
 	if err != nil {
 		return nil, err
 	}

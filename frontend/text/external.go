@@ -108,7 +108,10 @@ func (r *resolver) externalTensor(dtype ir.DType, dims []int64, d *astData) (*ir
 	if dtype == ir.String || !dtype.Valid() {
 		return nil, errorf(d.Pos, "%s data cannot be external", dtype)
 	}
-	want := int64(ir.RawLen(dtype, ir.Product(dims)))
+	want, err := ir.ByteSize(dtype, dims) // dims were checked by constDims
+	if err != nil {
+		return nil, errorf(d.Pos, "%s%v: %v", dtype, dims, err)
+	}
 	var location string
 	offset, length := int64(0), want
 	for _, p := range d.External {
@@ -137,19 +140,29 @@ func (r *resolver) externalTensor(dtype ir.DType, dims []int64, d *astData) (*ir
 	if length != want {
 		return nil, errorf(d.Pos, "external data length %d, want %d for %s%v", length, want, dtype, dims)
 	}
-	data, ok := r.external[location]
+	f, ok := r.external[location]
 	if !ok {
 		var err error
-		data, err = os.ReadFile(filepath.Join(filepath.Dir(r.filename), location))
+		f, err = os.Open(filepath.Join(filepath.Dir(r.filename), location))
 		if err != nil {
 			return nil, errorf(d.Pos, "external data: %v", err)
 		}
-		r.external[location] = data
+		r.external[location] = f
 	}
-	if offset > int64(len(data)) || length > int64(len(data))-offset {
-		return nil, errorf(d.Pos, "external data %q has %d bytes, need %d at offset %d", location, len(data), length, offset)
+	// The file's size bounds the read before its buffer is allocated; the
+	// tensor's own size was checked against the limits with its type.
+	st, err := f.Stat()
+	if err != nil {
+		return nil, errorf(d.Pos, "external data: %v", err)
 	}
-	return ir.FromRaw(dtype, dims, data[offset:offset+length]), nil
+	if size := st.Size(); offset > size || length > size-offset {
+		return nil, errorf(d.Pos, "external data %q has %d bytes, need %d at offset %d", location, size, length, offset)
+	}
+	t := &ir.Tensor{DType: dtype, Dims: dims, Raw: ir.AlignedBytes(int(length))}
+	if _, err := f.ReadAt(t.Raw, offset); err != nil {
+		return nil, errorf(d.Pos, "external data %q: %v", location, err)
+	}
+	return t, nil
 }
 
 // externalPairs is the text of a tensor's external-data reference.

@@ -52,7 +52,11 @@ func (d textLexer) Lex(filename string, r io.Reader) (lexer.Lexer, error) {
 }
 
 func (textLexer) LexString(filename, src string) (lexer.Lexer, error) {
-	return &scanner{src: src, pos: lexer.Position{Filename: filename, Line: 1, Column: 1}}, nil
+	return newScanner(filename, src, ir.Limits{}), nil
+}
+
+func newScanner(filename, src string, lim ir.Limits) *scanner {
+	return &scanner{src: src, pos: lexer.Position{Filename: filename, Line: 1, Column: 1}, lim: lim.OrDefaults()}
 }
 
 func (d textLexer) LexBytes(filename string, src []byte) (lexer.Lexer, error) {
@@ -64,6 +68,42 @@ type scanner struct {
 	i    int            // the next byte of src
 	pos  lexer.Position // where src[i] is in the file
 	prev string         // the last punctuation returned, or ""
+
+	// Nesting: every recursive rule of the grammar opens a graph body
+	// ('{' after a signature) or a type constructor ('seq(', 'map(', ...),
+	// so counting those levels here, before the parser runs, bounds the
+	// parser's and the resolver's recursion by lim.MaxNesting. open holds,
+	// per open bracket, whether it is such a level.
+	lim      ir.Limits
+	open     []bool
+	levels   int
+	typeOpen bool // the last token was a type constructor word
+}
+
+// typeConstructors are the type words whose '(' opens a nested type.
+var typeConstructors = map[string]bool{"seq": true, "map": true, "optional": true, "sparse_tensor": true, "opaque": true}
+
+// nest tracks the brackets, refusing a graph or type level past the limit.
+func (s *scanner) nest(punct string, pos lexer.Position) error {
+	switch punct {
+	case "(", "[", "<", "{":
+		level := punct == "{" || punct == "(" && s.typeOpen
+		s.open = append(s.open, level)
+		if level {
+			s.levels++
+			if s.levels > s.lim.MaxNesting {
+				return s.lim.NestingError(pos.String())
+			}
+		}
+	case ")", "]", ">", "}":
+		if n := len(s.open); n > 0 {
+			if s.open[n-1] {
+				s.levels--
+			}
+			s.open = s.open[:n-1]
+		}
+	}
+	return nil
 }
 
 // advance moves past n bytes, keeping line and column (in runes) current.
@@ -187,6 +227,12 @@ func (s *scanner) Next() (lexer.Token, error) {
 	default:
 		return lexer.Token{}, &lexer.Error{Msg: "unexpected character " + strconv.QuoteRune(rune(c)), Pos: start}
 	}
+	if typ == tokPunct {
+		if err := s.nest(src[i:end], start); err != nil {
+			return lexer.Token{}, err
+		}
+	}
+	s.typeOpen = typ == tokType && typeConstructors[src[i:end]]
 	s.advance(end - i)
 	s.prev = ""
 	if typ == tokPunct {

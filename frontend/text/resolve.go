@@ -2,6 +2,7 @@ package text
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -13,11 +14,19 @@ import (
 // resolver turns the AST into ir, binding every name to its *ir.Value.
 type resolver struct {
 	filename string
-	external map[string][]byte // external data files read so far, by location
+	external map[string]*os.File // external data files opened so far, by location
+	lim      ir.Limits
 }
 
-func newResolver(filename string) *resolver {
-	return &resolver{filename: filename, external: map[string][]byte{}}
+func newResolver(filename string, lim ir.Limits) *resolver {
+	return &resolver{filename: filename, external: map[string]*os.File{}, lim: lim.OrDefaults()}
+}
+
+// close closes the external data files.
+func (r *resolver) close() {
+	for _, f := range r.external {
+		f.Close()
+	}
 }
 
 func errorf(pos lexer.Position, format string, args ...any) error {

@@ -2,6 +2,7 @@ package text
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -11,10 +12,6 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 )
 
-// maxElements bounds a tensor's declared size so a hostile dims list fails
-// cleanly instead of overflowing or exhausting memory.
-const maxElements = 1 << 40
-
 // literal is one element of a tensor literal or attribute: a token and
 // whether a separate '-' preceded it.
 type literal struct {
@@ -22,8 +19,10 @@ type literal struct {
 	tok lexer.Token
 }
 
-// constDims returns the numeric dims of a tensor constant's type.
-func constDims(a *astType) (ir.DType, []int64, error) {
+// constDims returns the numeric dims of a tensor constant's type, whose
+// size must be within the limits: a hostile dims list fails cleanly
+// instead of overflowing or exhausting memory.
+func (r *resolver) constDims(a *astType) (ir.DType, []int64, error) {
 	if a == nil || a.Tensor == nil {
 		pos := lexer.Position{}
 		if a != nil {
@@ -42,19 +41,15 @@ func constDims(a *astType) (ir.DType, []int64, error) {
 	if !ok {
 		return 0, nil, errorf(a.Pos, "tensor data needs numeric dims, not %s", t.Shape)
 	}
-	n := int64(1)
-	for _, d := range dims {
-		if d != 0 && n > maxElements/d {
-			return 0, nil, errorf(a.Pos, "tensor of shape %v is too large", dims)
-		}
-		n *= d
+	if _, err := r.lim.CheckTensor("tensor", t.Elem, dims); err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", a.Pos, err)
 	}
 	return t.Elem, dims, nil
 }
 
 // tensor builds a tensor constant from its type and data.
 func (r *resolver) tensor(typ *astType, d *astData) (*ir.Tensor, error) {
-	dtype, dims, err := constDims(typ)
+	dtype, dims, err := r.constDims(typ)
 	if err != nil {
 		return nil, err
 	}

@@ -62,12 +62,15 @@ package text
 
 import (
 	"errors"
-	"os"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
 
+	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -75,14 +78,26 @@ import (
 // ("file:line:col: ...") and locates external data, which is resolved
 // relative to its directory.
 func Parse(filename string, src []byte) (*ir.Model, error) {
-	m, _, err := parse(filename, src)
+	return ParseWithin(filename, src, ir.Limits{})
+}
+
+// ParseWithin is Parse under the given limits (zero fields take their
+// defaults): graphs and types nested deeper than MaxNesting fail in the
+// lexer, before the parser recurses, naming the line; tensors over
+// MaxTensorBytes fail before they are allocated.
+func ParseWithin(filename string, src []byte, lim ir.Limits) (*ir.Model, error) {
+	m, _, err := parse(filename, src, lim)
 	return m, err
 }
 
 // parse is Parse that also returns the resolver, which knows the external
 // data files read.
-func parse(filename string, src []byte) (*ir.Model, *resolver, error) {
-	ast, err := parser.ParseBytes(filename, src)
+func parse(filename string, src []byte, lim ir.Limits) (*ir.Model, *resolver, error) {
+	tokens, err := lexer.Upgrade(newScanner(filename, string(src), lim))
+	var ast *astModel
+	if err == nil {
+		ast, err = parser.ParseFromLexer(tokens)
+	}
 	if err != nil {
 		var perr participle.Error
 		if errors.As(err, &perr) {
@@ -90,7 +105,8 @@ func parse(filename string, src []byte) (*ir.Model, *resolver, error) {
 		}
 		return nil, nil, err
 	}
-	r := newResolver(filename)
+	r := newResolver(filename, lim)
+	defer r.close()
 	m, err := r.model(ast)
 	return m, r, err
 }
@@ -105,11 +121,20 @@ func ParseFile(path string) (*ir.Model, error) {
 // the model's tensors were read from (joined to the model's folder,
 // sorted), so that a caller can refuse to write over any of its inputs.
 func ParseFileSources(path string) (*ir.Model, []string, error) {
-	src, err := os.ReadFile(path)
+	return ParseFileWithin(path, ir.Limits{})
+}
+
+// ParseFileWithin is ParseFileSources under the given limits: the file's
+// size is checked against MaxFileBytes before it is read, and its first
+// bytes must lex as text syntax before the rest is read, so a large binary
+// file fails at once. Nesting and tensor sizes are checked as in
+// ParseWithin.
+func ParseFileWithin(path string, lim ir.Limits) (*ir.Model, []string, error) {
+	src, err := readfile.Within(path, lim, func(prefix []byte, _ int64) error { return lexPrefix(path, prefix, lim) })
 	if err != nil {
 		return nil, nil, err
 	}
-	m, r, err := parse(path, src)
+	m, r, err := parse(path, src, lim)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,4 +144,27 @@ func ParseFileSources(path string) (*ir.Model, []string, error) {
 	}
 	slices.Sort(files)
 	return m, files, nil
+}
+
+// lexPrefix lexes the first bytes of a file, failing on what no text model
+// can hold (a NUL byte, a character outside the syntax) but not on what
+// only cutting the file there made (an unterminated string or tensor).
+func lexPrefix(path string, prefix []byte, lim ir.Limits) error {
+	s := newScanner(path, string(prefix), lim)
+	for {
+		tok, err := s.Next()
+		var lerr *lexer.Error
+		switch {
+		case errors.As(err, &lerr) && strings.HasPrefix(lerr.Msg, "unterminated"):
+			return nil
+		case err != nil:
+			var perr participle.Error
+			if errors.As(err, &perr) {
+				return fmt.Errorf("not ONNX text syntax: %s", participle.FormatError(perr))
+			}
+			return err
+		case tok.EOF():
+			return nil
+		}
+	}
 }

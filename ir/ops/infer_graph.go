@@ -199,8 +199,13 @@ func smallOutputs(types []ir.Type) bool {
 // run on: every shape is then known, and the small inputs (shapes, axes,
 // repeats) are known values, so the outputs' shapes are static wherever
 // they do not depend on the data. An executor checks them against its
-// limits before the kernel allocates anything.
+// limits before the kernel allocates anything. Nodes holding subgraphs are
+// not inferred (inference types their bodies' values in place, which a
+// run must not do): RunTypes returns an error for them.
 func RunTypes(s *Schema, n *ir.Node, opset int64, opsets Opsets, inputs []*ir.Tensor) ([]ir.Type, error) {
+	if len(n.Subgraphs()) > 0 {
+		return nil, fmt.Errorf("%s: run-time types of a node with subgraphs are not inferred", n)
+	}
 	types := make([]ir.Type, len(n.Inputs))
 	consts := make([]*ir.Tensor, len(n.Inputs))
 	for i, t := range inputs {

@@ -26,20 +26,29 @@ type Executor struct {
 	// feeds are the graph inputs a caller must (or, for inputs with an
 	// initializer default, may) provide.
 	feeds []*ir.Value
+	// limits bound every tensor: static ones at New, each node's outputs
+	// again before its kernel runs (their shapes may depend on the inputs).
+	limits ir.Limits
 }
 
 // New prepares a model: it resolves every node's schema, rejects what kiln
 // does not support (listing every unsupported op, opset and dtype at once),
-// and runs shape inference, which checks the model's shapes.
-func New(m *ir.Model) (*Executor, error) {
+// and runs shape inference, which checks the model's shapes and sizes
+// against the default limits.
+func New(m *ir.Model) (*Executor, error) { return NewWithin(m, ir.Limits{}) }
+
+// NewWithin is New under the given limits (zero fields take their
+// defaults).
+func NewWithin(m *ir.Model, lim ir.Limits) (*Executor, error) {
 	if err := m.Verify(); err != nil {
 		return nil, err
 	}
-	e := &Executor{model: m, opsets: ops.OpsetsOf(m), schemas: map[*ir.Node]*ops.Schema{}, lastUse: map[*ir.Value]int{}}
+	e := &Executor{model: m, opsets: ops.OpsetsOf(m), schemas: map[*ir.Node]*ops.Schema{}, lastUse: map[*ir.Value]int{},
+		limits: lim.OrDefaults()}
 	if err := Unsupported(m); err != nil {
 		return nil, err
 	}
-	if _, err := ops.InferShapes(m); err != nil {
+	if _, err := ops.InferShapesWithin(m, e.limits); err != nil {
 		return nil, err
 	}
 	// Inference has typed the intermediates: check their dtypes too.
@@ -185,6 +194,20 @@ func (e *Executor) runNode(n *ir.Node, env map[*ir.Value]*ir.Tensor) (outs []*ir
 			in[i] = env[v]
 		}
 	}
+	// The outputs' sizes, from the shapes the node is about to run on,
+	// before the kernel allocates them: an Expand or Tile to a shape that
+	// only the inputs give must fail here, not in the allocator (which
+	// kills the process) or by wrapping to a small size. Where inference
+	// cannot tell, the kernel reports its own error.
+	if types, err := ops.RunTypes(s, n, e.opsets[n.Domain], e.opsets, in); err == nil {
+		for k, o := range n.Outputs {
+			if o != nil && k < len(types) {
+				if err := e.limits.CheckType(fmt.Sprintf("%s: output %q", n, o.Name), types[k]); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	c := ops.NewKernelContext(s, n, e.opsets[n.Domain], in)
 	c.Opsets = e.opsets
 	defer func() {
@@ -273,7 +296,11 @@ func CheckTensor(v *ir.Value, t *ir.Tensor, symbols map[string]int64) error {
 			symbols[d.Param] = got
 		}
 	}
-	if t.DType != ir.String && ir.RawLen(t.DType, t.Len()) != len(t.Raw) {
+	// Checked arithmetic: dims whose byte size wraps around must not
+	// match a short buffer.
+	if size, err := ir.ByteSize(t.DType, t.Dims); err != nil {
+		return fmt.Errorf("input %q: %s%v: %w", v.Name, t.DType, t.Dims, err)
+	} else if t.DType != ir.String && size != int64(len(t.Raw)) {
 		return fmt.Errorf("input %q: %d bytes of data for %s%v", v.Name, len(t.Raw), t.DType, t.Dims)
 	}
 	return nil

@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kiln-ml/kiln/frontend/text"
+	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/build"
 	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/passes"
 )
 
@@ -19,14 +22,19 @@ var buildCmd = &cli.Command{
 	Summary: "compile a model into an engine file (native x86-64 code via LLVM)",
 	Help: `Runs the O2 pass pipeline (see cc passes), lowers the graph to LLVM IR, compiles it
 with llc (LLVM 14) and writes one engine file that bin/infer runs. --emit stops at an
-earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or engine.`,
+earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or engine.
+
+Every file the build writes (the output, --dump-after files, the timing cache) is
+written atomically, so a failed or interrupted build leaves an existing file as it
+was, and none may be one of the build's inputs (the model, its external data):
+such a build is refused before it starts.`,
 	MinArgs: 1,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
-		out := fs.String("o", "", "output file (default: MODEL with the emitted kind's extension)")
+		out := fs.String("o", "", "output file (default: MODEL with the emitted kind's extension; MODEL.opt.onnxtxt for --emit ir of a .onnxtxt MODEL)")
 		emit := fs.String("emit", "engine", "what to write: ir, llvm, obj or engine")
 		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512)")
-		opt := fs.Int("O", 2, "optimization level: 0 runs only the required passes")
+		opt := cli.OneOfInt(fs, "O", 2, "optimization `level`: 2 runs every pass, 0 only the required ones", 0, 2)
 		disable := fs.String("disable", "", "comma-separated passes to skip")
 		dumpAfter := fs.String("dump-after", "", "comma-separated passes (or all) after which to write the graph as text")
 		dumpDir := fs.String("dump-dir", "kiln-dump", "folder for --dump-after files")
@@ -43,35 +51,67 @@ earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or eng
 			path := *out
 			if path == "" {
 				path = strings.TrimSuffix(model, filepath.Ext(model)) + ext
+				if path == model {
+					path = strings.TrimSuffix(model, ext) + ".opt" + ext
+				}
 			}
 			opts := build.Options{CPU: *cpuName, OptLevel: *opt, Disabled: split(*disable),
 				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache}
 			if opts.TimingCache == "none" {
 				opts.TimingCache = ""
 			}
+
+			// Nothing the build writes may be one of its inputs.
+			outputs := []cli.File{{Path: path, Role: "the output"}}
 			if *emit == "ir" {
-				m, err := build.ReadModel(model)
+				outputs = append(outputs, cli.File{Path: path + ".bin", Role: "the output's external data"})
+			}
+			if opts.TimingCache != "" {
+				outputs = append(outputs, cli.File{Path: opts.TimingCache, Role: "the timing cache"})
+			}
+			if err := cli.CheckOutputs([]cli.File{{Path: model, Role: "the model"}}, outputs); err != nil {
+				return err
+			}
+			m, external, err := build.ReadModelSources(model)
+			if err != nil {
+				return err
+			}
+			inputs := modelFiles(model, external)
+			if err := cli.CheckOutputs(inputs, outputs); err != nil {
+				return err
+			}
+			opts.Dump = func(dump string, m *ir.Model) error {
+				err := cli.CheckOutputs(inputs, append([]cli.File{{Path: dump, Role: "a --dump-after file"},
+					{Path: dump + ".bin", Role: "a --dump-after file's external data"}}, outputs...))
 				if err != nil {
 					return err
 				}
+				return text.WriteFile(dump, m)
+			}
+
+			if *emit == "ir" {
 				pc, warnings, err := build.Optimize(m, opts)
 				if err != nil {
 					return cli.FileError(model, err)
 				}
 				for _, w := range warnings {
-					fmt.Fprintf(env.Stderr, "cc: warning: %s\n", w)
+					env.Warnf("%s", w)
 				}
 				if *timePasses {
 					printPassReport(env.Stdout, pc.Timings, pc.Memory)
 				}
 				return writeModel(path, m)
 			}
-			res, err := build.Build(model, opts)
+			src, err := os.ReadFile(model)
 			if err != nil {
-				return err
+				return cli.FileError(model, err)
+			}
+			res, err := build.BuildModel(m, src, opts)
+			if err != nil {
+				return cli.FileError(model, err)
 			}
 			for _, w := range res.Warnings {
-				fmt.Fprintf(env.Stderr, "cc: warning: %s\n", w)
+				env.Warnf("%s", w)
 			}
 			if *timePasses {
 				printPassReport(env.Stdout, res.Timings, res.Memory)
@@ -85,8 +125,8 @@ earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or eng
 			default:
 				data = res.Engine
 			}
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				return err
+			if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
+				return cli.FileError(path, err)
 			}
 			fmt.Fprintf(env.Stdout, "wrote %s (%s bytes); arena %s bytes (tensors total %s), weights %s bytes\n", path,
 				commas(int64(len(data))), commas(res.Code.ArenaBytes), commas(res.Code.TensorBytes), commas(int64(len(res.Code.Weights))))

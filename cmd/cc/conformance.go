@@ -45,15 +45,19 @@ when any test fails.
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		var o testOptions
 		fs.StringVar(&o.backend, "backend", "reference", "the `NAME` of the executor to test: "+strings.Join(conformance.BackendNames(), ", "))
-		fs.IntVar(&o.threads, "threads", 1, "threads per inference (cpu backend)")
+		cli.PositiveIntVar(fs, &o.threads, "threads", 1, "`N` threads per inference (cpu backend)")
 		fs.BoolVar(&o.json, "json", false, "print one JSON object")
-		fs.Float64Var(&o.tol.Rtol, "rtol", conformance.DefaultTolerance.Rtol, "relative tolerance `R` per element")
-		fs.Float64Var(&o.tol.Atol, "atol", conformance.DefaultTolerance.Atol, "absolute tolerance `A` per element")
-		fs.Float64Var(&o.tol.RelL2, "rel-l2", 0, "judge float outputs by relative L2 error ≤ `E` instead of per element")
+		cli.NonNegativeFloatVar(fs, &o.tol.Rtol, "rtol", conformance.DefaultTolerance.Rtol, "relative tolerance `R` per element")
+		cli.NonNegativeFloatVar(fs, &o.tol.Atol, "atol", conformance.DefaultTolerance.Atol, "absolute tolerance `A` per element")
+		cli.NonNegativeFloatVar(fs, &o.tol.RelL2, "rel-l2", 0, "judge float outputs by relative L2 error ≤ `E` instead of per element")
 		fs.BoolVar(&o.verbose, "verbose", false, "print each test's error measures and time")
 		fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "fail a test that runs longer than `D`")
-		fs.IntVar(&o.jobs, "jobs", 0, "run `N` tests at once (0: GOMAXPROCS)")
-		return func(env *cli.Env, args []string) error { return runTests(env, args, o) }
+		cli.NonNegativeIntVar(fs, &o.jobs, "jobs", 0, "run `N` tests at once (0: GOMAXPROCS)")
+		return func(env *cli.Env, args []string) error {
+			o.threads = env.ClampThreads("--threads", o.threads)
+			o.jobs = env.ClampThreads("--jobs", o.jobs)
+			return runTests(env, args, o)
+		}
 	},
 }
 
@@ -93,15 +97,9 @@ func runTests(env *cli.Env, paths []string, o testOptions) error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	if o.threads < 1 {
-		return cli.Usagef("--threads must be at least 1")
-	}
 	if c, ok := backend.(conformance.CPU); ok {
 		c.Threads = o.threads
 		backend = c
-	}
-	if o.tol.Rtol < 0 || o.tol.Atol < 0 || o.tol.RelL2 < 0 {
-		return cli.Usagef("tolerances must not be negative")
 	}
 	if o.timeout <= 0 {
 		return cli.Usagef("--timeout must be positive")

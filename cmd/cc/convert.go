@@ -11,8 +11,10 @@ var convertCmd = &cli.Command{
 	Args:    "IN OUT",
 	Summary: "convert a model between ONNX protobuf (.onnx) and text syntax (.onnxtxt)",
 	Help: `The formats are chosen by the files' extensions; converting to the same format
-rewrites the model. Text output writes initializers of over 64 elements
-to one binary file beside OUT, so a large model's text stays readable.`,
+rewrites the model into OUT. Text output writes initializers of over 64 elements
+to one binary file beside OUT (OUT.bin), so a large model's text stays readable.
+OUT (and OUT.bin) must not be IN or one of its external data files; both are
+written atomically, so a failed conversion leaves an existing OUT as it was.`,
 	MinArgs: 2,
 	MaxArgs: 2,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
@@ -24,8 +26,15 @@ to one binary file beside OUT, so a large model's text stays readable.`,
 			if err := checkExt(out); err != nil {
 				return err
 			}
-			m, err := readModel(in)
+			outputs := modelOutputs(out)
+			if err := cli.CheckOutputs(modelFiles(in, nil), outputs); err != nil {
+				return err
+			}
+			m, inputs, err := readModelSources(in)
 			if err != nil {
+				return err
+			}
+			if err := cli.CheckOutputs(inputs, outputs); err != nil {
 				return err
 			}
 			return writeModel(out, m)

@@ -26,26 +26,54 @@ func checkExt(path string) error {
 
 // readModel reads a model by its extension and verifies it.
 func readModel(path string) (*ir.Model, error) {
+	m, _, err := readModelSources(path)
+	return m, err
+}
+
+// readModelSources is readModel that also returns the files the model was
+// read from: the model, then its external data.
+func readModelSources(path string) (*ir.Model, []cli.File, error) {
 	if err := checkExt(path); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var m *ir.Model
+	var external []string
 	var err error
 	if filepath.Ext(path) == extText {
-		m, err = text.ParseFile(path)
+		m, external, err = text.ParseFileSources(path)
 	} else {
-		m, err = onnx.ReadFile(path)
+		m, external, err = onnx.ReadFileSources(path)
 	}
 	if err == nil {
 		err = m.Verify()
 	}
 	if err != nil {
-		return nil, cli.FileError(path, err)
+		return nil, nil, cli.FileError(path, err)
 	}
-	return m, nil
+	return m, modelFiles(path, external), nil
 }
 
-// writeModel writes a model in the format its extension names.
+// modelFiles names a model's files for cli.CheckOutputs.
+func modelFiles(model string, external []string) []cli.File {
+	files := []cli.File{{Path: model, Role: "the model"}}
+	for _, e := range external {
+		files = append(files, cli.File{Path: e, Role: "the model's external data"})
+	}
+	return files
+}
+
+// modelOutputs names the files writeModel writes to path: a text model's
+// initializers go to path+".bin".
+func modelOutputs(path string) []cli.File {
+	files := []cli.File{{Path: path, Role: "the output"}}
+	if filepath.Ext(path) == extText {
+		files = append(files, cli.File{Path: path + ".bin", Role: "the output's external data"})
+	}
+	return files
+}
+
+// writeModel writes a model in the format its extension names, atomically
+// (a text model and its .bin as a pair).
 func writeModel(path string, m *ir.Model) error {
 	if err := checkExt(path); err != nil {
 		return err

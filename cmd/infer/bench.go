@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"sort"
@@ -22,7 +23,7 @@ var benchCmd = &cli.Command{
 	Args:    "ENGINE",
 	Summary: "measure an engine's latency and throughput (a trtexec-style summary)",
 	Help: `Runs --warmup seconds untimed, then --iterations timed runs (or as many as fit in
---duration seconds), on random inputs unless --input gives them. --json prints one object:
+--duration seconds; give one of the two), on random inputs unless --input gives them. --json prints one object:
 engine, threads, iterations, throughput_qps, load_ms, first_run_ms, peak_rss_bytes and
 latency_ms {min, mean, median, p90, p95, p99, max}.
 
@@ -35,13 +36,16 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		var inputs inputList
 		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
-		threads := fs.Int("threads", 0, "threads per inference (0: all cores; the engine's thread cap still applies)")
-		warmup := fs.Float64("warmup", 0.5, "seconds of untimed runs first")
-		iterations := fs.Int("iterations", 0, "timed runs (default: as many as fit in --duration)")
-		duration := fs.Float64("duration", 3, "seconds of timed runs when --iterations is not given")
+		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
+		warmup := cli.NonNegativeFloat(fs, "warmup", 0.5, "`seconds` of untimed runs first")
+		iterations := cli.PositiveInt(fs, "iterations", 0, "`N` timed runs (default: as many as fit in --duration)")
+		duration := cli.PositiveFloat(fs, "duration", 3, "`seconds` of timed runs when --iterations is not given")
 		asJSON := fs.Bool("json", false, "print one JSON object")
 		perLayer := fs.Bool("per-layer", false, "also profile each kernel step")
 		return func(env *cli.Env, args []string) error {
+			if cli.WasSet(fs, "iterations") && cli.WasSet(fs, "duration") {
+				return cli.Usagef("--iterations and --duration both given: one decides how long to run")
+			}
 			start := time.Now()
 			eng, err := runtime.Load(args[0])
 			if err != nil {
@@ -52,7 +56,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 			if err != nil {
 				return err
 			}
-			ctx, err := eng.NewContext(runtime.Options{Threads: *threads})
+			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads)})
 			if err != nil {
 				return err
 			}
@@ -204,7 +208,14 @@ func (r report) print(env *cli.Env) {
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// seconds converts a checked (finite, non-negative) flag to a Duration,
+// saturating where it would overflow (about 292 years).
+func seconds(s float64) time.Duration {
+	if ns := s * float64(time.Second); ns < math.MaxInt64 {
+		return time.Duration(ns)
+	}
+	return math.MaxInt64
+}
 
 // peakRSS reads the process's high-water resident set (VmHWM) on Linux.
 func peakRSS() int64 {

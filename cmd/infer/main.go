@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/conformance"
 	"github.com/kiln-ml/kiln/ir"
@@ -26,11 +27,45 @@ var tool = &cli.Tool{
 
 func main() { cli.Run(tool) }
 
-// inputList collects repeated --input NAME=FILE flags.
-type inputList []string
+// inputList collects repeated --input NAME=FILE flags; a name given twice
+// is a usage error, not a silent choice of one.
+type inputList []inputFile
 
-func (l *inputList) String() string     { return strings.Join(*l, ",") }
-func (l *inputList) Set(s string) error { *l = append(*l, s); return nil }
+type inputFile struct{ name, file string }
+
+func (l *inputList) String() string {
+	var parts []string
+	for _, in := range *l {
+		parts = append(parts, in.name+"="+in.file)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *inputList) Set(s string) error {
+	name, file, ok := strings.Cut(s, "=")
+	if !ok || name == "" || file == "" {
+		return fmt.Errorf("want NAME=FILE")
+	}
+	for _, in := range *l {
+		if in.name == name {
+			return fmt.Errorf("input %q given twice (%s and %s)", name, in.file, file)
+		}
+	}
+	*l = append(*l, inputFile{name, file})
+	return nil
+}
+
+// files names the input files for cli.CheckOutputs.
+func (l inputList) files() []cli.File {
+	var files []cli.File
+	for _, in := range l {
+		files = append(files, cli.File{Path: in.file, Role: "--input " + in.name})
+	}
+	return files
+}
+
+// threadsUsage is every --threads flag's help.
+const threadsUsage = "`N` threads per inference (0: all cores; the engine's thread cap still applies, and more than 4 per core are capped)"
 
 var runCmd = &cli.Command{
 	Name:    "run",
@@ -40,25 +75,35 @@ var runCmd = &cli.Command{
 little-endian float32, float64, int64, int32, uint8 or bool, C order); data of another
 element type than the input's is converted (float64 to float32, say; never floats to
 integers). Inputs not given with --input get random N(0,1) values (seeded). With
---output-dir the outputs are written as output_N.pb in the engine's output order; otherwise
-a summary is printed.`,
+--output-dir the outputs are written as output_N.pb in the engine's output order (each
+atomically; an output file that is the engine or an --input file is refused before the
+run); otherwise a summary is printed. An input name given twice is a usage error.`,
 	MinArgs: 1,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		var inputs inputList
 		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
 		outDir := fs.String("output-dir", "", "write outputs here as output_N.pb")
-		threads := fs.Int("threads", 0, "threads per inference (0: all cores; the engine's thread cap still applies)")
+		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
 		return func(env *cli.Env, args []string) error {
 			eng, err := runtime.Load(args[0])
 			if err != nil {
 				return err
 			}
+			if *outDir != "" {
+				var outputs []cli.File
+				for i := range eng.Outputs() {
+					outputs = append(outputs, cli.File{Path: outputPath(*outDir, i), Role: fmt.Sprintf("output %d", i)})
+				}
+				if err := cli.CheckOutputs(append([]cli.File{{Path: args[0], Role: "the engine"}}, inputs.files()...), outputs); err != nil {
+					return err
+				}
+			}
 			feeds, err := loadInputs(eng, inputs, 1)
 			if err != nil {
 				return err
 			}
-			ctx, err := eng.NewContext(runtime.Options{Threads: *threads})
+			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads)})
 			if err != nil {
 				return err
 			}
@@ -79,9 +124,9 @@ a summary is printed.`,
 				if err := os.MkdirAll(*outDir, 0o755); err != nil {
 					return err
 				}
-				path := filepath.Join(*outDir, fmt.Sprintf("output_%d.pb", i))
-				if err := os.WriteFile(path, data, 0o644); err != nil {
-					return err
+				path := outputPath(*outDir, i)
+				if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
+					return cli.FileError(path, err)
 				}
 				fmt.Fprintf(env.Stdout, "wrote %s (%s %s%v)\n", path, b.Name, t.DType, t.Dims)
 			}
@@ -101,8 +146,8 @@ or FAIL; exit status 1 on FAIL.`,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		dir := fs.String("test-data", "", "folder with input_N.pb and output_N.pb (required)")
-		relL2 := fs.Float64("rel-l2", 1e-4, "largest relative L2 error that passes")
-		threads := fs.Int("threads", 0, "threads per inference (0: all cores; the engine's thread cap still applies)")
+		relL2 := cli.NonNegativeFloat(fs, "rel-l2", 1e-4, "largest relative L2 error `E` that passes")
+		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
 		return func(env *cli.Env, args []string) error {
 			if *dir == "" {
 				return cli.Usagef("--test-data is required")
@@ -119,7 +164,7 @@ or FAIL; exit status 1 on FAIL.`,
 				}
 				feeds[b.Name] = t
 			}
-			ctx, err := eng.NewContext(runtime.Options{Threads: *threads})
+			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads)})
 			if err != nil {
 				return err
 			}
@@ -148,15 +193,18 @@ or FAIL; exit status 1 on FAIL.`,
 	},
 }
 
+// outputPath is where --output-dir puts output i.
+func outputPath(dir string, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("output_%d.pb", i))
+}
+
 // loadInputs reads the --input files and fills the rest with seeded random
 // normal values.
-func loadInputs(eng *runtime.Engine, specs []string, seed int64) (map[string]*ir.Tensor, error) {
+func loadInputs(eng *runtime.Engine, specs inputList, seed int64) (map[string]*ir.Tensor, error) {
 	feeds := map[string]*ir.Tensor{}
-	for _, s := range specs {
-		name, file, ok := strings.Cut(s, "=")
-		if !ok {
-			return nil, cli.Usagef("--input wants NAME=FILE, got %q", s)
-		}
+	for _, in := range specs {
+		name, file := in.name, in.file
+		s := name + "=" + file
 		t, err := readInputFile(file)
 		if err != nil {
 			return nil, err

@@ -37,6 +37,9 @@ type Options struct {
 	// between builds). A build that finds its layers there is
 	// reproducible: same model, flags and cache, same bytes.
 	TimingCache string
+	// Dump writes a --dump-after file (nil: text.WriteFile); cc's checks
+	// that it overwrites none of the build's inputs.
+	Dump func(path string, m *ir.Model) error
 }
 
 // Output is what one build produced.
@@ -54,13 +57,20 @@ type Output struct {
 
 // ReadModel reads .onnx or .onnxtxt by extension.
 func ReadModel(path string) (*ir.Model, error) {
+	m, _, err := ReadModelSources(path)
+	return m, err
+}
+
+// ReadModelSources is ReadModel that also returns the external data files
+// the model was read from, so that a caller can refuse to write over them.
+func ReadModelSources(path string) (*ir.Model, []string, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".onnx":
-		return onnx.ReadFile(path)
+		return onnx.ReadFileSources(path)
 	case ".onnxtxt", ".txt":
-		return text.ParseFile(path)
+		return text.ParseFileSources(path)
 	}
-	return nil, fmt.Errorf("%s: unknown model extension (want .onnx or .onnxtxt)", path)
+	return nil, nil, fmt.Errorf("%s: unknown model extension (want .onnx or .onnxtxt)", path)
 }
 
 // Optimize runs the O2 pipeline (or the required passes at -O0) for the
@@ -107,8 +117,12 @@ func optimize(m *ir.Model, opts Options, cache *cpu.TimingCache) (*passes.Contex
 	if err != nil {
 		return nil, err
 	}
+	dump := opts.Dump
+	if dump == nil {
+		dump = text.WriteFile
+	}
 	c := &passes.Context{OptLevel: opts.OptLevel, Verify: opts.Verify, DumpDir: opts.DumpDir,
-		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: text.WriteFile, ConvAlgorithm: choose}
+		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: dump, ConvAlgorithm: choose}
 	for name := range c.Disabled {
 		p, ok := passes.Lookup(passes.O2, name)
 		if !ok {

@@ -166,13 +166,13 @@ func (env *Env) ClampThreads(flagName string, n int) int {
 	return n
 }
 
-// Warnf prints one warning line on stderr: "tool: warning: ...".
+// Warnf prints a warning on stderr: "tool: warning: ...".
 func (env *Env) Warnf(format string, args ...any) {
 	name := env.tool
 	if name == "" {
 		name = "kiln"
 	}
-	fmt.Fprintf(env.Stderr, "%s: warning: %s\n", name, oneLine(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(env.Stderr, "%s: warning: %s\n", name, fmt.Sprintf(format, args...))
 }
 
 // WasSet reports whether the flag name was given on the command line.

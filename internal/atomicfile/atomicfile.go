@@ -28,6 +28,7 @@ import (
 // Commit; Abort (or a failed Commit) discards it.
 type File struct {
 	f          *os.File
+	name       string // the target as the caller named it, for errors
 	path       string // the target, symbolic links resolved
 	tmp        string // "" when writing in place
 	unregister func()
@@ -49,9 +50,9 @@ func Create(path string, perm fs.FileMode) (*File, error) {
 	case err == nil && !st.Mode().IsRegular():
 		f, err := os.OpenFile(target, os.O_WRONLY|os.O_TRUNC, 0)
 		if err != nil {
-			return nil, err
+			return nil, pathError("open", path, err)
 		}
-		return &File{f: f, path: target}, nil
+		return &File{f: f, name: path, path: target}, nil
 	case err == nil:
 		perm = st.Mode().Perm()
 	case !errors.Is(err, fs.ErrNotExist):
@@ -59,7 +60,7 @@ func Create(path string, perm fs.FileMode) (*File, error) {
 	}
 	f, tmp, unregister, err := createTemp(target, perm)
 	if err != nil {
-		return nil, err
+		return nil, pathError("open", path, err)
 	}
 	if st != nil {
 		// The umask applied when the file was created; an existing file's
@@ -68,10 +69,10 @@ func Create(path string, perm fs.FileMode) (*File, error) {
 			f.Close()
 			os.Remove(tmp)
 			unregister()
-			return nil, err
+			return nil, pathError("chmod", path, err)
 		}
 	}
-	return &File{f: f, path: target, tmp: tmp, unregister: unregister}, nil
+	return &File{f: f, name: path, path: target, tmp: tmp, unregister: unregister}, nil
 }
 
 // createTemp makes a new file beside target, registered for removal on an
@@ -90,7 +91,7 @@ func createTemp(target string, perm fs.FileMode) (*os.File, string, func(), erro
 		}
 		unregister()
 		if !errors.Is(err, fs.ErrExist) || try == 100 {
-			return nil, "", nil, fmt.Errorf("creating a temporary file beside %s: %w", target, err)
+			return nil, "", nil, err
 		}
 	}
 }
@@ -109,10 +110,13 @@ func resolve(path string) (string, error) {
 }
 
 // Write writes to the temporary file.
-func (f *File) Write(p []byte) (int, error) { return f.f.Write(p) }
+func (f *File) Write(p []byte) (int, error) {
+	n, err := f.f.Write(p)
+	return n, pathError("write", f.name, err)
+}
 
-// Name is the file's target path.
-func (f *File) Name() string { return f.path }
+// Name is the file's target path, as given to Create.
+func (f *File) Name() string { return f.name }
 
 // Commit makes the written data the target's content.
 func (f *File) Commit() error { return CommitAll(f) }
@@ -143,10 +147,7 @@ func (f *File) finish() error {
 		err = cerr
 	}
 	f.closed = true
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", f.path, err)
-	}
-	return nil
+	return pathError("write", f.name, err)
 }
 
 // CommitAll commits files as a set (a model and its external data, say),
@@ -158,7 +159,7 @@ func CommitAll(files ...*File) error {
 	for _, f := range files {
 		if f.done {
 			abortAll(files)
-			return fmt.Errorf("atomicfile: %s was already committed or aborted", f.path)
+			return fmt.Errorf("atomicfile: %s was already committed or aborted", f.name)
 		}
 		if err := f.finish(); err != nil {
 			abortAll(files)
@@ -181,7 +182,7 @@ func CommitAll(files ...*File) error {
 				renamed[i].rollBack()
 			}
 			abortAll(files)
-			return fmt.Errorf("writing %s: %w", f.path, err)
+			return pathError("rename", f.name, err)
 		}
 		f.done = true
 		f.unregister()
@@ -266,7 +267,7 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return fmt.Errorf("syncing folder %s: %w", dir, err)
+		return pathError("sync", dir, err)
 	}
 	return nil
 }
@@ -280,7 +281,25 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 	}
 	defer f.Abort()
 	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", f.path, err)
+		return err
 	}
 	return f.Commit()
+}
+
+// pathError reports err as being about the target path (not the
+// temporary file, whose name means nothing to the user): the CLIs then
+// print "path: no space left on device".
+func pathError(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return &fs.PathError{Op: op, Path: path, Err: err}
 }

@@ -62,9 +62,16 @@ func DefaultLimits() Limits {
 		MaxFileBytes: DefaultMaxFileBytes, MaxNesting: DefaultMaxNesting}
 }
 
+// maxLimit caps every byte limit, so that sums and alignments of sizes
+// within the limits never overflow int64.
+const maxLimit = 1 << 62
+
 // OrDefaults returns l with each zero (or negative) field replaced by its
-// default.
+// default, and each byte limit capped at 2^62 (4 EiB).
 func (l Limits) OrDefaults() Limits {
+	l.MaxTensorBytes = min(l.MaxTensorBytes, maxLimit)
+	l.MaxArenaBytes = min(l.MaxArenaBytes, maxLimit)
+	l.MaxFileBytes = min(l.MaxFileBytes, maxLimit)
 	d := DefaultLimits()
 	if l.MaxTensorBytes <= 0 {
 		l.MaxTensorBytes = d.MaxTensorBytes

@@ -10,8 +10,8 @@ import (
 	"github.com/kiln-ml/kiln/ir/ops"
 )
 
-func inferPass(_ *Context, m *ir.Model) error {
-	_, err := ops.InferShapes(m)
+func inferPass(c *Context, m *ir.Model) error {
+	_, err := ops.InferShapesWithin(m, c.Limits)
 	return err
 }
 
@@ -24,10 +24,10 @@ const maxFoldBytes = 64 << 20
 // (evaluated with the reference kernels), and nodes shape inference already
 // evaluated (Shape of a static shape and the arithmetic on it). The outputs
 // keep their *Value (and name), so no reader needs rewriting.
-func foldPass(_ *Context, m *ir.Model) error {
+func foldPass(c *Context, m *ir.Model) error {
 	g := m.Graph
 	opsets := ops.OpsetsOf(m)
-	known, err := ops.InferShapes(m)
+	known, err := ops.InferShapesWithin(m, c.Limits)
 	if err != nil {
 		return err
 	}

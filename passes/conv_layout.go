@@ -21,7 +21,7 @@ func convLayoutPass(c *Context, m *ir.Model) error {
 	if c.ConvAlgorithm == nil {
 		return nil
 	}
-	f, err := newFuser(m)
+	f, err := newFuser(c, m)
 	if err != nil {
 		return err
 	}

@@ -26,8 +26,8 @@ type fuser struct {
 	taken  map[*ir.Node]bool // already in a group
 }
 
-func newFuser(m *ir.Model) (*fuser, error) {
-	known, err := ops.InferShapes(m)
+func newFuser(c *Context, m *ir.Model) (*fuser, error) {
+	known, err := ops.InferShapesWithin(m, c.Limits)
 	if err != nil {
 		return nil, err
 	}

@@ -24,8 +24,8 @@ import (
 //
 // A lone node with no Transpose to read through stays as it is: there is
 // nothing to fuse.
-func fuseElementwisePass(_ *Context, m *ir.Model) error {
-	f, err := newFuser(m)
+func fuseElementwisePass(c *Context, m *ir.Model) error {
+	f, err := newFuser(c, m)
 	if err != nil {
 		return err
 	}

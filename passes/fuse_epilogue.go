@@ -18,8 +18,8 @@ import (
 //     producer (so the group cannot feed itself: no cycle);
 //   - an activation: Relu, Clip with constant bounds, LeakyRelu, Sigmoid,
 //     HardSwish, or SiLU written as x·Sigmoid(x).
-func fuseEpiloguePass(_ *Context, m *ir.Model) error {
-	f, err := newFuser(m)
+func fuseEpiloguePass(c *Context, m *ir.Model) error {
+	f, err := newFuser(c, m)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -33,6 +34,9 @@ type MemoryHooks struct {
 	// inputs' producers write straight into their slices of its output;
 	// PlanMemory then does so where each slice is contiguous. Nil: never.
 	ConcatInPlace func(n *ir.Node) bool
+	// Limits bound each buffer (MaxTensorBytes; scratch by MaxArenaBytes)
+	// and the arena (MaxArenaBytes). Zero fields take ir.DefaultLimits.
+	Limits ir.Limits
 }
 
 // MemoryPlan is where every intermediate value lives in one arena.
@@ -78,9 +82,12 @@ var errNotStatic = errors.New("memory planning needs static shapes")
 // largest first, each at the lowest offset that fits. Liveness is by node
 // index, so a node's output never shares memory with its inputs (kernels
 // need not support in-place updates). Sorts are stable, so equal sizes go
-// in node order and the plan is deterministic.
+// in node order and the plan is deterministic. Sizes are computed with
+// overflow checks; a buffer or arena past the limits is an *ir.LimitError
+// naming the value (or, for the arena, its largest buffer).
 func PlanMemory(nodes []*ir.Node, h MemoryHooks) (*MemoryPlan, error) {
 	h.setDefaults()
+	lim := h.Limits.OrDefaults()
 	p := &MemoryPlan{Aliases: map[*ir.Value]*ir.Value{}, Within: map[*ir.Value]Placement{}, InPlace: map[*ir.Node]bool{}}
 	for _, n := range nodes {
 		if len(n.Inputs) == 0 || len(n.Outputs) == 0 || !h.View(n) {
@@ -117,7 +124,11 @@ func PlanMemory(nodes []*ir.Node, h MemoryHooks) (*MemoryPlan, error) {
 			if f, ok := firstWrite[v]; ok {
 				first = f
 			}
-			b := &Buffer{Value: v, Size: alignUp(int64(ir.RawLen(v.Type.Elem, ir.Product(dims)))), First: first, Last: i}
+			size, err := lim.CheckTensor(fmt.Sprintf("%s: value %q", n, v.Name), v.Type.Elem, dims)
+			if err != nil {
+				return nil, err
+			}
+			b := &Buffer{Value: v, Size: alignUp(size), First: first, Last: i}
 			owner[v] = b
 			p.Buffers = append(p.Buffers, b)
 		}
@@ -127,11 +138,36 @@ func PlanMemory(nodes []*ir.Node, h MemoryHooks) (*MemoryPlan, error) {
 			}
 		}
 		if size := h.Scratch(n); size > 0 {
+			if err := lim.CheckArena(fmt.Sprintf("%s: scratch", n), size); err != nil {
+				return nil, err
+			}
 			p.Buffers = append(p.Buffers, &Buffer{Node: n, Size: alignUp(size), First: i, Last: i})
 		}
 	}
-	p.place()
+	if err := p.place(); err != nil {
+		return nil, err
+	}
+	if err := lim.CheckArena("the arena"+p.largest(), p.ArenaBytes); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// largest names the plan's largest buffer, for an arena over its limit.
+func (p *MemoryPlan) largest() string {
+	var big *Buffer
+	for _, b := range p.Buffers {
+		if big == nil || b.Size > big.Size {
+			big = b
+		}
+	}
+	switch {
+	case big == nil:
+		return ""
+	case big.Value != nil:
+		return fmt.Sprintf(" (its largest buffer: %q, %s, %s)", big.Value.Name, big.Value.Type, ir.FormatBytes(big.Size))
+	}
+	return fmt.Sprintf(" (its largest buffer: the scratch of %s, %s)", big.Node, ir.FormatBytes(big.Size))
 }
 
 func (h *MemoryHooks) setDefaults() {
@@ -221,8 +257,9 @@ func (p *MemoryPlan) root(v *ir.Value) *ir.Value {
 }
 
 // place assigns offsets: largest buffer first, each at the lowest offset
-// where it overlaps no placed buffer live at the same time.
-func (p *MemoryPlan) place() {
+// where it overlaps no placed buffer live at the same time. An arena
+// whose end overflows int64 is an error.
+func (p *MemoryPlan) place() error {
 	order := slices.Clone(p.Buffers)
 	slices.SortStableFunc(order, func(a, b *Buffer) int { return cmp.Compare(b.Size, a.Size) })
 	var placed, conflicts []*Buffer
@@ -241,13 +278,22 @@ func (p *MemoryPlan) place() {
 			}
 			off = max(off, q.Offset+q.Size)
 		}
+		end := ir.AddSizes(off, b.Size)
+		if end < 0 {
+			return ir.Limits{}.CheckArena("the arena"+p.largest(), -1)
+		}
 		b.Offset = off
 		placed = append(placed, b)
-		p.ArenaBytes = max(p.ArenaBytes, off+b.Size)
-		p.TensorBytes += b.Size
+		p.ArenaBytes = max(p.ArenaBytes, end)
+		if p.TensorBytes = ir.AddSizes(p.TensorBytes, b.Size); p.TensorBytes < 0 {
+			p.TensorBytes = math.MaxInt64 // only reported
+		}
 	}
+	return nil
 }
 
+// alignUp rounds n up to MemoryAlign; n is at most a limit, far below
+// where this could overflow.
 func alignUp(n int64) int64 { return (n + MemoryAlign - 1) &^ (MemoryAlign - 1) }
 
 // Summary is the one-line report of the plan.
@@ -308,6 +354,7 @@ func memplanPass(c *Context, m *ir.Model) error {
 		},
 		View:          func(n *ir.Node) bool { return n.Domain == "" && viewOps[n.OpType] },
 		ConcatInPlace: func(*ir.Node) bool { return true },
+		Limits:        c.Limits,
 		Reads: func(n *ir.Node) []*ir.Value {
 			reads := n.Inputs
 			for _, sg := range n.Subgraphs() {

@@ -47,6 +47,9 @@ type Context struct {
 	// convolution group fg of m (conv-layout); nil: no target; "": none
 	// (the target cannot compile it).
 	ConvAlgorithm func(m *ir.Model, fg *ir.Node) (string, error)
+	// Limits bound every value's size (inference) and the arena (memplan);
+	// zero fields take ir.DefaultLimits.
+	Limits ir.Limits
 }
 
 // Timing is how long one pass took.

@@ -39,6 +39,9 @@ type Options struct {
 	Winograd string
 	// TimingCache holds and receives the measurements; nil: a fresh one.
 	TimingCache *TimingCache
+	// Limits bound every value's size and the arena; zero fields take
+	// ir.DefaultLimits.
+	Limits ir.Limits
 	// winoForce, in a measurement's own build, names the Winograd variant
 	// every eligible layer takes (any other name: none).
 	winoForce string
@@ -119,6 +122,10 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if err := g.build(); err != nil {
+		return nil, err
+	}
+	// The plan checked the arena; the work-stealing counters come after it.
+	if err := opts.Limits.CheckArena("the engine's arena", g.arenaBytes); err != nil {
 		return nil, err
 	}
 	res := &Result{

@@ -10,6 +10,8 @@
 package runtime
 
 import (
+	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -36,21 +38,38 @@ type Engine struct {
 	weightBuf *cpurt.Buffer
 	inputs    []binding
 	outputs   []binding
+	// Signer is the key whose valid signature the file carries (nil:
+	// unsigned); Checksum is its whole-file SHA-256.
+	Signer   ed25519.PublicKey
+	Checksum [sha256.Size]byte
 }
 
 type binding struct {
 	engine.Binding
-	dtype ir.DType
-	bytes int
+	dtype  ir.DType
+	bytes  int64
+	output bool
+}
+
+// LoadOptions are the checks Load makes beyond the file's integrity and
+// consistency, which it always checks.
+type LoadOptions struct {
+	// RequireSigned, when set, refuses an engine unless its trailer holds
+	// a valid signature by this key (engines are native code: a deployment
+	// may run only those its own build signed; see `cc build --sign`).
+	RequireSigned ed25519.PublicKey
 }
 
 // Load reads and verifies an engine file.
-func Load(path string) (*Engine, error) {
+func Load(path string) (*Engine, error) { return LoadWith(path, LoadOptions{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, opts LoadOptions) (*Engine, error) {
 	buf, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	e, err := LoadBytes(buf)
+	e, err := LoadBytesWith(buf, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -58,50 +77,69 @@ func Load(path string) (*Engine, error) {
 }
 
 // LoadBytes verifies an engine held in memory and loads its code for this
-// machine: format, checksums, target architecture and CPU features are all
-// checked before any of its code runs.
-func LoadBytes(buf []byte) (*Engine, error) {
+// machine. Before any of its code is loaded it checks the format, every
+// checksum (the whole file's, the header's, the section table's and each
+// section's), the metadata against the code's own ABI record (sizes of the
+// weights, arena and io buffers, io indices, dtypes and shapes; see
+// Validate), the target architecture and the CPU features.
+func LoadBytes(buf []byte) (*Engine, error) { return LoadBytesWith(buf, LoadOptions{}) }
+
+// LoadBytesWith is LoadBytes with options.
+func LoadBytesWith(buf []byte, opts LoadOptions) (*Engine, error) {
 	f, err := engine.Decode(buf)
 	if err != nil {
 		return nil, err
 	}
+	if opts.RequireSigned != nil {
+		if err := f.VerifySigner(opts.RequireSigned); err != nil {
+			return nil, err
+		}
+	}
 	triple := HostTriple()
-	so, ok := f.Code[triple]
-	if !ok {
+	if _, ok := f.Code[triple]; !ok {
 		var have []string
 		for t := range f.Code {
 			have = append(have, t)
 		}
+		slices.Sort(have)
 		return nil, fmt.Errorf("wrong architecture: the engine holds code for %s, this machine is %s", strings.Join(have, ", "), triple)
 	}
-	if missing := MissingFeatures(f.Meta.Target.Features); len(missing) > 0 {
+	e := &Engine{Meta: f.Meta, Plan: f.Plan, Signer: f.Signer, Checksum: f.Checksum}
+	if e.inputs, err = bindings(f.Meta.Inputs, false); err != nil {
+		return nil, err
+	}
+	if e.outputs, err = bindings(f.Meta.Outputs, true); err != nil {
+		return nil, err
+	}
+	abi, err := checkCode(f, triple, e.inputs, e.outputs)
+	if err != nil {
+		return nil, err
+	}
+	if missing := MissingFeatures(abi.Features); len(missing) > 0 {
 		return nil, fmt.Errorf("this CPU lacks %s, which the engine's code needs (it was built with --cpu %s; rebuild with `cc build --cpu x86-64-v3` for AVX2-only machines)",
 			strings.Join(missing, ", "), f.Meta.Target.CPU)
-	}
-	e := &Engine{Meta: f.Meta, Plan: f.Plan}
-	if e.inputs, err = bindings(f.Meta.Inputs); err != nil {
-		return nil, err
-	}
-	if e.outputs, err = bindings(f.Meta.Outputs); err != nil {
-		return nil, err
 	}
 	e.weightBuf = cpurt.NewBuffer(int64(len(f.Weights)))
 	e.weights = e.weightBuf.Bytes
 	copy(e.weights, f.Weights)
-	if e.lib, err = cpurt.Open(so); err != nil {
+	if e.lib, err = cpurt.Open(f.Code[triple]); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-func bindings(bs []engine.Binding) ([]binding, error) {
+func bindings(bs []engine.Binding, output bool) ([]binding, error) {
 	out := make([]binding, len(bs))
 	for i, b := range bs {
 		d, err := ir.ParseDType(b.DType)
-		if err != nil || d.Size() <= 0 {
-			return nil, fmt.Errorf("engine binding %q has unsupported dtype %q", b.Name, b.DType)
+		if err != nil || d.Size() == 0 {
+			return nil, fmt.Errorf("%w: binding %q has unsupported dtype %q", ErrInconsistent, b.Name, b.DType)
 		}
-		out[i] = binding{Binding: b, dtype: d, bytes: ir.RawLen(d, ir.Product(b.Shape))}
+		n, err := byteSize(d, b.Shape)
+		if err != nil {
+			return nil, fmt.Errorf("%w: binding %q: %v", ErrInconsistent, b.Name, err)
+		}
+		out[i] = binding{Binding: b, dtype: d, bytes: n, output: output}
 	}
 	return out, nil
 }
@@ -153,9 +191,19 @@ func (e *Engine) Close() error { return e.lib.Close() }
 // Options configure a Context.
 type Options struct {
 	// Threads is the number of OS threads one inference uses; 0 means all
-	// cores. The engine's MaxThreads caps it (tiny models run on one).
+	// cores. MaxThreads() caps it, and so does the engine's MaxThreads
+	// (tiny models run on one); Context.Threads says what it got.
 	Threads int
+	// Limits bound the arena (MaxArenaBytes) and each input and output
+	// (MaxTensorBytes), checked before anything is allocated; zero fields
+	// take ir.DefaultLimits.
+	Limits ir.Limits
 }
+
+// MaxThreads is the most threads a Context runs: four per core. Each is an
+// OS thread spinning at the engine's barriers, so more only add switching,
+// and tens of thousands exhaust the system's threads.
+func MaxThreads() int { return 4 * goruntime.NumCPU() }
 
 // Context runs inferences one at a time: it owns the activation arena.
 type Context struct {
@@ -173,19 +221,29 @@ func (e *Engine) NewContext(opts Options) (*Context, error) {
 	if threads <= 0 {
 		threads = goruntime.NumCPU()
 	}
+	threads = min(threads, MaxThreads())
 	if limit := e.Meta.MaxThreads; limit > 0 && threads > limit {
 		threads = limit
 	}
-	if e.Meta.ArenaBytes > 1<<40 {
-		return nil, errors.New("engine asks for an absurd arena size")
+	lim := opts.Limits.OrDefaults()
+	if err := lim.CheckArena("the engine's arena", e.Meta.ArenaBytes); err != nil {
+		return nil, err
+	}
+	for _, bs := range [][]binding{e.inputs, e.outputs} {
+		for _, b := range bs {
+			if _, err := lim.CheckTensor(fmt.Sprintf("engine binding %q", b.Name), b.dtype, b.Shape); err != nil {
+				return nil, err
+			}
+		}
 	}
 	buf := cpurt.NewBuffer(e.Meta.ArenaBytes)
 	return &Context{engine: e, threads: threads, arenaBuf: buf, arena: buf.Bytes,
 		io: make([]unsafe.Pointer, len(e.inputs)+len(e.outputs))}, nil
 }
 
-// Threads returns the context's thread count: the one asked for, capped by
-// the engine's MaxThreads.
+// Threads returns the context's thread count: the one asked for, capped at
+// MaxThreads() and by the engine's MaxThreads. A caller that asked for
+// more can say so.
 func (c *Context) Threads() int { return c.threads }
 
 // Run checks the inputs against the engine's bindings (names, dtypes,
@@ -218,7 +276,7 @@ func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 		if t.DType != b.dtype || !slices.Equal(t.Dims, b.Shape) {
 			return nil, fmt.Errorf("input %q: got %s%v, the engine expects %s%v", b.Name, t.DType, t.Dims, b.DType, b.Shape)
 		}
-		if len(t.Raw) != b.bytes {
+		if int64(len(t.Raw)) != b.bytes {
 			return nil, fmt.Errorf("input %q: %d bytes of data, want %d", b.Name, len(t.Raw), b.bytes)
 		}
 		c.io[b.Index] = rawPointer(t.Raw)

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	if err := cpu.Available(); err != nil && flag.Lookup("test.run").Value.String() == "" {
 		fmt.Printf("%v: skipping the Example and the engine tests\n", err)
-		flag.Set("test.run", "^Test")
+		flag.Set("test.run", "^(Test|Fuzz)")
 	}
 	os.Exit(m.Run())
 }

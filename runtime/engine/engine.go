@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 )
@@ -58,10 +61,34 @@ type Engine struct {
 	Calib   []byte
 	// Code maps a target triple to its shared object.
 	Code map[string][]byte
+
+	// Checksum and Signer are what Decode found in the trailer (the
+	// whole-file SHA-256, and the key that signed it or nil); Encode
+	// ignores them.
+	Checksum [sha256.Size]byte
+	Signer   ed25519.PublicKey
 }
 
-// Encode serializes the engine deterministically.
+// Encode serializes the engine deterministically, unsigned.
 func (e *Engine) Encode() ([]byte, error) {
+	f, err := e.file()
+	if err != nil {
+		return nil, err
+	}
+	return f.Marshal(), nil
+}
+
+// EncodeSigned serializes the engine with an ed25519 signature of its
+// whole-file checksum in the trailer.
+func (e *Engine) EncodeSigned(key ed25519.PrivateKey) ([]byte, error) {
+	f, err := e.file()
+	if err != nil {
+		return nil, err
+	}
+	return f.MarshalSigned(key)
+}
+
+func (e *Engine) file() (*File, error) {
 	meta, err := json.MarshalIndent(e.Meta, "", "  ")
 	if err != nil {
 		return nil, err
@@ -75,22 +102,34 @@ func (e *Engine) Encode() ([]byte, error) {
 	for triple, so := range e.Code {
 		f.Sections = append(f.Sections, Section{codePrefix + triple, so})
 	}
-	return f.Marshal(), nil
+	return f, nil
 }
 
-// Decode parses and verifies an engine file (see Unmarshal) and checks that
-// its required sections are present and its metadata is well formed.
+// Decode parses and verifies an engine file (see Unmarshal), checks that
+// its required sections are present and that its metadata is well formed
+// and consistent in itself (Metadata.Validate). Whether the metadata agrees
+// with the code is the loader's check (package runtime).
 func Decode(buf []byte) (*Engine, error) {
 	f, err := Unmarshal(buf)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{Code: map[string][]byte{}}
+	return DecodeFile(f)
+}
+
+// DecodeFile interprets a verified File.
+func DecodeFile(f *File) (*Engine, error) {
+	e := &Engine{Code: map[string][]byte{}, Checksum: f.Checksum, Signer: f.Signer}
 	for _, s := range f.Sections {
 		switch {
 		case s.Name == SectionMeta:
-			if err := json.Unmarshal(s.Data, &e.Meta); err != nil {
-				return nil, fmt.Errorf("%w: section %q: %v", ErrBadSection, s.Name, err)
+			dec := json.NewDecoder(bytes.NewReader(s.Data))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&e.Meta); err != nil {
+				return nil, fmt.Errorf("%w: section %q: %v", ErrBadMetadata, s.Name, err)
+			}
+			if dec.More() {
+				return nil, fmt.Errorf("%w: section %q: data after the JSON object", ErrBadMetadata, s.Name)
 			}
 		case s.Name == SectionPlan:
 			e.Plan = s.Data
@@ -98,8 +137,10 @@ func Decode(buf []byte) (*Engine, error) {
 			e.Weights = s.Data
 		case s.Name == SectionCalib:
 			e.Calib = s.Data
-		case len(s.Name) > len(codePrefix) && s.Name[:len(codePrefix)] == codePrefix:
-			e.Code[s.Name[len(codePrefix):]] = s.Data
+		default:
+			if triple, ok := cutPrefix(s.Name, codePrefix); ok {
+				e.Code[triple] = s.Data
+			}
 		}
 	}
 	for _, name := range []string{SectionMeta, SectionPlan, SectionWeights} {
@@ -110,15 +151,14 @@ func Decode(buf []byte) (*Engine, error) {
 	if len(e.Code) == 0 {
 		return nil, fmt.Errorf("%w: the engine holds no code section", ErrBadSection)
 	}
-	for _, b := range append(append([]Binding{}, e.Meta.Inputs...), e.Meta.Outputs...) {
-		for _, d := range b.Shape {
-			if d < 0 {
-				return nil, fmt.Errorf("%w: binding %q has negative dim %d", ErrBadSection, b.Name, d)
-			}
-		}
+	if err := e.Meta.Validate(); err != nil {
+		return nil, err
 	}
-	if e.Meta.ArenaBytes < 0 {
-		return nil, fmt.Errorf("%w: negative arena size", ErrBadSection)
+	if e.Meta.KilnVersion != f.KilnVersion {
+		return nil, fmt.Errorf("%w: kiln version %q, the header says %q", ErrBadMetadata, e.Meta.KilnVersion, f.KilnVersion)
+	}
+	if _, ok := e.Code[e.Meta.Target.Triple]; !ok {
+		return nil, fmt.Errorf("%w: the target triple %q has no code section", ErrBadMetadata, e.Meta.Target.Triple)
 	}
 	return e, nil
 }

@@ -1,21 +1,36 @@
 // Package engine is kiln's engine file format: one file holding everything
-// needed to run a compiled model, in checksummed sections.
+// needed to run a compiled model, in checksummed sections, ending in a
+// trailer that holds the whole file's SHA-256 and, optionally, an ed25519
+// signature of it.
 //
 // Layout (all integers little-endian):
 //
 //	header   magic "KILNENG\x00" | format version u32 | section count u32 |
-//	         kiln version (u16 length + bytes)
-//	table    per section: name (u16 length + bytes) | offset u64 | length u64 | SHA-256
-//	sections each starting at a 64-byte aligned offset, zero padded
+//	         kiln version (u16 length + bytes) | SHA-256 of the header's bytes before it
+//	table    per section: name (u16 length + bytes) | offset u64 | length u64 | SHA-256 of its data;
+//	         then the SHA-256 of the table's entries
+//	padding  zeros up to the first section
+//	sections in name order, each starting at a 64-byte aligned offset, zero padded
+//	         to the next; nothing after the last one but the trailer
+//	trailer  "KILNSUM\x00" | signature kind u32 (0 none, 1 ed25519) | 0 u32 |
+//	         SHA-256 of every byte before the trailer (the whole-file checksum) |
+//	         for ed25519: public key (32 bytes) | signature (64 bytes) of
+//	         SignatureContext followed by the whole-file checksum
+//
+// So `head -c -48 FILE | sha256sum` prints an unsigned engine's checksum
+// (-144 for a signed one). The per-region checksums name what is damaged;
+// the whole-file checksum is what a signature vouches for.
 //
 // Section names: "meta" (JSON Metadata), "plan" (the final graph in kiln's
 // text IR), "weights" (64-byte aligned constants), "code/<triple>" (an ELF
-// shared object per CPU target), "calib" (INT8 scales). Writing is
-// deterministic: the same Engine gives the same bytes.
+// shared object per CPU target), "calib" (INT8 scales); no others. Writing
+// is deterministic: the same Engine gives the same bytes (ed25519
+// signatures are deterministic too).
 package engine
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -26,15 +41,39 @@ import (
 // Magic starts every engine file.
 const Magic = "KILNENG\x00"
 
-// FormatVersion is the version this package writes and the newest it reads.
-const FormatVersion = 1
+// FormatVersion is the version this package writes and the only one it
+// reads: 2 added the header, table and whole-file checksums, the trailer
+// and signatures.
+const FormatVersion = 2
 
 // Align is the alignment of every section's start (and so of the weights).
 const Align = 64
 
+// trailerMagic starts the trailer.
+const trailerMagic = "KILNSUM\x00"
+
+// Signature kinds in the trailer.
+const (
+	sigNone    = 0
+	sigEd25519 = 1
+)
+
+// Trailer sizes: unsigned, and with an ed25519 key and signature.
+const (
+	trailerSize       = len(trailerMagic) + 4 + 4 + sha256.Size
+	signedTrailerSize = trailerSize + ed25519.PublicKeySize + ed25519.SignatureSize
+)
+
+// SignatureContext precedes the whole-file checksum in the signed message,
+// so a kiln engine signature cannot be taken for one over anything else.
+const SignatureContext = "kiln engine signature v1\x00"
+
 // maxSections bounds the table so a corrupt count cannot make us allocate
 // without limit.
 const maxSections = 1024
+
+// maxVersionLen bounds the kiln version string.
+const maxVersionLen = 64
 
 // Section is one named, checksummed blob.
 type Section struct {
@@ -46,6 +85,15 @@ type Section struct {
 type File struct {
 	KilnVersion string
 	Sections    []Section
+	// Checksum is the whole-file SHA-256 (set by Unmarshal).
+	Checksum [sha256.Size]byte
+	// Signer is the public key whose signature the file carries (set by
+	// Unmarshal; nil: unsigned). Unmarshal has verified the signature
+	// against it; whether that key is one to trust is the caller's call
+	// (see VerifySigner).
+	Signer ed25519.PublicKey
+	// bodyLen is where the trailer starts.
+	bodyLen int
 }
 
 // Section returns the named section's data, or nil.
@@ -58,9 +106,23 @@ func (f *File) Section(name string) []byte {
 	return nil
 }
 
-// Marshal encodes the file; sections are written in name order so the
-// output depends only on the contents.
+// Marshal encodes the file, unsigned; sections are written in name order
+// so the output depends only on the contents.
 func (f *File) Marshal() []byte {
+	body := f.marshalBody()
+	return appendTrailer(body, nil)
+}
+
+// MarshalSigned encodes the file with an ed25519 signature of its
+// whole-file checksum.
+func (f *File) MarshalSigned(key ed25519.PrivateKey) ([]byte, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("signing key: %d bytes, want an ed25519 private key (%d)", len(key), ed25519.PrivateKeySize)
+	}
+	return appendTrailer(f.marshalBody(), key), nil
+}
+
+func (f *File) marshalBody() []byte {
 	secs := append([]Section(nil), f.Sections...)
 	sort.Slice(secs, func(i, j int) bool { return secs[i].Name < secs[j].Name })
 
@@ -69,11 +131,14 @@ func (f *File) Marshal() []byte {
 	binary.Write(&hdr, binary.LittleEndian, uint32(FormatVersion))
 	binary.Write(&hdr, binary.LittleEndian, uint32(len(secs)))
 	writeString(&hdr, f.KilnVersion)
-	tableSize := 0
+	sum := sha256.Sum256(hdr.Bytes())
+	hdr.Write(sum[:])
+	tableStart := hdr.Len()
+	tableSize := sha256.Size
 	for _, s := range secs {
 		tableSize += 2 + len(s.Name) + 8 + 8 + sha256.Size
 	}
-	offset := alignUp(hdr.Len() + tableSize)
+	offset := alignUp(tableStart + tableSize)
 	offsets := make([]int, len(secs))
 	end := offset
 	for i, s := range secs {
@@ -88,13 +153,38 @@ func (f *File) Marshal() []byte {
 		sum := sha256.Sum256(s.Data)
 		hdr.Write(sum[:])
 	}
-	// No padding after the last section: any cut then loses data.
-	out := make([]byte, end)
+	sum = sha256.Sum256(hdr.Bytes()[tableStart:])
+	hdr.Write(sum[:])
+	// The trailer follows the last section directly: any cut loses data
+	// or the trailer, and anything appended is refused.
+	out := make([]byte, end, end+signedTrailerSize)
 	copy(out, hdr.Bytes())
 	for i, s := range secs {
 		copy(out[offsets[i]:], s.Data)
 	}
 	return out
+}
+
+// appendTrailer appends the trailer for body, signed when key is set.
+func appendTrailer(body []byte, key ed25519.PrivateKey) []byte {
+	sum := sha256.Sum256(body)
+	out := append(body, trailerMagic...)
+	kind := uint32(sigNone)
+	if key != nil {
+		kind = sigEd25519
+	}
+	out = binary.LittleEndian.AppendUint32(out, kind)
+	out = binary.LittleEndian.AppendUint32(out, 0)
+	out = append(out, sum[:]...)
+	if key != nil {
+		out = append(out, key.Public().(ed25519.PublicKey)...)
+		out = append(out, ed25519.Sign(key, signedMessage(sum))...)
+	}
+	return out
+}
+
+func signedMessage(sum [sha256.Size]byte) []byte {
+	return append([]byte(SignatureContext), sum[:]...)
 }
 
 func alignUp(n int) int { return (n + Align - 1) / Align * Align }
@@ -106,15 +196,23 @@ func writeString(b *bytes.Buffer, s string) {
 
 // Errors a loader can tell apart.
 var (
-	ErrNotEngine  = errors.New("not a kiln engine (bad magic)")
-	ErrTruncated  = errors.New("engine file is truncated")
-	ErrTooNew     = errors.New("engine format version is newer than this runtime")
-	ErrChecksum   = errors.New("checksum mismatch")
-	ErrBadSection = errors.New("malformed section table")
+	ErrNotEngine    = errors.New("not a kiln engine (bad magic)")
+	ErrTruncated    = errors.New("engine file is truncated")
+	ErrTooNew       = errors.New("engine format version is newer than this runtime")
+	ErrTooOld       = errors.New("engine format version is older than this runtime reads")
+	ErrChecksum     = errors.New("checksum mismatch")
+	ErrBadHeader    = errors.New("malformed header")
+	ErrBadSection   = errors.New("malformed section table")
+	ErrBadTrailer   = errors.New("malformed trailer")
+	ErrTrailingData = errors.New("trailing bytes after the engine")
+	ErrBadSignature = errors.New("bad signature")
 )
 
-// Unmarshal parses and verifies an engine file: magic, format version,
-// section table bounds and every section's SHA-256. Section data alias buf.
+// Unmarshal parses and verifies an engine file: magic, format version, the
+// header's and the section table's checksums, the table's layout, zero
+// padding, every section's checksum, the trailer, the whole-file checksum
+// and a signature when there is one. Errors name the damaged region.
+// Section data alias buf.
 func Unmarshal(buf []byte) (*File, error) {
 	if len(buf) < len(Magic) {
 		if bytes.HasPrefix([]byte(Magic), buf) {
@@ -126,43 +224,218 @@ func Unmarshal(buf []byte) (*File, error) {
 		return nil, ErrNotEngine
 	}
 	r := reader{buf: buf, pos: len(Magic)}
-	version, count := r.u32(), r.u32()
-	kilnVersion := r.string()
+	version := r.u32()
 	if r.err != nil {
-		return nil, ErrTruncated
+		return nil, fmt.Errorf("%w: the header ends after %d bytes", ErrTruncated, len(buf))
 	}
-	if version > FormatVersion {
-		return nil, fmt.Errorf("%w: format %d, this runtime reads up to %d (rebuild the engine with this kiln, or update infer)", ErrTooNew, version, FormatVersion)
+	switch {
+	case version > FormatVersion:
+		return nil, fmt.Errorf("%w: format %d, this runtime reads format %d (rebuild the engine with this kiln, or update infer)", ErrTooNew, version, FormatVersion)
+	case version == 0:
+		return nil, fmt.Errorf("%w: format version 0", ErrBadHeader)
+	case version < FormatVersion:
+		return nil, fmt.Errorf("%w: format %d, this runtime reads format %d: rebuild the engine with this kiln's `cc build`", ErrTooOld, version, FormatVersion)
 	}
-	if version == 0 {
-		return nil, fmt.Errorf("%w: format version 0", ErrBadSection)
+	count := r.u32()
+	kilnVersion := r.string()
+	headerEnd := r.pos
+	headerSum := r.bytes(sha256.Size)
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: the header runs past the end of the file (%d bytes)", ErrTruncated, len(buf))
+	}
+	if got := sha256.Sum256(buf[:headerEnd]); !bytes.Equal(got[:], headerSum) {
+		return nil, fmt.Errorf("%w in the header (bytes 0 to %d)", ErrChecksum, r.pos)
 	}
 	if count > maxSections {
-		return nil, fmt.Errorf("%w: %d sections", ErrBadSection, count)
+		return nil, fmt.Errorf("%w: %d sections, at most %d", ErrBadHeader, count, maxSections)
 	}
+	if !printable(kilnVersion, maxVersionLen) {
+		return nil, fmt.Errorf("%w: the kiln version is not a short printable ASCII string", ErrBadHeader)
+	}
+
 	f := &File{KilnVersion: kilnVersion}
-	seen := map[string]bool{}
+	type entry struct {
+		name   string
+		off, n uint64
+		sum    []byte
+	}
+	tableStart := r.pos
+	entries := make([]entry, 0, count)
 	for i := uint32(0); i < count; i++ {
-		name := r.string()
-		off, n := r.u64(), r.u64()
-		sum := r.bytes(sha256.Size)
-		if r.err != nil {
-			return nil, ErrTruncated
+		var e entry
+		e.name = r.string()
+		e.off, e.n = r.u64(), r.u64()
+		e.sum = r.bytes(sha256.Size)
+		entries = append(entries, e)
+	}
+	tableEnd := r.pos
+	tableSum := r.bytes(sha256.Size)
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: the section table runs past the end of the file (%d bytes)", ErrTruncated, len(buf))
+	}
+	if got := sha256.Sum256(buf[tableStart:tableEnd]); !bytes.Equal(got[:], tableSum) {
+		return nil, fmt.Errorf("%w in the section table (bytes %d to %d)", ErrChecksum, tableStart, r.pos)
+	}
+
+	// The layout is the one Marshal writes, exactly: names in order, each
+	// section at the first aligned offset after the previous one.
+	next := uint64(alignUp(r.pos))
+	prevEnd, prevName := uint64(r.pos), ""
+	for i, e := range entries {
+		if err := checkName(e.name); err != nil {
+			return nil, fmt.Errorf("%w: entry %d: %v", ErrBadSection, i, err)
 		}
-		if seen[name] {
-			return nil, fmt.Errorf("%w: section %q appears twice", ErrBadSection, name)
+		if i > 0 && e.name <= prevName {
+			return nil, fmt.Errorf("%w: section %q follows %q (sections are in name order, each once)", ErrBadSection, e.name, prevName)
 		}
-		seen[name] = true
-		if off > uint64(len(buf)) || n > uint64(len(buf))-off {
-			return nil, fmt.Errorf("%w: section %q ends at byte %d of %d", ErrTruncated, name, off+n, len(buf))
+		if e.off != next {
+			return nil, fmt.Errorf("%w: section %q starts at byte %d, want %d", ErrBadSection, e.name, e.off, next)
 		}
-		data := buf[off : off+n]
-		if got := sha256.Sum256(data); !bytes.Equal(got[:], sum) {
-			return nil, fmt.Errorf("%w in section %q", ErrChecksum, name)
+		if e.off > uint64(len(buf)) || e.n > uint64(len(buf))-e.off {
+			return nil, fmt.Errorf("%w: section %q ends at byte %d of %d", ErrTruncated, e.name, e.off+e.n, len(buf))
 		}
-		f.Sections = append(f.Sections, Section{Name: name, Data: data})
+		if !allZero(buf[prevEnd:e.off]) {
+			return nil, fmt.Errorf("%w: the padding %s is not zero", ErrBadSection, after(prevName))
+		}
+		data := buf[e.off : e.off+e.n]
+		if got := sha256.Sum256(data); !bytes.Equal(got[:], e.sum) {
+			return nil, fmt.Errorf("%w in section %q", ErrChecksum, e.name)
+		}
+		f.Sections = append(f.Sections, Section{Name: e.name, Data: data})
+		prevEnd, prevName = e.off+e.n, e.name
+		next = uint64(alignUp(int(prevEnd)))
+	}
+	if len(entries) == 0 {
+		// No sections: the trailer follows the table's padding.
+		if next > uint64(len(buf)) {
+			return nil, fmt.Errorf("%w: the padding after the section table ends at byte %d of %d", ErrTruncated, next, len(buf))
+		}
+		if !allZero(buf[prevEnd:next]) {
+			return nil, fmt.Errorf("%w: the padding after the section table is not zero", ErrBadSection)
+		}
+		prevEnd = next
+	}
+	if err := f.readTrailer(buf, int(prevEnd), prevName); err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// readTrailer checks the trailer at body (the end of the last section) and
+// the whole-file checksum and signature it holds.
+func (f *File) readTrailer(buf []byte, body int, last string) error {
+	rest := buf[body:]
+	if len(rest) < trailerSize {
+		if bytes.HasPrefix(rest, []byte(trailerMagic)) || bytes.HasPrefix([]byte(trailerMagic), rest) {
+			return fmt.Errorf("%w: the trailer %s is cut short (%d of %d bytes)", ErrTruncated, after(last), len(rest), trailerSize)
+		}
+		return fmt.Errorf("%w: no trailer %s", ErrBadTrailer, after(last))
+	}
+	if string(rest[:len(trailerMagic)]) != trailerMagic {
+		return fmt.Errorf("%w: no trailer %s", ErrBadTrailer, after(last))
+	}
+	kind := binary.LittleEndian.Uint32(rest[8:])
+	reserved := binary.LittleEndian.Uint32(rest[12:])
+	size := trailerSize
+	switch {
+	case reserved != 0:
+		return fmt.Errorf("%w: reserved field is %d, want 0", ErrBadTrailer, reserved)
+	case kind == sigEd25519:
+		size = signedTrailerSize
+	case kind != sigNone:
+		return fmt.Errorf("%w: unknown signature kind %d", ErrBadTrailer, kind)
+	}
+	if len(rest) < size {
+		return fmt.Errorf("%w: the signed trailer is cut short (%d of %d bytes)", ErrTruncated, len(rest), size)
+	}
+	if len(rest) > size {
+		return fmt.Errorf("%w: %d bytes follow the trailer (the engine ends at byte %d)", ErrTrailingData, len(rest)-size, body+size)
+	}
+	copy(f.Checksum[:], rest[16:16+sha256.Size])
+	if sha256.Sum256(buf[:body]) != f.Checksum {
+		return fmt.Errorf("%w in the trailer: the whole-file checksum does not match the file", ErrChecksum)
+	}
+	if kind == sigEd25519 {
+		key := ed25519.PublicKey(bytes.Clone(rest[trailerSize : trailerSize+ed25519.PublicKeySize]))
+		sig := rest[trailerSize+ed25519.PublicKeySize:]
+		if !ed25519.Verify(key, signedMessage(f.Checksum), sig) {
+			return fmt.Errorf("%w: the trailer's signature does not verify against its key %s", ErrBadSignature, Fingerprint(key))
+		}
+		f.Signer = key
+	}
+	f.bodyLen = body
+	return nil
+}
+
+// after names the padding or trailer position after a section.
+func after(section string) string {
+	if section == "" {
+		return "after the section table"
+	}
+	return fmt.Sprintf("after section %q", section)
+}
+
+// checkName accepts the section names this format defines; the error
+// quotes a name only when it is printable.
+func checkName(name string) error {
+	if name == "" {
+		return errors.New("empty section name")
+	}
+	if !printable(name, 128) {
+		return errors.New("the section name is not printable ASCII")
+	}
+	switch name {
+	case SectionMeta, SectionPlan, SectionWeights, SectionCalib:
+		return nil
+	}
+	if triple, ok := cutPrefix(name, codePrefix); ok && validTriple(triple) {
+		return nil
+	}
+	return fmt.Errorf("unknown section %q", name)
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// validTriple accepts target triples such as x86_64-unknown-linux-gnu.
+func validTriple(t string) bool {
+	if t == "" || len(t) > 64 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// printable reports whether s is non-empty printable ASCII of at most max
+// bytes.
+func printable(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // reader decodes the header, remembering the first overrun.
@@ -173,7 +446,7 @@ type reader struct {
 }
 
 func (r *reader) bytes(n int) []byte {
-	if r.err != nil || n < 0 || r.pos+n > len(r.buf) {
+	if r.err != nil || n < 0 || n > len(r.buf)-r.pos {
 		r.err = ErrTruncated
 		return nil
 	}

@@ -1,0 +1,142 @@
+package cpu
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// ABISymbol is the exported constant in which an engine's code states what
+// it reads and writes: a JSON ABI record (codegen/cpu writes it). Metadata
+// only describes the code; this record is generated with it, so the loader
+// reads it from the ELF file (before loading it) and refuses an engine
+// whose metadata or sections disagree with it.
+const ABISymbol = "kiln_abi"
+
+// ABIVersion is the record layout this package writes and reads.
+const ABIVersion = 1
+
+// maxABIBytes bounds the record a loader will read.
+const maxABIBytes = 1 << 20
+
+// ABI is an engine code's record of its interface.
+type ABI struct {
+	Version int `json:"abi"`
+	// WeightsBytes is the size of the weights blob the code reads.
+	WeightsBytes int64 `json:"weights_bytes"`
+	// ArenaBytes is the arena the code uses, work-stealing counters
+	// included.
+	ArenaBytes int64 `json:"arena_bytes"`
+	// Steps is the number of kernel steps, so the row of cycle-counter
+	// readings kiln_run_profile writes per thread is Steps+1 words.
+	Steps int `json:"steps"`
+	// Features are the CPU features the code was compiled for.
+	Features []string `json:"features"`
+	// Slots describe kiln_run's io array, in slot order.
+	Slots []Slot `json:"io"`
+}
+
+// Slot is one entry of the io array.
+type Slot struct {
+	Output bool   `json:"output"`
+	DType  string `json:"dtype"` // ONNX text name, as in engine metadata
+	// Dims and Bytes are the largest shape and byte size the code reads
+	// (input) or writes (output) through the slot. With static shapes they
+	// are the shape; a buffer the caller binds holds at least Bytes.
+	Dims  []int64 `json:"dims"`
+	Bytes int64   `json:"bytes"`
+}
+
+// Marshal encodes the record as the bytes of the kiln_abi constant.
+func (a *ABI) Marshal() ([]byte, error) { return json.Marshal(a) }
+
+// ReadABI checks that so is a 64-bit little-endian ELF shared object for
+// machine and reads its ABI record, without loading it.
+func ReadABI(so []byte, machine elf.Machine) (abi *ABI, err error) {
+	// debug/elf is hardened against malformed files, but the code section
+	// is input: a parser panic must still end as an error.
+	defer func() {
+		if r := recover(); r != nil {
+			abi, err = nil, fmt.Errorf("the code is not a well-formed ELF file (%v)", r)
+		}
+	}()
+	f, err := elf.NewFile(bytes.NewReader(so))
+	if err != nil {
+		return nil, fmt.Errorf("the code is not an ELF file: %v", err)
+	}
+	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB || f.Type != elf.ET_DYN {
+		return nil, fmt.Errorf("the code is a %v %v %v ELF file, want a 64-bit little-endian shared object", f.Class, f.Data, f.Type)
+	}
+	if f.Machine != machine {
+		return nil, fmt.Errorf("the code is %v machine code, but it is stored as code for %v", f.Machine, machine)
+	}
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return nil, fmt.Errorf("the code's symbol table: %v", err)
+	}
+	var sym *elf.Symbol
+	for i := range syms {
+		if syms[i].Name == ABISymbol && syms[i].Section != elf.SHN_UNDEF {
+			sym = &syms[i]
+			break
+		}
+	}
+	if sym == nil {
+		return nil, fmt.Errorf("the code exports no %s record (rebuild the engine with this kiln)", ABISymbol)
+	}
+	if sym.Size == 0 || sym.Size > maxABIBytes {
+		return nil, fmt.Errorf("the code's %s record is %d bytes", ABISymbol, sym.Size)
+	}
+	data, err := readVirtual(f, sym.Value, sym.Size)
+	if err != nil {
+		return nil, fmt.Errorf("the code's %s record: %v", ABISymbol, err)
+	}
+	return ParseABI(bytes.TrimRight(data, "\x00"))
+}
+
+// readVirtual reads n bytes at virtual address addr from the file image
+// of a loadable segment.
+func readVirtual(f *elf.File, addr, n uint64) ([]byte, error) {
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD || addr < p.Vaddr || addr-p.Vaddr > p.Filesz || n > p.Filesz-(addr-p.Vaddr) {
+			continue
+		}
+		buf := make([]byte, n)
+		if _, err := p.ReadAt(buf, int64(addr-p.Vaddr)); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return nil, fmt.Errorf("address %#x (+%d bytes) is in no loaded segment", addr, n)
+}
+
+// ParseABI decodes and checks a record: its version, and sizes that are
+// not negative.
+func ParseABI(data []byte) (*ABI, error) {
+	var v struct {
+		Version int `json:"abi"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("the code's %s record is not JSON: %v", ABISymbol, err)
+	}
+	if v.Version != ABIVersion {
+		return nil, fmt.Errorf("the code's %s record is version %d, this runtime reads %d (rebuild the engine with this kiln)", ABISymbol, v.Version, ABIVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var a ABI
+	if err := dec.Decode(&a); err != nil {
+		return nil, fmt.Errorf("the code's %s record: %v", ABISymbol, err)
+	}
+	if a.WeightsBytes < 0 || a.ArenaBytes < 0 || a.Steps < 0 {
+		return nil, errors.New("the code's " + ABISymbol + " record has a negative size")
+	}
+	for i, s := range a.Slots {
+		if s.Bytes < 0 {
+			return nil, fmt.Errorf("the code's %s record: io slot %d has %d bytes", ABISymbol, i, s.Bytes)
+		}
+	}
+	return &a, nil
+}

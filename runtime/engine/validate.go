@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ErrBadMetadata is a metadata section that is well formed JSON but not a
+// description of an engine that could run.
+var ErrBadMetadata = errors.New("invalid engine metadata")
+
+// Validate checks the metadata on its own: names, dtypes and shapes are
+// well formed, every io slot is bound exactly once, there is at least one
+// output, and sizes are not negative. It cannot tell whether the metadata
+// matches the code; the loader compares it with the code's own record.
+func (m *Metadata) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadMetadata, fmt.Sprintf(format, args...))
+	}
+	if !printable(m.KilnVersion, maxVersionLen) {
+		return bad("the kiln version is not a short printable ASCII string")
+	}
+	if m.Precision != "fp32" && m.Precision != "int8" {
+		return bad("precision %s: want fp32 or int8", quote(m.Precision))
+	}
+	if !validTriple(m.Target.Triple) {
+		return bad("target triple %s is not a triple", quote(m.Target.Triple))
+	}
+	for _, f := range m.Target.Features {
+		if !printable(f, 32) {
+			return bad("a CPU feature name is not printable ASCII")
+		}
+	}
+	if len(m.Outputs) == 0 {
+		return bad("the engine has no outputs")
+	}
+	slots := len(m.Inputs) + len(m.Outputs)
+	bound := make([]string, slots)
+	names := map[string]bool{}
+	for i, b := range append(append([]Binding{}, m.Inputs...), m.Outputs...) {
+		kind := "input"
+		if i >= len(m.Inputs) {
+			kind = "output"
+		}
+		if !validName(b.Name) {
+			return bad("%s %d has name %s (want a non-empty name without control characters)", kind, i, quote(b.Name))
+		}
+		what := fmt.Sprintf("%s %q", kind, b.Name)
+		if names[b.Name] {
+			return bad("%s is bound twice", what)
+		}
+		names[b.Name] = true
+		if !printable(b.DType, 32) {
+			return bad("%s has dtype %s", what, quote(b.DType))
+		}
+		if _, err := Elements(b.Shape); err != nil {
+			return bad("%s: %v", what, err)
+		}
+		if b.Index < 0 || b.Index >= slots {
+			return bad("%s has io index %d, out of range: the engine binds %d slots (0 to %d)", what, b.Index, slots, slots-1)
+		}
+		if prev := bound[b.Index]; prev != "" {
+			return bad("%s and %s both have io index %d", prev, what, b.Index)
+		}
+		bound[b.Index] = what
+	}
+	if m.ArenaBytes < 0 {
+		return bad("arena_bytes is negative (%d)", m.ArenaBytes)
+	}
+	if m.TensorBytes < 0 {
+		return bad("tensor_bytes is negative (%d)", m.TensorBytes)
+	}
+	if m.MaxThreads < 0 {
+		return bad("max_threads is negative (%d)", m.MaxThreads)
+	}
+	return nil
+}
+
+// Elements returns a shape's element count, refusing negative dims and a
+// count that overflows int64.
+func Elements(shape []int64) (int64, error) {
+	n := uint64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("shape %v has a negative dim", shape)
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > 1<<63-1 {
+			return 0, fmt.Errorf("shape %v has more than 2^63 elements", shape)
+		}
+		n = lo
+	}
+	return int64(n), nil
+}
+
+// validName accepts a binding name that prints safely in a message.
+func validName(s string) bool {
+	if s == "" || len(s) > 4096 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// quote quotes s for a message if it prints safely, else describes it.
+func quote(s string) string {
+	if s == "" {
+		return "empty"
+	}
+	if len(s) <= 64 && validName(s) {
+		return fmt.Sprintf("%q", s)
+	}
+	return "(unprintable or overlong)"
+}

@@ -1,0 +1,138 @@
+package runtime
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+
+	"github.com/kiln-ml/kiln/ir"
+	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
+	"github.com/kiln-ml/kiln/runtime/engine"
+)
+
+// ErrInconsistent is an engine whose checksums hold but whose metadata or
+// sections disagree with what its code states it reads and writes: such an
+// engine is refused, never run.
+var ErrInconsistent = errors.New("inconsistent engine")
+
+// Validate checks a decoded engine against each of its code sections' ABI
+// records (cpurt.ABISymbol), without loading any code: the weights section's
+// size, the arena size, the kernel step count, the CPU features, and every
+// io slot (input or output, dtype, shape, bytes). It is what Load checks
+// after the file's checksums and before its code is loaded.
+func Validate(e *engine.Engine) error {
+	ins, err := bindings(e.Meta.Inputs, false)
+	if err != nil {
+		return err
+	}
+	outs, err := bindings(e.Meta.Outputs, true)
+	if err != nil {
+		return err
+	}
+	triples := make([]string, 0, len(e.Code))
+	for t := range e.Code {
+		triples = append(triples, t)
+	}
+	slices.Sort(triples)
+	for _, t := range triples {
+		if _, err := checkCode(e, t, ins, outs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// machines maps a target triple's architecture to its ELF machine.
+var machines = map[string]elf.Machine{"x86_64": elf.EM_X86_64, "aarch64": elf.EM_AARCH64}
+
+// checkCode reads the ABI record of the code for triple and compares the
+// engine with it.
+func checkCode(e *engine.Engine, triple string, ins, outs []binding) (*cpurt.ABI, error) {
+	arch, _, _ := strings.Cut(triple, "-")
+	machine, ok := machines[arch]
+	if !ok {
+		return nil, fmt.Errorf("%w: section \"code/%s\": unknown architecture %q", ErrInconsistent, triple, arch)
+	}
+	abi, err := cpurt.ReadABI(e.Code[triple], machine)
+	if err != nil {
+		return nil, fmt.Errorf("%w: section \"code/%s\": %v", ErrInconsistent, triple, err)
+	}
+	if err := compareABI(e, abi, ins, outs); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInconsistent, err)
+	}
+	return abi, nil
+}
+
+// compareABI names the first disagreement between the engine and its
+// code's record: the field, what the engine says and what the code needs.
+func compareABI(e *engine.Engine, abi *cpurt.ABI, ins, outs []binding) error {
+	m := &e.Meta
+	if int64(len(e.Weights)) != abi.WeightsBytes {
+		return fmt.Errorf("section \"weights\" holds %d bytes, the code reads %d", len(e.Weights), abi.WeightsBytes)
+	}
+	if m.ArenaBytes != abi.ArenaBytes {
+		return fmt.Errorf("metadata arena_bytes is %d, the code needs %d", m.ArenaBytes, abi.ArenaBytes)
+	}
+	if len(m.Kernels) != abi.Steps {
+		return fmt.Errorf("metadata lists %d kernels, the code has %d steps", len(m.Kernels), abi.Steps)
+	}
+	if !slices.Equal(m.Target.Features, abi.Features) {
+		return fmt.Errorf("metadata target features are [%s], the code was compiled for [%s]",
+			strings.Join(m.Target.Features, " "), strings.Join(abi.Features, " "))
+	}
+	if n := len(ins) + len(outs); n != len(abi.Slots) {
+		return fmt.Errorf("metadata binds %d io slots (%d inputs, %d outputs), the code has %d", n, len(ins), len(outs), len(abi.Slots))
+	}
+	for _, b := range append(append([]binding{}, ins...), outs...) {
+		if err := fits(b, abi.Slots[b.Index]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fits checks a binding against the io slot it names. Shapes are static
+// today, so the binding must be the slot's shape exactly. With dynamic
+// shapes a binding's dims may be symbolic with a maximum: the check becomes
+// the binding's largest buffer ≤ the slot's Bytes, and each run's buffers
+// against the shapes it binds.
+func fits(b binding, s cpurt.Slot) error {
+	kind, codeKind := "input", "an input"
+	if b.output {
+		kind = "output"
+	}
+	if s.Output {
+		codeKind = "an output"
+	}
+	what := fmt.Sprintf("%s %q (io slot %d)", kind, b.Name, b.Index)
+	if b.output != s.Output {
+		return fmt.Errorf("%s: the code uses slot %d as %s", what, b.Index, codeKind)
+	}
+	if b.DType != s.DType || !slices.Equal(b.Shape, s.Dims) || b.bytes != s.Bytes {
+		return fmt.Errorf("%s: metadata says %s%v (%d bytes), the code %s %s%v (%d bytes)",
+			what, b.DType, b.Shape, b.bytes, map[bool]string{false: "reads", true: "writes"}[s.Output], s.DType, s.Dims, s.Bytes)
+	}
+	return nil
+}
+
+// byteSize is a tensor's size in bytes, refusing overflow.
+func byteSize(d ir.DType, dims []int64) (int64, error) {
+	n, err := engine.Elements(dims)
+	if err != nil {
+		return 0, err
+	}
+	switch s := d.Size(); {
+	case s > 0:
+		hi, lo := bits.Mul64(uint64(n), uint64(s))
+		if hi != 0 || lo > 1<<63-1 {
+			return 0, fmt.Errorf("shape %v of %s is more than 2^63 bytes", dims, d)
+		}
+		return int64(lo), nil
+	case s < 0: // two 4-bit elements per byte
+		return n/2 + n%2, nil
+	}
+	return 0, fmt.Errorf("dtype %s has no fixed size", d)
+}

@@ -381,6 +381,7 @@ func (g *gen) build() error {
 		g.arenaBytes = g.counterBase + g.counterBytes
 	}
 	g.emitEntry()
+	g.emitABI()
 	return nil
 }
 

@@ -76,20 +76,23 @@ func Create(path string, perm fs.FileMode) (*File, error) {
 }
 
 // createTemp makes a new file beside target, registered for removal on an
-// interrupt before it exists so that no interrupt can miss it.
+// interrupt as it is made, so that no interrupt can miss it.
 func createTemp(target string, perm fs.FileMode) (*os.File, string, func(), error) {
 	dir, base := filepath.Split(target)
 	if len(base) > 100 {
 		base = base[:100]
 	}
 	for try := 0; ; try++ {
-		tmp := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
-		unregister := cleanup.Register(tmp)
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		var f *os.File
+		tmp, unregister, err := cleanup.Create(func() (string, error) {
+			tmp := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+			var err error
+			f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+			return tmp, err
+		})
 		if err == nil {
 			return f, tmp, unregister, nil
 		}
-		unregister()
 		if !errors.Is(err, fs.ErrExist) || try == 100 {
 			return nil, "", nil, err
 		}
@@ -224,14 +227,14 @@ func (r *renaming) keepOld() {
 	}
 	r.existed = true
 	for try := 0; try < 100; try++ {
-		name := filepath.Join(filepath.Dir(r.f.path), "."+filepath.Base(r.f.path)+".old-"+strconv.FormatUint(rand.Uint64(), 36))
-		unregister := cleanup.Register(name)
-		err := os.Link(r.f.path, name)
+		name, unregister, err := cleanup.Create(func() (string, error) {
+			name := filepath.Join(filepath.Dir(r.f.path), "."+filepath.Base(r.f.path)+".old-"+strconv.FormatUint(rand.Uint64(), 36))
+			return name, os.Link(r.f.path, name)
+		})
 		if err == nil {
 			r.backup, r.unregister = name, unregister
 			return
 		}
-		unregister()
 		if !errors.Is(err, fs.ErrExist) {
 			return
 		}

@@ -38,6 +38,49 @@ func TestRegisterAndRemoveAll(t *testing.T) {
 	remove() // after an interrupt's removal, removing again is harmless
 }
 
+// A folder that another goroutine keeps writing into (as the build does
+// while the signal handler runs) is still removed, and nothing of it
+// remains.
+func TestRemoveAllWhileWriting(t *testing.T) {
+	parent := t.TempDir()
+	dir, _, err := MkdirTemp(parent, "kiln-cc-*")
+	require.NoError(t, err)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i%50)), []byte("data"), 0o644)
+		}
+	}()
+	for range 20 {
+		os.WriteFile(filepath.Join(dir, "first"), nil, 0o644)
+	}
+	RemoveAll()
+	close(stop)
+	<-stopped
+	entries, err := os.ReadDir(parent)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+}
+
+func TestCreateRegisters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x")
+	got, unregister, err := Create(func() (string, error) { return path, os.WriteFile(path, nil, 0o644) })
+	require.NoError(t, err)
+	assert.Equal(t, path, got)
+	assert.Contains(t, Registered(), path)
+	unregister()
+	assert.NotContains(t, Registered(), path)
+	_, _, err = Create(func() (string, error) { return path + "/nope", errors.New("cannot") })
+	assert.Error(t, err)
+	assert.NotContains(t, Registered(), path+"/nope")
+}
+
 func TestMkdirTempRemove(t *testing.T) {
 	tmp, remove, err := MkdirTemp(t.TempDir(), "kiln-cc-*")
 	require.NoError(t, err)

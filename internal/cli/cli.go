@@ -167,6 +167,9 @@ func (t *Tool) report(err error, c *Command, fs *flag.FlagSet, env *Env) int {
 	if err == nil {
 		return ExitOK
 	}
+	if cleanup.Interrupted() {
+		return ExitFailure // the signal handler reports and exits
+	}
 	var exit *exitError
 	if errors.As(err, &exit) {
 		return exit.code
@@ -416,5 +419,5 @@ func Run(t *Tool) {
 		fmt.Fprintf(os.Stderr, "%s: interrupted (%v): temporary files removed\n", t.Name, sig)
 		os.Exit(cleanup.ExitCode(sig))
 	})
-	os.Exit(t.Main(os.Args[1:], os.Stdout, os.Stderr))
+	cleanup.Exit(t.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -34,7 +34,7 @@ such a build is refused before it starts.`,
 		out := fs.String("o", "", "output file (default: MODEL with the emitted kind's extension; MODEL.opt.onnxtxt for --emit ir of a .onnxtxt MODEL)")
 		emit := fs.String("emit", "engine", "what to write: ir, llvm, obj or engine")
 		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512)")
-		opt := cli.OneOfInt(fs, "O", 2, "optimization `level`: 2 runs every pass, 0 only the required ones", 0, 2)
+		opt := cli.OneOfInt(fs, "O", 2, "optimization `level`, 0 or 2: 2 runs every pass, 0 only the required ones", 0, 2)
 		disable := fs.String("disable", "", "comma-separated passes to skip")
 		dumpAfter := fs.String("dump-after", "", "comma-separated passes (or all) after which to write the graph as text")
 		dumpDir := fs.String("dump-dir", "kiln-dump", "folder for --dump-after files")

@@ -67,8 +67,8 @@ func NonNegativeIntVar(fs *flag.FlagSet, p *int, name string, value int, usage s
 // OneOfInt declares an int flag whose value must be one of allowed.
 func OneOfInt(fs *flag.FlagSet, name string, value int, usage string, allowed ...int) *int {
 	p := new(int)
+	*p = value // before Var, which records the default
 	fs.Var(&intValue{p: p, allowed: allowed}, name, usage)
-	*p = value
 	return p
 }
 

@@ -74,6 +74,7 @@ func TestCheckedFlagsHelp(t *testing.T) {
 	assert.Contains(t, help, "--duration seconds")
 	assert.Contains(t, help, "(default 3)")
 	assert.Contains(t, help, "(default 0.5)")
+	assert.Contains(t, help, "level (default 2)")
 	assert.NotContains(t, help, "iterations N  N runs (default")
 }
 

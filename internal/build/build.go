@@ -40,6 +40,10 @@ type Options struct {
 	// Dump writes a --dump-after file (nil: text.WriteFile); cc's checks
 	// that it overwrites none of the build's inputs.
 	Dump func(path string, m *ir.Model) error
+	// Limits bound the model file, its nesting, every value's size and the
+	// arena (zero fields: ir.DefaultLimits). They change what builds, never
+	// what is built, so the engine does not record them.
+	Limits ir.Limits
 }
 
 // Output is what one build produced.
@@ -64,11 +68,17 @@ func ReadModel(path string) (*ir.Model, error) {
 // ReadModelSources is ReadModel that also returns the external data files
 // the model was read from, so that a caller can refuse to write over them.
 func ReadModelSources(path string) (*ir.Model, []string, error) {
+	return ReadModelWithin(path, ir.Limits{})
+}
+
+// ReadModelWithin is ReadModelSources under the given limits (file size,
+// nesting, tensor sizes).
+func ReadModelWithin(path string, lim ir.Limits) (*ir.Model, []string, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".onnx":
-		return onnx.ReadFileSources(path)
+		return onnx.ReadFileWithin(path, lim)
 	case ".onnxtxt", ".txt":
-		return text.ParseFileSources(path)
+		return text.ParseFileWithin(path, lim)
 	}
 	return nil, nil, fmt.Errorf("%s: unknown model extension (want .onnx or .onnxtxt)", path)
 }
@@ -102,7 +112,7 @@ func (o Options) cpuOptions(cache *cpu.TimingCache) cpu.Options {
 	if name == "" {
 		name = "native"
 	}
-	return cpu.Options{CPU: name, LLC: o.LLC, Winograd: o.Winograd, TimingCache: cache}
+	return cpu.Options{CPU: name, LLC: o.LLC, Winograd: o.Winograd, TimingCache: cache, Limits: o.Limits}
 }
 
 func (o Options) timingCache() (*cpu.TimingCache, error) {
@@ -122,7 +132,7 @@ func optimize(m *ir.Model, opts Options, cache *cpu.TimingCache) (*passes.Contex
 		dump = text.WriteFile
 	}
 	c := &passes.Context{OptLevel: opts.OptLevel, Verify: opts.Verify, DumpDir: opts.DumpDir,
-		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: dump, ConvAlgorithm: choose}
+		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: dump, ConvAlgorithm: choose, Limits: opts.Limits}
 	for name := range c.Disabled {
 		p, ok := passes.Lookup(passes.O2, name)
 		if !ok {
@@ -143,11 +153,13 @@ func optimize(m *ir.Model, opts Options, cache *cpu.TimingCache) (*passes.Contex
 
 // Build compiles the model at path into an engine.
 func Build(path string, opts Options) (*Output, error) {
-	src, err := os.ReadFile(path)
+	// The model first: its reader checks the file's size and first bytes
+	// before reading the rest.
+	m, _, err := ReadModelWithin(path, opts.Limits)
 	if err != nil {
 		return nil, err
 	}
-	m, err := ReadModel(path)
+	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ such a build is refused before it starts.`,
 			if err := cli.CheckOutputs([]cli.File{{Path: model, Role: "the model"}}, outputs); err != nil {
 				return err
 			}
-			m, external, err := build.ReadModelSources(model)
+			m, external, err := build.ReadModelWithin(model, opts.Limits)
 			if err != nil {
 				return err
 			}

@@ -54,6 +54,11 @@ func Create(path string, perm fs.FileMode) (*File, error) {
 		}
 		return &File{f: f, name: path, path: target}, nil
 	case err == nil:
+		// A file the user may not write stays protected, as with
+		// os.WriteFile, although renaming over it would succeed.
+		if err := syscall.Access(target, 2 /* W_OK */); err != nil {
+			return nil, pathError("open", path, err)
+		}
 		perm = st.Mode().Perm()
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err

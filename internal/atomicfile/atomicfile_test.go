@@ -97,6 +97,19 @@ func TestSymlinkTarget(t *testing.T) {
 	assert.Equal(t, "new", string(got))
 }
 
+// A read-only file stays protected, as with os.WriteFile.
+func TestReadOnlyTarget(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may write any file: the read-only case needs another user")
+	}
+	path := filepath.Join(t.TempDir(), "ro")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o444))
+	err := WriteFile(path, []byte("new"), 0o644)
+	assert.ErrorIs(t, err, os.ErrPermission)
+	got, _ := os.ReadFile(path)
+	assert.Equal(t, "old", string(got))
+}
+
 func TestSpecialTargets(t *testing.T) {
 	err := WriteFile(t.TempDir(), []byte("x"), 0o644)
 	assert.ErrorIs(t, err, syscall.EISDIR)

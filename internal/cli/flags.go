@@ -152,7 +152,8 @@ func (v *intValue) Set(s string) error {
 }
 
 // MaxThreads is the most threads a --threads (or --jobs) flag takes: four
-// per core. More only adds switching, and tens of thousands exhaust the
+// per core, the cap runtime.MaxThreads applies too (cli does not link the
+// runtime). More only adds switching; tens of thousands exhaust the
 // system's threads.
 func MaxThreads() int { return 4 * runtime.NumCPU() }
 

@@ -42,10 +42,15 @@ such a build is refused before it starts.`,
 		verify := fs.Bool("verify", false, "check the graph after every pass")
 		winograd := fs.String("winograd", "auto", "Winograd F(4x4,3x3) or F(2x2,3x3) for 3x3 convolutions: auto (per layer shape, the fastest where it beats direct here within rel L2 1e-5; the first that fits when --cpu is not native), on or off")
 		timingCache := fs.String("timing-cache", defaultTimingCache(), "file keeping --winograd=auto's measurements, so rebuilds reuse them and are byte-identical (none: measure afresh)")
+		sign := fs.String("sign", "", "sign the engine with this ed25519 private `KEY` file (from cc keygen); infer --require-signed checks the signature")
 		return func(env *cli.Env, args []string) error {
 			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]
 			if ext == "" {
 				return cli.Usagef("--emit must be ir, llvm, obj or engine, not %q", *emit)
+			}
+			key, err := signingKey(*sign, *emit)
+			if err != nil {
+				return err
 			}
 			model := args[0]
 			path := *out
@@ -69,7 +74,7 @@ such a build is refused before it starts.`,
 			if opts.TimingCache != "" {
 				outputs = append(outputs, cli.File{Path: opts.TimingCache, Role: "the timing cache"})
 			}
-			if err := cli.CheckOutputs([]cli.File{{Path: model, Role: "the model"}}, outputs); err != nil {
+			if err := cli.CheckOutputs(append([]cli.File{{Path: model, Role: "the model"}}, keyFiles(*sign)...), outputs); err != nil {
 				return err
 			}
 			m, external, err := build.ReadModelWithin(model, opts.Limits)
@@ -123,7 +128,9 @@ such a build is refused before it starts.`,
 			case "obj":
 				data = res.Code.Object
 			default:
-				data = res.Engine
+				if data, err = signed(res.Engine, key); err != nil {
+					return err
+				}
 			}
 			if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 				return cli.FileError(path, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/runtime"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -16,12 +18,17 @@ import (
 // metadata without loading their code.
 const engineExt = ".kiln"
 
-// engineInfo is inspect's view of an engine: its metadata and the size of
-// each section.
+// engineInfo is inspect's view of an engine: its metadata, the size of
+// each section, the whole-file checksum and the signer.
 type engineInfo struct {
 	File     string          `json:"file"`
 	Meta     engine.Metadata `json:"metadata"`
 	Sections map[string]int  `json:"section_bytes"`
+	SHA256   string          `json:"sha256"`
+	Signed   bool            `json:"signed"`
+	// Signer is the fingerprint of the key whose signature the file
+	// carries (verified); empty when unsigned.
+	Signer string `json:"signer,omitempty"`
 }
 
 func inspectEngine(path string, asJSON bool, w io.Writer) error {
@@ -33,11 +40,19 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 	if err != nil {
 		return cli.FileError(path, err)
 	}
-	e, err := engine.Decode(buf)
+	e, err := engine.DecodeFile(f)
 	if err != nil {
 		return cli.FileError(path, err)
 	}
-	info := engineInfo{File: path, Meta: e.Meta, Sections: map[string]int{}}
+	// The loader's consistency checks, without loading the code: an engine
+	// that infer would refuse is refused here too.
+	if err := runtime.Validate(e); err != nil {
+		return cli.FileError(path, err)
+	}
+	info := engineInfo{File: path, Meta: e.Meta, Sections: map[string]int{}, SHA256: hex.EncodeToString(f.Checksum[:]), Signed: f.Signer != nil}
+	if f.Signer != nil {
+		info.Signer = engine.Fingerprint(f.Signer)
+	}
 	for _, s := range f.Sections {
 		info.Sections[s.Name] = len(s.Data)
 	}
@@ -76,6 +91,12 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 	row("threads", "%s", threads)
 	row("kernels", "%d steps", len(m.Kernels))
 	row("flags", "%s", strings.Join(m.BuildFlags, " "))
+	row("sha256", "%s (whole file, verified)", info.SHA256)
+	if info.Signed {
+		row("signature", "ed25519, key %s (verified)", info.Signer)
+	} else {
+		row("signature", "none (cc build --sign KEY signs engines)")
+	}
 	names := make([]string, 0, len(info.Sections))
 	for name := range info.Sections {
 		names = append(names, name)

@@ -17,6 +17,7 @@ var tool = &cli.Tool{
 		testCmd,
 		buildCmd,
 		passesCmd,
+		keygenCmd,
 	},
 	Footer: "Models are .onnx (ONNX protobuf) or .onnxtxt (ONNX text syntax), chosen by extension.\n" +
 		"bin/cc is not the C compiler: do not put it on PATH.",

@@ -37,6 +37,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 		var inputs inputList
 		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
+		requireSigned := requireSignedFlag(fs)
 		warmup := cli.NonNegativeFloat(fs, "warmup", 0.5, "`seconds` of untimed runs first")
 		iterations := cli.PositiveInt(fs, "iterations", 0, "`N` timed runs (default: as many as fit in --duration)")
 		duration := cli.PositiveFloat(fs, "duration", 3, "`seconds` of timed runs when --iterations is not given")
@@ -47,7 +48,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 				return cli.Usagef("--iterations and --duration both given: one decides how long to run")
 			}
 			start := time.Now()
-			eng, err := runtime.Load(args[0])
+			eng, err := loadEngine(args[0], *requireSigned)
 			if err != nil {
 				return err
 			}

@@ -85,8 +85,9 @@ run); otherwise a summary is printed. An input name given twice is a usage error
 		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
 		outDir := fs.String("output-dir", "", "write outputs here as output_N.pb")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
+		requireSigned := requireSignedFlag(fs)
 		return func(env *cli.Env, args []string) error {
-			eng, err := runtime.Load(args[0])
+			eng, err := loadEngine(args[0], *requireSigned)
 			if err != nil {
 				return err
 			}
@@ -148,11 +149,12 @@ or FAIL; exit status 1 on FAIL.`,
 		dir := fs.String("test-data", "", "folder with input_N.pb and output_N.pb (required)")
 		relL2 := cli.NonNegativeFloat(fs, "rel-l2", 1e-4, "largest relative L2 error `E` that passes")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
+		requireSigned := requireSignedFlag(fs)
 		return func(env *cli.Env, args []string) error {
 			if *dir == "" {
 				return cli.Usagef("--test-data is required")
 			}
-			eng, err := runtime.Load(args[0])
+			eng, err := loadEngine(args[0], *requireSigned)
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 )
 
 // Signing: an engine is native code, so a deployment may want to run only
@@ -47,7 +48,7 @@ func verifySigner(got, want ed25519.PublicKey) error {
 		return fmt.Errorf("%w (a signed engine is built with `cc build --sign KEY`); the required key is %s", ErrUnsigned, Fingerprint(want))
 	}
 	if !got.Equal(want) {
-		return fmt.Errorf("%w: signed by %s, the required key is %s", ErrWrongSigner, Fingerprint(got), Fingerprint(want))
+		return fmt.Errorf("%w (%s), not the required key %s", ErrWrongSigner, Fingerprint(got), Fingerprint(want))
 	}
 	return nil
 }
@@ -132,6 +133,52 @@ func ParsePublicKey(data []byte) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("a %T, not an ed25519 public key", k)
 	}
 	return key, nil
+}
+
+// maxKeyFile bounds what the key file readers read: a key file is a few
+// hundred bytes.
+const maxKeyFile = 64 << 10
+
+// ReadPrivateKeyFile reads a private key file (see ParsePrivateKey).
+func ReadPrivateKeyFile(path string) (ed25519.PrivateKey, error) {
+	data, err := readKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ParsePrivateKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return key, nil
+}
+
+// ReadPublicKeyFile reads a public key file (see ParsePublicKey).
+func ReadPublicKeyFile(path string) (ed25519.PublicKey, error) {
+	data, err := readKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ParsePublicKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return key, nil
+}
+
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxKeyFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes, too large for a key file", path, maxKeyFile)
+	}
+	return data, nil
 }
 
 // pemBlock returns the DER of the one PEM block of the given type in data.

@@ -14,6 +14,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/build"
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/conformance"
+	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -53,7 +54,9 @@ when any test fails.
 		fs.BoolVar(&o.verbose, "verbose", false, "print each test's error measures and time")
 		fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "fail a test that runs longer than `D`")
 		cli.NonNegativeIntVar(fs, &o.jobs, "jobs", 0, "run `N` tests at once (0: GOMAXPROCS)")
+		limits := limitflags.Add(fs, limitflags.All...)
 		return func(env *cli.Env, args []string) error {
+			o.limits = limits.Limits()
 			o.threads = env.ClampThreads("--threads", o.threads)
 			o.jobs = env.ClampThreads("--jobs", o.jobs)
 			return runTests(env, args, o)
@@ -69,16 +72,22 @@ type testOptions struct {
 	verbose bool
 	timeout time.Duration
 	jobs    int
+	limits  ir.Limits
 }
 
 func init() {
-	conformance.Register("cpu", conformance.CPU{Build: func(m *ir.Model, src []byte) ([]byte, error) {
-		out, err := build.BuildModel(m, src, build.Options{CPU: "native", OptLevel: 2})
+	conformance.Register("cpu", conformance.CPU{Build: buildWithin(ir.Limits{})})
+}
+
+// buildWithin is the cpu backend's compiler under limits.
+func buildWithin(lim ir.Limits) func(m *ir.Model, src []byte) ([]byte, error) {
+	return func(m *ir.Model, src []byte) ([]byte, error) {
+		out, err := build.BuildModel(m, src, build.Options{CPU: "native", OptLevel: 2, Limits: lim})
 		if err != nil {
 			return nil, err
 		}
 		return out.Engine, nil
-	}})
+	}
 }
 
 type testSummary struct {
@@ -97,9 +106,13 @@ func runTests(env *cli.Env, paths []string, o testOptions) error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	if c, ok := backend.(conformance.CPU); ok {
-		c.Threads = o.threads
-		backend = c
+	switch b := backend.(type) {
+	case conformance.CPU:
+		b.Threads, b.Limits, b.Build = o.threads, o.limits, buildWithin(o.limits)
+		backend = b
+	case conformance.Reference:
+		b.Limits = o.limits
+		backend = b
 	}
 	if o.timeout <= 0 {
 		return cli.Usagef("--timeout must be positive")

@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/internal/limitflags"
 )
 
 var convertCmd = &cli.Command{
@@ -18,6 +19,7 @@ written atomically, so a failed conversion leaves an existing OUT as it was.`,
 	MinArgs: 2,
 	MaxArgs: 2,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
+		limits := limitflags.Add(fs, limitflags.Tensor, limitflags.File, limitflags.Nesting)
 		return func(env *cli.Env, args []string) error {
 			in, out := args[0], args[1]
 			if err := checkExt(in); err != nil {
@@ -30,7 +32,7 @@ written atomically, so a failed conversion leaves an existing OUT as it was.`,
 			if err := cli.CheckOutputs(modelFiles(in, nil), outputs); err != nil {
 				return err
 			}
-			m, inputs, err := readModelSources(in)
+			m, inputs, err := readModelSources(in, limits.Limits())
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/runtime/reference"
@@ -48,15 +49,16 @@ cpu_unsupported (the same form; "op" is empty when the check itself failed, and
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		asJSON := fs.Bool("json", false, "print one JSON object")
+		limits := limitflags.Add(fs, limitflags.Tensor, limitflags.File, limitflags.Nesting)
 		return func(env *cli.Env, args []string) error {
 			if filepath.Ext(args[0]) == engineExt {
 				return inspectEngine(args[0], *asJSON, env.Stdout)
 			}
-			m, err := readModel(args[0])
+			m, err := readModel(args[0], limits.Limits())
 			if err != nil {
 				return err
 			}
-			info := inspect(args[0], m)
+			info := inspect(args[0], m, limits.Limits())
 			if *asJSON {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
@@ -120,7 +122,7 @@ type unsupported struct {
 	Message string `json:"message"`
 }
 
-func inspect(file string, m *ir.Model) *inspection {
+func inspect(file string, m *ir.Model, lim ir.Limits) *inspection {
 	g := m.Graph
 	info := &inspection{
 		File:            file,
@@ -167,7 +169,7 @@ func inspect(file string, m *ir.Model) *inspection {
 	// them; inference now types the intermediates so the support check sees
 	// every node's dtype.
 	info.ShapeInference = "ok"
-	if err := inferShapes(m); err != nil {
+	if err := inferShapes(m, lim); err != nil {
 		var ue *ops.UnsupportedError
 		if errors.As(err, &ue) {
 			info.ShapeInference = inferenceStopped
@@ -230,13 +232,13 @@ const inferenceStopped = "stopped at an unsupported op"
 
 // inferShapes runs shape inference, turning a panic in it into an error:
 // inspect should describe even a model that trips inference.
-func inferShapes(m *ir.Model) (err error) {
+func inferShapes(m *ir.Model, lim ir.Limits) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("internal error in shape inference: %v", r)
 		}
 	}()
-	_, err = ops.InferShapes(m)
+	_, err = ops.InferShapesWithin(m, lim)
 	return err
 }
 

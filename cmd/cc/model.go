@@ -24,15 +24,15 @@ func checkExt(path string) error {
 	return cli.Usagef("%s: unknown model format %q: a model file ends in %s or %s", path, filepath.Ext(path), extONNX, extText)
 }
 
-// readModel reads a model by its extension and verifies it.
-func readModel(path string) (*ir.Model, error) {
-	m, _, err := readModelSources(path)
+// readModel reads a model by its extension, within lim, and verifies it.
+func readModel(path string, lim ir.Limits) (*ir.Model, error) {
+	m, _, err := readModelSources(path, lim)
 	return m, err
 }
 
 // readModelSources is readModel that also returns the files the model was
 // read from: the model, then its external data.
-func readModelSources(path string) (*ir.Model, []cli.File, error) {
+func readModelSources(path string, lim ir.Limits) (*ir.Model, []cli.File, error) {
 	if err := checkExt(path); err != nil {
 		return nil, nil, err
 	}
@@ -40,9 +40,9 @@ func readModelSources(path string) (*ir.Model, []cli.File, error) {
 	var external []string
 	var err error
 	if filepath.Ext(path) == extText {
-		m, external, err = text.ParseFileSources(path)
+		m, external, err = text.ParseFileWithin(path, lim)
 	} else {
-		m, external, err = onnx.ReadFileSources(path)
+		m, external, err = onnx.ReadFileWithin(path, lim)
 	}
 	if err == nil {
 		err = m.Verify()

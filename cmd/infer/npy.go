@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -19,7 +19,7 @@ func readInputFile(path string) (*ir.Tensor, error) {
 	if !strings.HasSuffix(strings.ToLower(path), ".npy") {
 		return onnx.ReadTensorFile(path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readfile.Within(path, ir.Limits{}, nil) // its size checked before reading
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +95,11 @@ func parseNPY(data []byte) (*ir.Tensor, error) {
 		}
 		dims = append(dims, d)
 	}
-	n := ir.Product(dims)
-	if want := ir.RawLen(dtype, n); len(body) != want {
+	want, err := ir.ByteSize(dtype, dims) // a size that wraps must not match a short body
+	if err != nil {
+		return nil, fmt.Errorf(".npy shape %v of %s: %w", dims, dtype, err)
+	}
+	if int64(len(body)) != want {
 		return nil, fmt.Errorf(".npy data is %d bytes, shape %v of %s needs %d", len(body), dims, dtype, want)
 	}
 	return ir.FromRaw(dtype, dims, bytes.Clone(body)), nil

@@ -9,14 +9,20 @@ import (
 	"github.com/kiln-ml/kiln/runtime/reference"
 )
 
-// Reference is the backend that runs models on the reference executor.
-type Reference struct{}
+// Reference is the backend that runs models on the reference executor,
+// under Limits (zero fields: ir.DefaultLimits).
+type Reference struct {
+	Limits ir.Limits
+}
+
+// ReadLimits are the limits RunTest reads the test's files under.
+func (r Reference) ReadLimits() ir.Limits { return r.Limits }
 
 // Prepare builds a reference executor for the model. Unsupported ops,
 // opsets and dtypes come back as reference.UnsupportedErrors, which
 // RunTest reports as UNSUPPORTED.
-func (Reference) Prepare(m *ir.Model) (Runner, error) {
-	e, err := reference.New(m)
+func (r Reference) Prepare(m *ir.Model) (Runner, error) {
+	e, err := reference.NewWithin(m, r.Limits)
 	if err != nil {
 		return nil, err
 	}

@@ -94,6 +94,10 @@ func isTest(dir string) bool {
 	return err == nil && !st.IsDir()
 }
 
+// readLimited is a backend with limits, which RunTest reads the test's
+// model and data under too.
+type readLimited interface{ ReadLimits() ir.Limits }
+
 // RunTest runs every test_data_set_* of one test folder.
 func RunTest(dir string, b Backend, tol Tolerance) (res Result) {
 	res.Name = filepath.Base(dir)
@@ -102,7 +106,11 @@ func RunTest(dir string, b Backend, tol Tolerance) (res Result) {
 			res.Status, res.Detail = Fail, fmt.Sprintf("internal error: %v", r)
 		}
 	}()
-	m, err := onnx.ReadFile(filepath.Join(dir, "model.onnx"))
+	var lim ir.Limits
+	if l, ok := b.(readLimited); ok {
+		lim = l.ReadLimits()
+	}
+	m, _, err := onnx.ReadFileWithin(filepath.Join(dir, "model.onnx"), lim)
 	if err != nil {
 		return Result{res.Name, Fail, err.Error()}
 	}
@@ -111,7 +119,7 @@ func RunTest(dir string, b Backend, tol Tolerance) (res Result) {
 		return Result{res.Name, Fail, "no test_data_set_* folders"}
 	}
 	sort.Strings(sets)
-	notes := conformInputs(m, sets[0])
+	notes := conformInputs(m, sets[0], lim)
 	runner, err := b.Prepare(m)
 	if err != nil {
 		return classify(res.Name, err)
@@ -121,7 +129,7 @@ func RunTest(dir string, b Backend, tol Tolerance) (res Result) {
 	}
 	var details []string
 	for _, set := range sets {
-		inputs, want, err := loadSet(m, set)
+		inputs, want, err := loadSet(m, set, lim)
 		if err != nil {
 			return Result{res.Name, Fail, err.Error()}
 		}
@@ -142,8 +150,8 @@ func RunTest(dir string, b Backend, tol Tolerance) (res Result) {
 // data where they differ (a few ONNX tests feed an unused input whose data
 // does not match its declaration; ONNX's runner never checks). Each change
 // is reported in the result.
-func conformInputs(m *ir.Model, set string) []string {
-	inputs, _, err := loadSet(m, set)
+func conformInputs(m *ir.Model, set string, lim ir.Limits) []string {
+	inputs, _, err := loadSet(m, set, lim)
 	if err != nil {
 		return nil // RunTest reports it
 	}
@@ -183,7 +191,7 @@ func classify(name string, err error) Result {
 
 // loadSet reads input_N.pb for the graph inputs that are not initializers,
 // in order, and output_N.pb for the graph outputs.
-func loadSet(m *ir.Model, set string) (map[string]*ir.Tensor, []*ir.Tensor, error) {
+func loadSet(m *ir.Model, set string, lim ir.Limits) (map[string]*ir.Tensor, []*ir.Tensor, error) {
 	init := map[*ir.Value]bool{}
 	for _, v := range m.Graph.Initializers {
 		init[v] = true
@@ -200,7 +208,7 @@ func loadSet(m *ir.Model, set string) (map[string]*ir.Tensor, []*ir.Tensor, erro
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			continue // an optional input the test leaves out
 		}
-		t, err := onnx.ReadTensorFile(path)
+		t, err := onnx.ReadTensorFileWithin(path, lim)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -208,7 +216,7 @@ func loadSet(m *ir.Model, set string) (map[string]*ir.Tensor, []*ir.Tensor, erro
 	}
 	var want []*ir.Tensor
 	for i := range m.Graph.Outputs {
-		t, err := onnx.ReadTensorFile(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)))
+		t, err := onnx.ReadTensorFileWithin(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)), lim)
 		if err != nil {
 			return nil, nil, err
 		}

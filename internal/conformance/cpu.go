@@ -21,7 +21,13 @@ import (
 type CPU struct {
 	Build   func(m *ir.Model, src []byte) ([]byte, error)
 	Threads int // per inference; 0 means 1
+	// Limits bound the runtime's arena and bindings and the files read;
+	// Build applies its own.
+	Limits ir.Limits
 }
+
+// ReadLimits are the limits RunTest reads the test's files under.
+func (b CPU) ReadLimits() ir.Limits { return b.Limits }
 
 // Prepare compiles the model when its inputs' shapes are static; a model
 // with symbolic dims waits for the first inputs to pin them.
@@ -97,7 +103,7 @@ func (r *cpuRunner) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, er
 
 func (r *cpuRunner) compile(inputs map[string]*ir.Tensor) error {
 	r.Close()
-	m, err := onnx.Read(r.src, "")
+	m, err := onnx.ReadWithin(r.src, "", r.backend.Limits)
 	if err != nil {
 		return err
 	}
@@ -113,7 +119,7 @@ func (r *cpuRunner) compile(inputs map[string]*ir.Tensor) error {
 	if r.eng, err = runtime.LoadBytes(buf); err != nil {
 		return err
 	}
-	r.ctx, err = r.eng.NewContext(runtime.Options{Threads: max(r.backend.Threads, 1)})
+	r.ctx, err = r.eng.NewContext(runtime.Options{Threads: max(r.backend.Threads, 1), Limits: r.backend.Limits})
 	return err
 }
 

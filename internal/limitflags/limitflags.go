@@ -39,11 +39,11 @@ func Add(fs *flag.FlagSet, limits ...Limit) *Flags {
 	for _, l := range limits {
 		switch l {
 		case Tensor:
-			fs.Var((*byteCount)(&f.lim.MaxTensorBytes), string(l), "the largest tensor (input, output, weight or intermediate) accepted, in `bytes` (suffix K, M, G or T for KiB...; see README: Limits)")
+			fs.Var((*byteCount)(&f.lim.MaxTensorBytes), string(l), "the largest tensor (input, output, weight or intermediate) accepted, in `bytes`; a K, M, G or T suffix is binary (see README: Limits)")
 		case Arena:
-			fs.Var((*byteCount)(&f.lim.MaxArenaBytes), string(l), "the largest activation arena an engine may need, in `bytes` (suffix K, M, G or T)")
+			fs.Var((*byteCount)(&f.lim.MaxArenaBytes), string(l), "the largest activation arena an engine may need, in `bytes` (K, M, G, T suffixes)")
 		case File:
-			fs.Var((*byteCount)(&f.lim.MaxFileBytes), string(l), "the largest model or tensor file read, in `bytes`, checked before reading (suffix K, M, G or T)")
+			fs.Var((*byteCount)(&f.lim.MaxFileBytes), string(l), "the largest model or tensor file read, in `bytes` (K, M, G, T suffixes), checked before reading")
 		case Nesting:
 			fs.Var((*levels)(&f.lim.MaxNesting), string(l), "how deeply graphs (If/Loop bodies) and types (seq(...)) may nest in a model, in `levels`")
 		default:

@@ -105,13 +105,13 @@ func TestOpsetNewerThanRegistry(t *testing.T) {
 	g.SetOutputs(g.Apply("Relu", []*ir.Value{x}))
 	m := ir.NewModel(g, 99)
 	_, err := InferShapes(m)
-	var oe *OpsetError
+	var oe *UnsupportedError
 	require.True(t, errors.As(err, &oe), "got %v", err)
-	assert.Equal(t, `opset 99 for domain "": kiln supports up to 23`, err.Error())
+	assert.Equal(t, `unsupported: opset 99 for domain "": kiln supports up to 23`, err.Error())
 
 	m.OpsetImports = []ir.OpsetImport{{Domain: "ai.onnx", Version: 23}, {Domain: ir.KilnDomain, Version: 2}}
 	_, err = InferShapes(m)
-	assert.EqualError(t, err, `opset 2 for domain "kiln": kiln supports up to 1`)
+	assert.EqualError(t, err, `unsupported: opset 2 for domain "kiln": kiln supports up to 1`)
 
 	// A domain kiln does not implement may be imported at any version;
 	// using one of its ops is unsupported, as before.

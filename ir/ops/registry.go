@@ -127,7 +127,8 @@ func (s *Schema) SupportsType(d ir.DType) bool {
 }
 
 // UnsupportedError says that kiln does not implement an op, an opset
-// version of it, or an element type for it.
+// version of it, or an element type for it; with Op empty, an opset
+// version of a whole domain.
 type UnsupportedError struct {
 	Domain string
 	Op     string
@@ -137,6 +138,9 @@ type UnsupportedError struct {
 }
 
 func (e *UnsupportedError) Error() string {
+	if e.Op == "" { // the opset itself
+		return fmt.Sprintf("unsupported: opset %d for domain %q: %s", e.Opset, e.Domain, e.Reason)
+	}
 	op := e.Op
 	if e.Domain != "" {
 		op = e.Domain + "." + op
@@ -172,19 +176,11 @@ func NewestOpset(domain string) (int64, bool) {
 	return v, ok
 }
 
-// OpsetError says a model imports an opset newer than kiln implements.
-type OpsetError struct {
-	Domain          string
-	Version, Newest int64
-}
-
-func (e *OpsetError) Error() string {
-	return fmt.Sprintf("opset %d for domain %q: kiln supports up to %d", e.Version, e.Domain, e.Newest)
-}
-
 // CheckOpsets refuses an opset import newer than kiln implements, for the
-// domains it implements. Imports of other domains pass: a node of such a
-// domain is an *UnsupportedError when it is looked up.
+// domains it implements, with an *UnsupportedError whose Op is empty:
+// `unsupported: opset 99 for domain "": kiln supports up to 23`. Imports of
+// other domains pass: a node of such a domain is an *UnsupportedError when
+// it is looked up.
 func CheckOpsets(m *ir.Model) error {
 	for _, imp := range m.OpsetImports {
 		d := imp.Domain
@@ -192,7 +188,7 @@ func CheckOpsets(m *ir.Model) error {
 			d = ""
 		}
 		if newest, ok := newestOpset[d]; ok && imp.Version > newest {
-			return &OpsetError{Domain: d, Version: imp.Version, Newest: newest}
+			return &UnsupportedError{Domain: d, Opset: imp.Version, Reason: fmt.Sprintf("kiln supports up to %d", newest)}
 		}
 	}
 	return nil

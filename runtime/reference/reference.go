@@ -122,6 +122,10 @@ func Unsupported(m *ir.Model) error {
 		}
 	}
 	walk(m.Graph)
+	var ue *ops.UnsupportedError
+	if errors.As(ops.CheckOpsets(m), &ue) {
+		list = append(list, ue)
+	}
 	for _, v := range append(append([]*ir.Value{}, m.Graph.Inputs...), m.Graph.Outputs...) {
 		if v.Type.Kind != ir.TensorKind && v.Type.Kind != ir.UnknownKind {
 			ue := &ops.UnsupportedError{Op: "value " + v.Name, Reason: "non-tensor type " + v.Type.String()}

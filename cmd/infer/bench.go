@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
 )
@@ -38,6 +39,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
 		requireSigned := requireSignedFlag(fs)
+		limits := limitflags.Add(fs, limitflags.Tensor, limitflags.Arena)
 		warmup := cli.NonNegativeFloat(fs, "warmup", 0.5, "`seconds` of untimed runs first")
 		iterations := cli.PositiveInt(fs, "iterations", 0, "`N` timed runs (default: as many as fit in --duration)")
 		duration := cli.PositiveFloat(fs, "duration", 3, "`seconds` of timed runs when --iterations is not given")
@@ -57,7 +59,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 			if err != nil {
 				return err
 			}
-			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads)})
+			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads), Limits: limits.Limits()})
 			if err != nil {
 				return err
 			}

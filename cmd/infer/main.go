@@ -14,6 +14,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/conformance"
+	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
 )
@@ -86,6 +87,7 @@ run); otherwise a summary is printed. An input name given twice is a usage error
 		outDir := fs.String("output-dir", "", "write outputs here as output_N.pb")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
 		requireSigned := requireSignedFlag(fs)
+		limits := limitflags.Add(fs, limitflags.Tensor, limitflags.Arena)
 		return func(env *cli.Env, args []string) error {
 			eng, err := loadEngine(args[0], *requireSigned)
 			if err != nil {
@@ -104,7 +106,7 @@ run); otherwise a summary is printed. An input name given twice is a usage error
 			if err != nil {
 				return err
 			}
-			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads)})
+			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads), Limits: limits.Limits()})
 			if err != nil {
 				return err
 			}
@@ -150,6 +152,7 @@ or FAIL; exit status 1 on FAIL.`,
 		relL2 := cli.NonNegativeFloat(fs, "rel-l2", 1e-4, "largest relative L2 error `E` that passes")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
 		requireSigned := requireSignedFlag(fs)
+		limits := limitflags.Add(fs, limitflags.Tensor, limitflags.Arena)
 		return func(env *cli.Env, args []string) error {
 			if *dir == "" {
 				return cli.Usagef("--test-data is required")
@@ -166,7 +169,7 @@ or FAIL; exit status 1 on FAIL.`,
 				}
 				feeds[b.Name] = t
 			}
-			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads)})
+			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads), Limits: limits.Limits()})
 			if err != nil {
 				return err
 			}

@@ -96,7 +96,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 	if err := m.Verify(); err != nil {
 		return nil, err
 	}
-	known, err := ops.InferShapes(m)
+	known, err := ops.InferShapesWithin(m, opts.Limits)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 		}
 	}
 	p, err := passes.PlanMemory(nodes, passes.MemoryHooks{
+		Limits:  g.opts.Limits,
 		InArena: func(v *ir.Value) bool { return !outSet[v] },
 		View: func(n *ir.Node) bool {
 			info := opTable[n.OpType]

@@ -297,11 +297,7 @@ func Unmarshal(buf []byte) (*File, error) {
 		if !allZero(buf[prevEnd:e.off]) {
 			return nil, fmt.Errorf("%w: the padding %s is not zero", ErrBadSection, after(prevName))
 		}
-		data := buf[e.off : e.off+e.n]
-		if got := sha256.Sum256(data); !bytes.Equal(got[:], e.sum) {
-			return nil, fmt.Errorf("%w in section %q", ErrChecksum, e.name)
-		}
-		f.Sections = append(f.Sections, Section{Name: e.name, Data: data})
+		f.Sections = append(f.Sections, Section{Name: e.name, Data: buf[e.off : e.off+e.n]})
 		prevEnd, prevName = e.off+e.n, e.name
 		next = uint64(alignUp(int(prevEnd)))
 	}
@@ -315,56 +311,71 @@ func Unmarshal(buf []byte) (*File, error) {
 		}
 		prevEnd = next
 	}
-	if err := f.readTrailer(buf, int(prevEnd), prevName); err != nil {
+	body := int(prevEnd)
+	sig, err := f.readTrailer(buf, body, prevName)
+	if err != nil {
 		return nil, err
 	}
+
+	// The whole-file checksum and the sections' are two passes over the
+	// data: they run side by side, so a large engine loads in the time of
+	// one where a second core is free.
+	whole := make(chan [sha256.Size]byte, 1)
+	go func() { whole <- sha256.Sum256(buf[:body]) }()
+	for i, s := range f.Sections {
+		if got := sha256.Sum256(s.Data); !bytes.Equal(got[:], entries[i].sum) {
+			return nil, fmt.Errorf("%w in section %q", ErrChecksum, s.Name)
+		}
+	}
+	if <-whole != f.Checksum {
+		return nil, fmt.Errorf("%w in the trailer: the whole-file checksum does not match the file", ErrChecksum)
+	}
+	if sig != nil {
+		if !ed25519.Verify(f.Signer, signedMessage(f.Checksum), sig) {
+			return nil, fmt.Errorf("%w: the trailer's signature does not verify against its key %s", ErrBadSignature, Fingerprint(f.Signer))
+		}
+	}
+	f.bodyLen = body
 	return f, nil
 }
 
-// readTrailer checks the trailer at body (the end of the last section) and
-// the whole-file checksum and signature it holds.
-func (f *File) readTrailer(buf []byte, body int, last string) error {
+// readTrailer parses the trailer at body (the end of the last section):
+// it sets f.Checksum and, for a signed file, f.Signer, and returns the
+// signature (nil: unsigned). Unmarshal verifies both.
+func (f *File) readTrailer(buf []byte, body int, last string) ([]byte, error) {
 	rest := buf[body:]
 	if len(rest) < trailerSize {
 		if bytes.HasPrefix(rest, []byte(trailerMagic)) || bytes.HasPrefix([]byte(trailerMagic), rest) {
-			return fmt.Errorf("%w: the trailer %s is cut short (%d of %d bytes)", ErrTruncated, after(last), len(rest), trailerSize)
+			return nil, fmt.Errorf("%w: the trailer %s is cut short (%d of %d bytes)", ErrTruncated, after(last), len(rest), trailerSize)
 		}
-		return fmt.Errorf("%w: no trailer %s", ErrBadTrailer, after(last))
+		return nil, fmt.Errorf("%w: no trailer %s", ErrBadTrailer, after(last))
 	}
 	if string(rest[:len(trailerMagic)]) != trailerMagic {
-		return fmt.Errorf("%w: no trailer %s", ErrBadTrailer, after(last))
+		return nil, fmt.Errorf("%w: no trailer %s", ErrBadTrailer, after(last))
 	}
 	kind := binary.LittleEndian.Uint32(rest[8:])
 	reserved := binary.LittleEndian.Uint32(rest[12:])
 	size := trailerSize
 	switch {
 	case reserved != 0:
-		return fmt.Errorf("%w: reserved field is %d, want 0", ErrBadTrailer, reserved)
+		return nil, fmt.Errorf("%w: reserved field is %d, want 0", ErrBadTrailer, reserved)
 	case kind == sigEd25519:
 		size = signedTrailerSize
 	case kind != sigNone:
-		return fmt.Errorf("%w: unknown signature kind %d", ErrBadTrailer, kind)
+		return nil, fmt.Errorf("%w: unknown signature kind %d", ErrBadTrailer, kind)
 	}
 	if len(rest) < size {
-		return fmt.Errorf("%w: the signed trailer is cut short (%d of %d bytes)", ErrTruncated, len(rest), size)
+		return nil, fmt.Errorf("%w: the signed trailer is cut short (%d of %d bytes)", ErrTruncated, len(rest), size)
 	}
 	if len(rest) > size {
-		return fmt.Errorf("%w: %d bytes follow the trailer (the engine ends at byte %d)", ErrTrailingData, len(rest)-size, body+size)
+		return nil, fmt.Errorf("%w: %d bytes follow the trailer (the engine ends at byte %d)", ErrTrailingData, len(rest)-size, body+size)
 	}
 	copy(f.Checksum[:], rest[16:16+sha256.Size])
-	if sha256.Sum256(buf[:body]) != f.Checksum {
-		return fmt.Errorf("%w in the trailer: the whole-file checksum does not match the file", ErrChecksum)
+	if kind != sigEd25519 {
+		return nil, nil
 	}
-	if kind == sigEd25519 {
-		key := ed25519.PublicKey(bytes.Clone(rest[trailerSize : trailerSize+ed25519.PublicKeySize]))
-		sig := rest[trailerSize+ed25519.PublicKeySize:]
-		if !ed25519.Verify(key, signedMessage(f.Checksum), sig) {
-			return fmt.Errorf("%w: the trailer's signature does not verify against its key %s", ErrBadSignature, Fingerprint(key))
-		}
-		f.Signer = key
-	}
-	f.bodyLen = body
-	return nil
+	f.Signer = ed25519.PublicKey(bytes.Clone(rest[trailerSize : trailerSize+ed25519.PublicKeySize]))
+	return rest[trailerSize+ed25519.PublicKeySize:], nil
 }
 
 // after names the padding or trailer position after a section.

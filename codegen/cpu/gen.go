@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
@@ -90,6 +91,12 @@ type gen struct {
 	kernelNames               []string
 	curNode                   *ir.Node
 	nstep                     int
+
+	// bufs and bufVals are the kernel layer's buffers of values; kops the
+	// nodes lowered through it (kernels.go).
+	bufs    map[*ir.Value]*kernel.Buffer
+	bufVals []*ir.Value
+	kops    map[*ir.Node]*kernelOp
 }
 
 func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
@@ -104,7 +111,8 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},
-		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{}}
+		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{},
+		bufs: map[*ir.Value]*kernel.Buffer{}, kops: map[*ir.Node]*kernelOp{}}
 	g.vl, g.mr, g.nv = 8, 6, 2
 	if hasFeature(feats, "avx512f") {
 		g.vl, g.mr, g.nv = 16, 6, 4
@@ -357,7 +365,10 @@ func (g *gen) build() error {
 			continue
 		}
 		g.curNode = n
-		lower := func() error { return opTable[n.OpType].lower(g, n) }
+		lower := func() error { return g.lowerKernelOp(n) }
+		if info := opTable[n.OpType]; info != nil {
+			lower = func() error { return info.lower(g, n) }
+		}
 		if f := g.fused[n]; f != nil {
 			lower = f
 		}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 )
@@ -130,6 +131,9 @@ func (g *gen) supports(n *ir.Node) *ops.UnsupportedError {
 	}
 	ue := &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain]}
 	info, ok := opTable[n.OpType]
+	if !ok && kernel.Lookup(n.OpType) != nil {
+		return g.supportsKernel(n)
+	}
 	if !ok || n.Domain != "" && n.Domain != "ai.onnx" {
 		ue.Reason = "no CPU kernel"
 		return ue

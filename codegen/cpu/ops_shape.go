@@ -223,18 +223,5 @@ func init() {
 			}
 			return nil
 		}},
-		"Transpose": {types: anyFixed, lower: (*gen).lowerTranspose, viewIf: transposeIsView},
-		"Expand":    {types: anyFixed, lower: (*gen).lowerExpand},
-		"Concat":    {types: anyFixed, lower: (*gen).lowerConcat},
-		"Slice": {types: anyFixed, lower: (*gen).lowerSlice, check: func(g *gen, n *ir.Node) error {
-			_, _, err := sliceParams(g, n)
-			return err
-		}},
-		"Gather": {types: anyFixed, lower: (*gen).lowerGather, check: func(g *gen, n *ir.Node) error {
-			if d := n.Inputs[1].Type.Elem; d != ir.Int64 && d != ir.Int32 {
-				return fmt.Errorf("indices of type %s", d)
-			}
-			return nil
-		}},
 	})
 }

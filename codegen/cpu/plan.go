@@ -23,8 +23,13 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 		Limits:  g.opts.Limits,
 		InArena: func(v *ir.Value) bool { return !outSet[v] },
 		View: func(n *ir.Node) bool {
-			info := opTable[n.OpType]
-			return info != nil && n.Domain == "" && (info.view || info.viewIf != nil && info.viewIf(g, n))
+			if n.Domain != "" {
+				return false
+			}
+			if info := opTable[n.OpType]; info != nil {
+				return info.view || info.viewIf != nil && info.viewIf(g, n)
+			}
+			return n.OpType == "Transpose" && transposeIsView(g, n)
 		},
 		Reads: g.reads,
 		Writes: func(n *ir.Node) []*ir.Value {
@@ -35,10 +40,13 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 		},
 		ConcatInPlace: func(n *ir.Node) bool { return g.fused[n] == nil },
 		Scratch: func(n *ir.Node) int64 {
-			if info := opTable[n.OpType]; info != nil && info.scratch != nil {
-				return info.scratch(g, n)
+			if info := opTable[n.OpType]; info != nil {
+				if info.scratch != nil {
+					return info.scratch(g, n)
+				}
+				return 0
 			}
-			return 0
+			return g.kernelScratch(n)
 		},
 	})
 	if err != nil {

@@ -253,3 +253,10 @@ func arity(min, max int) string {
 	}
 	return fmt.Sprintf("%d to %d", min, max)
 }
+
+// HasInput reports whether the node has optional input i. A backend's
+// context may hold no value for an input the node has (one known only at
+// run time): In then returns nil.
+func (c *KernelContext) HasInput(i int) bool {
+	return i < len(c.Node.Inputs) && c.Node.Inputs[i] != nil
+}

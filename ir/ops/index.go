@@ -219,42 +219,60 @@ func runSlice(c *KernelContext) error {
 	if err := checkMovable(c, x); err != nil {
 		return err
 	}
-	var a sliceArgs
-	if c.declares("starts") {
-		a = sliceArgs{starts: c.Ints("starts"), ends: c.Ints("ends"), axes: c.Ints("axes")}
-	} else {
-		names := []string{"starts", "ends", "axes", "steps"}
-		for i, p := range []*[]int64{&a.starts, &a.ends, &a.axes, &a.steps} {
-			if t := c.In(1 + i); t != nil {
-				v, err := indexValues(t, names[i])
-				if err != nil {
-					return c.Errorf("%v", err)
-				}
-				*p = v
-			}
-		}
-	}
-	axes, err := a.resolve(len(x.Dims))
+	first, steps, dims, err := c.SliceWindow(x.Dims)
 	if err != nil {
-		return c.Errorf("%v", err)
+		return err
 	}
 	st := Strides(x.Dims)
-	dims := append([]int64{}, x.Dims...)
-	first := make([]int64, len(dims))
-	steps := make([]int64, len(dims))
-	for i := range steps {
-		steps[i] = 1
-	}
-	for i, ax := range axes {
-		first[ax], dims[ax] = sliceRange(x.Dims[ax], a.starts[i], a.ends[i], a.steps[i])
-		steps[ax] = a.steps[i]
-	}
 	maps := make([][]int, len(dims))
 	for ax := range dims {
 		maps[ax] = strideMap(dims[ax], first[ax], steps[ax], st[ax])
 	}
 	c.Set(0, takeElems(x, dims, axisIndex(dims, maps), nil))
 	return nil
+}
+
+// SliceWindow resolves a Slice node against its input's dims, as every
+// backend must: per axis, the first index read, the step and the number
+// of elements (ONNX's clamping of starts and ends, negative steps and
+// axes). Its starts, ends, axes and steps come from the attributes
+// (Slice-1) or from the inputs, which must then be known (c.In).
+func (c *KernelContext) SliceWindow(dims []int64) (first, steps, counts []int64, err error) {
+	var a sliceArgs
+	if c.declares("starts") {
+		a = sliceArgs{starts: c.Ints("starts"), ends: c.Ints("ends"), axes: c.Ints("axes")}
+	} else {
+		names := []string{"starts", "ends", "axes", "steps"}
+		for i, p := range []*[]int64{&a.starts, &a.ends, &a.axes, &a.steps} {
+			if !c.HasInput(1 + i) {
+				continue
+			}
+			t := c.In(1 + i)
+			if t == nil {
+				return nil, nil, nil, c.Errorf("%s is not known", names[i])
+			}
+			v, err := indexValues(t, names[i])
+			if err != nil {
+				return nil, nil, nil, c.Errorf("%v", err)
+			}
+			*p = v
+		}
+	}
+	axes, err := a.resolve(len(dims))
+	if err != nil {
+		return nil, nil, nil, c.Errorf("%v", err)
+	}
+	counts = append([]int64{}, dims...)
+	first = make([]int64, len(dims))
+	steps = make([]int64, len(dims))
+	for i := range steps {
+		steps[i] = 1
+	}
+	for i, ax := range axes {
+		first[ax], counts[ax] = sliceRange(dims[ax], a.starts[i], a.ends[i], a.steps[i])
+		steps[ax] = a.steps[i]
+	}
+	return first, steps, counts, nil
 }
 
 // --- Gather, GatherElements, GatherND ------------------------------------------
@@ -904,53 +922,83 @@ func runPad(c *KernelContext) error {
 	if err := checkMovable(c, x); err != nil {
 		return err
 	}
-	mode, err := padMode(c.attrs, c.Opset)
+	pad, err := c.PadSpec(x.DType, x.Dims)
 	if err != nil {
-		return c.Errorf("%v", err)
-	}
-	pads, ok := padsAttr(c.attrs)
-	if !ok {
-		if pads, err = indexValues(c.In(1), "pads"); err != nil {
-			return c.Errorf("%v", err)
-		}
-	}
-	var axes []int64
-	if t := c.In(3); t != nil {
-		if axes, err = indexValues(t, "axes"); err != nil {
-			return c.Errorf("%v", err)
-		}
-	}
-	begin, end, err := padArgs(len(x.Dims), pads, axes)
-	if err != nil {
-		return c.Errorf("%v", err)
-	}
-	// The constant: Pad-1/2's float attribute, or the optional third input.
-	var fill *ir.Tensor
-	switch {
-	case c.declares("value"):
-		if x.DType != ir.String {
-			fill = FromFloat64s(x.DType, nil, []float64{float64(c.Float("value"))})
-		}
-	case c.In(2) != nil:
-		fill = c.In(2)
-		if fill.DType != x.DType || fill.Len() != 1 {
-			return c.Errorf("constant_value is %s%v, want one %s", fill.DType, fill.Dims, x.DType)
-		}
+		return err
 	}
 	st := Strides(x.Dims)
 	dims := make([]int64, len(x.Dims))
 	maps := make([][]int, len(x.Dims))
 	for a, d := range x.Dims {
-		dims[a] = d + begin[a] + end[a]
-		if dims[a] < 0 {
-			return c.Errorf("pads %v crop dim %d of %d below zero", pads, a, d)
-		}
-		if maps[a], err = padMap(mode, d, begin[a], dims[a], st[a]); err != nil {
+		dims[a] = d + pad.Begin[a] + pad.End[a]
+		if maps[a], err = padMap(pad.Mode, d, pad.Begin[a], dims[a], st[a]); err != nil {
 			return c.Errorf("%v", err)
 		}
 	}
-	c.Set(0, takeElems(x, dims, axisIndex(dims, maps), fill))
+	c.Set(0, takeElems(x, dims, axisIndex(dims, maps), pad.Fill))
 	return nil
+}
+
+// Pad is a Pad node resolved against its input: the mode, the pads before
+// and after each axis, and the constant (nil: zero of the data type).
+type Pad struct {
+	Mode       string
+	Begin, End []int64
+	Fill       *ir.Tensor
+}
+
+// PadSpec resolves a Pad node for data of type d and dims, as every
+// backend must: its pads come from the attribute (Pad-1, -2) or the
+// inputs (which must then be known, c.In), over the axes input (Pad-18).
+func (c *KernelContext) PadSpec(d ir.DType, dims []int64) (*Pad, error) {
+	mode, err := padMode(c.attrs, c.Opset)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	pads, ok := padsAttr(c.attrs)
+	if !ok {
+		if c.In(1) == nil {
+			return nil, c.Errorf("pads is not known")
+		}
+		if pads, err = indexValues(c.In(1), "pads"); err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+	}
+	var axes []int64
+	if c.HasInput(3) {
+		if c.In(3) == nil {
+			return nil, c.Errorf("axes is not known")
+		}
+		if axes, err = indexValues(c.In(3), "axes"); err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+	}
+	begin, end, err := padArgs(len(dims), pads, axes)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	for a, n := range dims {
+		if n+begin[a]+end[a] < 0 {
+			return nil, c.Errorf("pads %v crop dim %d of %d below zero", pads, a, n)
+		}
+		if n == 0 && mode != "constant" && n+begin[a]+end[a] > 0 {
+			return nil, c.Errorf("cannot pad an empty axis in %s mode", mode)
+		}
+	}
+	p := &Pad{Mode: mode, Begin: begin, End: end}
+	// The constant: Pad-1/2's float attribute, or the optional third input.
+	switch {
+	case c.declares("value"):
+		if d != ir.String {
+			p.Fill = FromFloat64s(d, nil, []float64{float64(c.Float("value"))})
+		}
+	case c.In(2) != nil: // a backend may read it at run time instead
+		p.Fill = c.In(2)
+		if p.Fill.DType != d || p.Fill.Len() != 1 {
+			return nil, c.Errorf("constant_value is %s%v, want one %s", p.Fill.DType, p.Fill.Dims, d)
+		}
+	}
+	return p, nil
 }
 
 // --- Resize --------------------------------------------------------------------
@@ -1173,8 +1221,8 @@ func inferResize(c *InferContext) error {
 
 // resizeTap is one input sample of an output position along an axis.
 type resizeTap struct {
-	i int
-	w float64
+	I int
+	W float64
 }
 
 // sourceCoord maps output position x along an axis to the input coordinate
@@ -1250,7 +1298,7 @@ func resizeTaps(r resizeAttrs, p *resizePlan, ax int, in, out int64) [][]resizeT
 			case "ceil":
 				j = math.Ceil(xo)
 			}
-			taps[x] = []resizeTap{{clamp(int64(j)), 1}}
+			taps[x] = []resizeTap{{I: clamp(int64(j)), W: 1}}
 			continue
 		}
 		// The samples are base+start .. base+start+n-1, where base+1 is the
@@ -1287,7 +1335,7 @@ func resizeTaps(r resizeAttrs, p *resizePlan, ax int, in, out int64) [][]resizeT
 				w /= sum
 			}
 			if w != 0 {
-				taps[x] = append(taps[x], resizeTap{clamp(int64(base) + start + int64(j)), w})
+				taps[x] = append(taps[x], resizeTap{I: clamp(int64(base) + start + int64(j)), W: w})
 			}
 		}
 	}
@@ -1297,7 +1345,7 @@ func resizeTaps(r resizeAttrs, p *resizePlan, ax int, in, out int64) [][]resizeT
 // isIdentity reports whether taps copy an axis unchanged.
 func isIdentity(taps [][]resizeTap) bool {
 	for x, t := range taps {
-		if len(t) != 1 || t[0].i != x || t[0].w != 1 {
+		if len(t) != 1 || t[0].I != x || t[0].W != 1 {
 			return false
 		}
 	}
@@ -1322,9 +1370,9 @@ func resizeAxis(data []float64, dims []int64, ax int, taps [][]resizeTap, extrap
 				continue
 			}
 			for _, t := range ts {
-				src := data[(o*in+int64(t.i))*inner : (o*in+int64(t.i)+1)*inner]
+				src := data[(o*in+int64(t.I))*inner : (o*in+int64(t.I)+1)*inner]
 				for i, v := range src {
-					dst[i] += t.w * v
+					dst[i] += t.W * v
 				}
 			}
 		}
@@ -1339,9 +1387,56 @@ func runResize(c *KernelContext) error {
 	if !x.DType.IsFloat() && !x.DType.IsInt() {
 		return c.Unsupported(x.DType)
 	}
+	rs, err := c.ResizeSpec(x.Dims)
+	if err != nil {
+		return err
+	}
+	data, dims := Float64s(x), append([]int64{}, x.Dims...)
+	for ax, taps := range rs.Taps {
+		if taps == nil {
+			continue
+		}
+		data, dims = resizeAxis(data, dims, ax, taps, rs.Extrapolation)
+	}
+	if x.DType.IsInt() {
+		for i, v := range data {
+			data[i] = RoundSaturate(v, x.DType)
+		}
+	}
+	c.Set(0, FromFloat64s(x.DType, dims, data))
+	return nil
+}
+
+// RoundSaturate is how Resize stores an interpolated integer: rounded to
+// nearest (half away from zero) and saturated to type d.
+func RoundSaturate(v float64, d ir.DType) float64 {
+	bits := 8 * d.Size()
+	lo, hi := 0.0, math.Exp2(float64(bits))-1
+	if d.IsSigned() {
+		lo, hi = -math.Exp2(float64(bits-1)), math.Exp2(float64(bits-1))-1
+	}
+	return min(max(math.Round(v), lo), hi)
+}
+
+// ResizeTap is one input sample of an output position along an axis.
+type ResizeTap = resizeTap
+
+// Resize is a Resize node resolved against its input's dims: per axis,
+// for each output position its input samples and weights (a nil entry
+// takes Extrapolation), or nil for an axis left as it is. Resize is
+// separable: the output is the product of the axes' taps.
+type Resize struct {
+	Taps          [][][]ResizeTap
+	Extrapolation float64
+}
+
+// ResizeSpec resolves a Resize node, as every backend must: modes,
+// coordinate transformations, scales or sizes (which must be known, c.In)
+// and the region of interest.
+func (c *KernelContext) ResizeSpec(dims []int64) (*Resize, error) {
 	r, err := resizeAttrsOf(c.attrs, c.Opset)
 	if err != nil {
-		return c.Errorf("%v", err)
+		return nil, c.Errorf("%v", err)
 	}
 	ri, si, zi := resizeInputs(c.attrs)
 	arg := func(i int) *ir.Tensor {
@@ -1350,11 +1445,16 @@ func runResize(c *KernelContext) error {
 		}
 		return c.In(i)
 	}
-	p, err := planResize(r, x.Shape(), arg(si), arg(zi))
-	if err != nil {
-		return c.Errorf("%v", err)
+	for _, i := range []int{si, zi} {
+		if i >= 0 && c.HasInput(i) && c.In(i) == nil {
+			return nil, c.Errorf("input %d (scales or sizes) is not known", i)
+		}
 	}
-	rank := len(x.Dims)
+	p, err := planResize(r, ir.S(dims...), arg(si), arg(zi))
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	rank := len(dims)
 	p.roiStart, p.roiEnd = make([]float64, rank), make([]float64, rank)
 	for i := range p.roiEnd {
 		p.roiEnd[i] = 1
@@ -1367,40 +1467,30 @@ func runResize(c *KernelContext) error {
 			}
 		}
 		if !roi.DType.IsFloat() || roi.Len() != 2*int64(len(axes)) {
-			return c.Errorf("roi is %s%v, want %d floats", roi.DType, roi.Dims, 2*len(axes))
+			return nil, c.Errorf("roi is %s%v, want %d floats", roi.DType, roi.Dims, 2*len(axes))
 		}
 		v := Float64s(roi)
 		norm, err := normAxes(axes, rank)
 		if err != nil {
-			return c.Errorf("%v", err)
+			return nil, c.Errorf("%v", err)
 		}
 		for i, ax := range norm {
 			p.roiStart[ax], p.roiEnd[ax] = v[i], v[len(norm)+i]
 		}
+	} else if ri >= 0 && c.HasInput(ri) && c.In(ri) == nil && r.coord == "tf_crop_and_resize" {
+		return nil, c.Errorf("roi is not known")
 	}
-	data, dims := Float64s(x), append([]int64{}, x.Dims...)
+	rs := &Resize{Taps: make([][][]ResizeTap, rank), Extrapolation: r.extrapolation}
 	for ax := range dims {
 		out := p.out[ax].Value
 		if dims[ax] == 0 && out > 0 {
-			return c.Errorf("cannot resize an empty axis %d to %d", ax, out)
+			return nil, c.Errorf("cannot resize an empty axis %d to %d", ax, out)
 		}
 		taps := resizeTaps(r, p, ax, dims[ax], out)
 		if int64(len(taps)) == dims[ax] && isIdentity(taps) {
 			continue
 		}
-		data, dims = resizeAxis(data, dims, ax, taps, r.extrapolation)
+		rs.Taps[ax] = taps
 	}
-	if x.DType.IsInt() {
-		// Interpolated integers round to nearest and saturate.
-		bits := 8 * x.DType.Size()
-		lo, hi := 0.0, math.Exp2(float64(bits))-1
-		if x.DType.IsSigned() {
-			lo, hi = -math.Exp2(float64(bits-1)), math.Exp2(float64(bits-1))-1
-		}
-		for i, v := range data {
-			data[i] = min(max(math.Round(v), lo), hi)
-		}
-	}
-	c.Set(0, FromFloat64s(x.DType, dims, data))
-	return nil
+	return rs, nil
 }

@@ -1,0 +1,150 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+	"github.com/llir/llvm/ir/value"
+)
+
+// Ops the kernel layer (codegen/kernel) defines are lowered through it:
+// the definition gives the kernels, kernel.CPUSchedule how each runs, and
+// every kernel becomes one step. This file binds the layer's buffers to
+// codegen's memory plan.
+
+// kernelOp is a node lowered through the kernel layer: its definition's
+// context, built once when support is checked.
+type kernelOp struct {
+	ctx *kernel.Ctx
+}
+
+// buffer returns the kernel-layer buffer of value v.
+func (g *gen) buffer(v *ir.Value) *kernel.Buffer {
+	if v == nil {
+		return nil
+	}
+	if b, ok := g.bufs[v]; ok {
+		return b
+	}
+	b := &kernel.Buffer{Name: v.Name, DType: v.Type.Elem, Dims: kernel.Ints(dimsOf(v)...), ID: len(g.bufVals)}
+	g.bufs[v] = b
+	g.bufVals = append(g.bufVals, v)
+	return b
+}
+
+// kernelCtx builds node n's kernels (once) or says why it cannot.
+func (g *gen) kernelCtx(n *ir.Node) (*kernelOp, error) {
+	if ko, ok := g.kops[n]; ok {
+		return ko, nil
+	}
+	in := make([]*kernel.Buffer, len(n.Inputs))
+	consts := make([]*ir.Tensor, len(n.Inputs))
+	for i, v := range n.Inputs {
+		in[i] = g.buffer(v)
+		consts[i] = g.constOf(v)
+	}
+	out := make([]*kernel.Buffer, len(n.Outputs))
+	for i, v := range n.Outputs {
+		out[i] = g.buffer(v)
+	}
+	c, err := kernel.NewCtx(n, g.opsets, in, out, consts)
+	if err != nil {
+		return nil, err
+	}
+	if err := kernel.Build(c); err != nil {
+		return nil, err
+	}
+	ko := &kernelOp{ctx: c}
+	g.kops[n] = ko
+	return ko, nil
+}
+
+// supportsKernel reports what the kernel layer lacks for n, or nil.
+func (g *gen) supportsKernel(n *ir.Node) *ops.UnsupportedError {
+	if _, err := g.kernelCtx(n); err != nil {
+		if ue, ok := err.(*ops.UnsupportedError); ok {
+			return ue
+		}
+		return &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain], Reason: err.Error()}
+	}
+	return nil
+}
+
+// kernelScratch is the scratch node n's kernels pass values through.
+func (g *gen) kernelScratch(n *ir.Node) int64 {
+	ko, err := g.kernelCtx(n)
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, t := range ko.ctx.Temps {
+		total += align64(tempBytes(t))
+	}
+	return total
+}
+
+func tempBytes(b *kernel.Buffer) int64 {
+	dims, ok := b.Static()
+	if !ok {
+		panic(fmt.Sprintf("codegen/cpu: scratch %s has dynamic dims", b.Name))
+	}
+	return int64(ir.RawLen(b.DType, ir.Product(dims)))
+}
+
+// lowerKernelOp emits node n's kernels, one step each.
+func (g *gen) lowerKernelOp(n *ir.Node) error {
+	ko, err := g.kernelCtx(n)
+	if err != nil {
+		return err
+	}
+	temps := map[*kernel.Buffer]int64{}
+	var off int64
+	for _, t := range ko.ctx.Temps {
+		temps[t] = off
+		off += align64(tempBytes(t))
+	}
+	for _, kern := range ko.ctx.Kernels {
+		g.emitKernel(kern, temps)
+	}
+	return nil
+}
+
+// emitKernel emits one kernel as a step under the CPU schedule.
+func (g *gen) emitKernel(kern *kernel.Kernel, temps map[*kernel.Buffer]int64) {
+	s := kernel.CPUSchedule(kern, g.vl)
+	g.step(kern.Name, !s.Parallel, func(k *kfn) {
+		f := kernel.NewFn(g.mod, k.f, k.tid, k.nth, kernelHost{g: g, k: k, temps: temps}, g.decls)
+		f.B = k.b
+		kernel.EmitCPU(f, kern, s)
+		k.b = f.B
+	})
+}
+
+// kernelHost binds the kernel layer's buffers to a step's memory.
+type kernelHost struct {
+	g     *gen
+	k     *kfn
+	temps map[*kernel.Buffer]int64 // scratch offsets of the node's temps
+}
+
+func (h kernelHost) Ptr(_ *kernel.Fn, b *kernel.Buffer) value.Value {
+	mt := kernel.MemType(b.DType)
+	if b.Data != nil {
+		return h.k.locPtr(h.g.constLoc(b.Data), mt)
+	}
+	if b.ID < 0 {
+		off, ok := h.temps[b]
+		if !ok {
+			panic(fmt.Sprintf("codegen/cpu: scratch %s has no place", b.Name))
+		}
+		base := h.g.scratch[h.g.curNode]
+		return h.k.locPtr(loc{space: inArena, off: base + off}, mt)
+	}
+	return h.k.locPtr(h.g.locOf(h.g.bufVals[b.ID]), mt)
+}
+
+func (h kernelHost) Sym(_ *kernel.Fn, name string) value.Value {
+	panic(fmt.Sprintf("codegen/cpu: runtime dimension %q: not supported yet", name))
+}

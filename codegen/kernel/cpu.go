@@ -1,0 +1,538 @@
+package kernel
+
+import (
+	"math"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/value"
+)
+
+// Schedule says how a kernel's loops run on a CPU: which axis is in vector
+// lanes and how many, and whether the engine's threads split the work.
+// Loops run in the space's order, the lane axis innermost, reduction axes
+// inside the point they reduce for.
+type Schedule struct {
+	// VL is the number of lanes (0: scalar code).
+	VL int
+	// Axis is the space axis in lanes, or with Reduction the reduction
+	// axis (its partial results combine across lanes at the end); -1 when
+	// scalar.
+	Axis      int
+	Reduction bool
+	// Parallel splits the work across the engine's threads (else thread 0
+	// runs it all).
+	Parallel bool
+}
+
+// parallelWork is the work (points × reduced elements) from which a
+// kernel's loops are split across threads: below it, meeting at the
+// barrier costs more than the split saves.
+const parallelWork = 1 << 15
+
+// CPUSchedule picks a schedule for k on a CPU whose float32 vectors hold
+// vl lanes.
+func CPUSchedule(k *Kernel, vl int) Schedule {
+	s := Schedule{Axis: -1}
+	work := int64(math.MaxInt64)
+	if pts, ok := k.Points().IntValue(); ok {
+		work = pts
+		if r := k.Reduce; r != nil {
+			if n, ok := Product(r.Extents).IntValue(); ok {
+				work = pts * max(n, 1)
+			}
+		}
+		if t := k.TopK; t != nil {
+			if n, ok := t.N.IntValue(); ok {
+				work = pts * max(n, 1)
+			}
+		}
+	}
+	s.Parallel = !k.Serial && work >= parallelWork
+	if k.Serial || k.TopK != nil || k.Combine != None {
+		return s
+	}
+	inner := innerAxis(k.Space, -1)
+	if k.Scan != nil {
+		inner = innerAxis(k.Space, k.Scan.Axis)
+	}
+	wide := func(e *Expr) bool {
+		n, ok := e.IntValue()
+		return !ok || n >= 4
+	}
+	if r := k.Reduce; r != nil {
+		last := len(r.Extents) - 1
+		arg := r.Op == ArgMaxOp || r.Op == ArgMinOp
+		switch {
+		case inner >= 0 && wide(k.Space[inner]) && (arg || contiguous(k, axisRef{OpVar, int64(inner)})):
+			s.VL, s.Axis = vl, inner
+		case !arg && last >= 0 && wide(r.Extents[last]) && contiguous(k, axisRef{OpRVar, int64(last)}):
+			s.VL, s.Axis, s.Reduction = vl, last, true
+		}
+		return s
+	}
+	if inner >= 0 && wide(k.Space[inner]) {
+		s.VL, s.Axis = vl, inner
+	}
+	return s
+}
+
+// innerAxis is the last axis of space (other than skip) that is not of
+// static extent 1, or -1.
+func innerAxis(space []*Expr, skip int) int {
+	for i := len(space) - 1; i >= 0; i-- {
+		if n, ok := space[i].IntValue(); (ok && n == 1) || i == skip {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+// contiguous reports whether every load of k's value reads along axis a
+// contiguously (or not at all), so that lanes along a are plain vector
+// loads.
+func contiguous(k *Kernel, a axisRef) bool {
+	ok := true
+	walk(k.Value, func(e *Expr) {
+		if e.Op == OpLoad || e.Op == OpLoadOr {
+			idx := e.Args
+			if e.Op == OpLoadOr {
+				idx = idx[2:]
+			}
+			if c, known := coef(offset(e.Buf, idx), a); !known || c > 1 || c < 0 {
+				ok = false
+			}
+		}
+	})
+	return ok
+}
+
+// walk calls fn on every node of e's DAG once.
+func walk(e *Expr, fn func(*Expr)) {
+	seen := map[*Expr]bool{}
+	var rec func(*Expr)
+	rec = func(e *Expr) {
+		if e == nil || seen[e] {
+			return
+		}
+		seen[e] = true
+		for _, a := range e.Args {
+			rec(a)
+		}
+		fn(e)
+	}
+	rec(e)
+}
+
+// EmitCPU emits k's loop nest under schedule s at f's current block.
+func EmitCPU(f *Fn, k *Kernel, s Schedule) {
+	space := make([]value.Value, len(k.Space))
+	p := NewPoint(f, make([]value.Value, len(k.Space)))
+	for i, e := range k.Space {
+		space[i] = p.Eval(e)
+	}
+	switch {
+	case k.TopK != nil:
+		emitRows(f, p, k, space, -1, k.TopK.Axis, s.Parallel, func(q *Point) { emitTopK(q, k) })
+	case k.Scan != nil:
+		lane := -1
+		if s.VL > 0 {
+			lane = s.Axis
+		}
+		emitRows(f, p, k, space, lane, k.Scan.Axis, s.Parallel, func(q *Point) { emitScan(q, k, space[k.Scan.Axis]) })
+	default:
+		lane := -1
+		if s.VL > 0 && !s.Reduction {
+			lane = s.Axis
+		}
+		vl := 0
+		if lane >= 0 {
+			vl = s.VL
+		}
+		emitLanes(f, p, k, space, lane, vl, s.Parallel, func(q *Point) {
+			v := q.Eval(k.Value)
+			if k.Reduce != nil {
+				v = emitReduce(q, k, s)
+			}
+			emitStore(q, k, v)
+		})
+	}
+}
+
+// emitLanes runs body at every point of the space: the lane axis (if any)
+// innermost in vectors of vl (a masked vector for the rest), the other
+// axes as rows split across threads when parallel.
+func emitLanes(f *Fn, p *Point, k *Kernel, space []value.Value, lane, vl int, parallel bool, body func(q *Point)) {
+	inner := lane
+	if inner < 0 {
+		inner = innerAxis(k.Space, -1)
+	}
+	emitRows(f, p, k, space, inner, -1, parallel, func(q *Point) {
+		if inner < 0 {
+			body(q)
+			return
+		}
+		n := space[inner]
+		if vl == 0 {
+			f.Loop(I64(0), n, func(i value.Value) {
+				r := q.Scope()
+				r.Vars[inner] = i
+				body(r)
+			})
+			return
+		}
+		full := f.Mul(f.Div(n, I64(int64(vl))), I64(int64(vl)))
+		f.LoopStep(I64(0), full, int64(vl), func(i value.Value) {
+			r := q.Scope()
+			r.Vars[inner] = i
+			body(r.Vector(inner, false, vl, nil))
+		})
+		tail := f.Sub(n, full)
+		if t, ok := intConst(tail); ok && t == 0 {
+			return
+		}
+		f.If(f.Lt(I64(0), tail), func() {
+			r := q.Scope()
+			r.Vars[inner] = full
+			body(r.Vector(inner, false, vl, f.LaneMask(tail, vl)))
+		})
+	})
+}
+
+// emitRows runs body once per row: every combination of the space axes
+// other than inner and skip (which the body loops over itself), split
+// across threads when parallel. Axes of extent 1 are coordinate 0.
+func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, parallel bool, body func(q *Point)) {
+	var axes []int
+	for i := range space {
+		if i == inner || i == skip {
+			continue
+		}
+		if n, ok := intConst(space[i]); ok && n == 1 {
+			p.Vars[i] = I64(0)
+			continue
+		}
+		axes = append(axes, i)
+	}
+	if !parallel {
+		var nest func(d int, q *Point)
+		nest = func(d int, q *Point) {
+			if d == len(axes) {
+				body(q)
+				return
+			}
+			f.Loop(I64(0), space[axes[d]], func(i value.Value) {
+				r := q.Scope()
+				r.Vars[axes[d]] = i
+				nest(d+1, r)
+			})
+		}
+		nest(0, p)
+		return
+	}
+	rows := value.Value(I64(1))
+	for _, a := range axes {
+		rows = f.Mul(rows, space[a])
+	}
+	lo, hi := f.Split(rows)
+	f.Loop(lo, hi, func(o value.Value) {
+		q := p.Scope()
+		rest := o
+		for d := len(axes) - 1; d >= 0; d-- {
+			if d == 0 {
+				q.Vars[axes[d]] = rest
+				break
+			}
+			q.Vars[axes[d]] = f.Rem(rest, space[axes[d]])
+			rest = f.Div(rest, space[axes[d]])
+		}
+		body(q)
+	})
+}
+
+// emitStore writes a point's value to the kernel's output.
+func emitStore(q *Point, k *Kernel, v value.Value) {
+	f := q.F
+	idx := k.Store
+	if idx == nil {
+		idx = Vars(len(k.Space))
+	}
+	if k.Combine != None {
+		old := q.Eval(Load(k.Out, idx...))
+		v = combine(f, k.Combine, k.Value.Type, old, widenTo(f, q, v, old))
+	}
+	if k.When == nil {
+		q.Store(k.Out, idx, v, nil)
+		return
+	}
+	when := q.Eval(k.When)
+	if lanes(when) == 0 {
+		f.If(when, func() { q.Store(k.Out, idx, v, nil) })
+		return
+	}
+	mask := when
+	if q.Mask != nil {
+		mask = f.B.NewAnd(q.Mask, when)
+	}
+	q.Store(k.Out, idx, v, mask)
+}
+
+func widenTo(f *Fn, q *Point, v, like value.Value) value.Value {
+	if n := lanes(like); n > 0 && lanes(v) == 0 {
+		return f.Splat(v, n)
+	}
+	return v
+}
+
+// identity is the value a reduction starts from, of compute type t.
+func identity(op ReduceOp, t ir.DType) *Expr {
+	switch op {
+	case SumOp:
+		return Const(t, 0)
+	case ProdOp:
+		return Const(t, 1)
+	case MaxOp:
+		switch {
+		case t.IsFloat():
+			return Const(t, math.Inf(-1))
+		case t == ir.Bool:
+			return Bool(false)
+		case t.IsUnsigned():
+			return IntConst(t, 0)
+		}
+		return IntConst(t, minInt(t))
+	case MinOp:
+		switch {
+		case t.IsFloat():
+			return Const(t, math.Inf(1))
+		case t == ir.Bool:
+			return Bool(true)
+		case t.IsUnsigned():
+			return IntConst(t, -1) // all ones
+		}
+		return IntConst(t, -minInt(t)-1)
+	}
+	return Const(t, 0)
+}
+
+func minInt(t ir.DType) int64 {
+	switch t {
+	case ir.Int8:
+		return math.MinInt8
+	case ir.Int16:
+		return math.MinInt16
+	case ir.Int32:
+		return math.MinInt32
+	}
+	return math.MinInt64
+}
+
+// combine merges x into acc. Bools add as or and multiply as and (the
+// reference computes them as 0/1 integers and stores x != 0).
+func combine(f *Fn, op ReduceOp, t ir.DType, acc, x value.Value) value.Value {
+	if t == ir.Bool {
+		switch op {
+		case SumOp, MaxOp:
+			return f.B.NewOr(acc, x)
+		case ProdOp, MinOp:
+			return f.B.NewAnd(acc, x)
+		}
+	}
+	switch op {
+	case SumOp:
+		return f.binaryOp(OpAdd, t, acc, x)
+	case ProdOp:
+		return f.binaryOp(OpMul, t, acc, x)
+	case MaxOp:
+		return f.binaryOp(OpMax, t, x, acc)
+	case MinOp:
+		return f.binaryOp(OpMin, t, x, acc)
+	}
+	return x
+}
+
+// emitReduce reduces the kernel's value over the reduction axes at point q
+// and returns Post's value.
+func emitReduce(q *Point, k *Kernel, s Schedule) value.Value {
+	f := q.F
+	r := k.Reduce
+	t := k.Value.Type
+	ext := make([]value.Value, len(r.Extents))
+	for i, e := range r.Extents {
+		ext[i] = q.Eval(e)
+	}
+	q.RVars = make([]value.Value, len(r.Extents))
+	var acc value.Value
+	if r.Op == ArgMaxOp || r.Op == ArgMinOp {
+		acc = emitArg(q, k, ext[0])
+	} else {
+		init := q.EvalVec(identity(r.Op, t))
+		hlane := -1
+		if s.Reduction && s.VL > 0 {
+			hlane = s.Axis
+			init = f.Splat(q.Eval(identity(r.Op, t)), s.VL)
+		}
+		var nest func(d int, q *Point, acc value.Value) value.Value
+		nest = func(d int, q *Point, acc value.Value) value.Value {
+			if d == len(ext) {
+				return combine(f, r.Op, t, acc, widenTo(f, q, q.Eval(k.Value), acc))
+			}
+			if d != hlane {
+				return f.LoopAcc(I64(0), ext[d], 1, []value.Value{acc}, func(i value.Value, a []value.Value) []value.Value {
+					c := q.Scope()
+					c.RVars[d] = i
+					return []value.Value{nest(d+1, c, a[0])}
+				})[0]
+			}
+			vl := s.VL
+			full := f.Mul(f.Div(ext[d], I64(int64(vl))), I64(int64(vl)))
+			acc = f.LoopAcc(I64(0), full, int64(vl), []value.Value{acc}, func(i value.Value, a []value.Value) []value.Value {
+				c := q.Scope()
+				c.RVars[d] = i
+				return []value.Value{nest(d+1, c.Vector(d, true, vl, nil), a[0])}
+			})[0]
+			tail := f.Sub(ext[d], full)
+			if n, ok := intConst(tail); ok && n == 0 {
+				return acc
+			}
+			c := q.Scope()
+			c.RVars[d] = full
+			mask := f.LaneMask(tail, vl)
+			cv := c.Vector(d, true, vl, mask)
+			x := widenTo(f, cv, cv.Eval(k.Value), acc)
+			x = f.B.NewSelect(mask, x, init)
+			return combine(f, r.Op, t, acc, x)
+		}
+		acc = nest(0, q, init)
+		if hlane >= 0 {
+			h := f.ExtractLane(acc, 0)
+			for i := 1; i < s.VL; i++ {
+				h = combine(f, r.Op, t, h, f.ExtractLane(acc, i))
+			}
+			acc = h
+		}
+	}
+	if r.Post == nil {
+		return acc
+	}
+	post := q.Scope()
+	post.Acc = acc
+	return post.Eval(r.Post)
+}
+
+// emitArg finds the index of the best value along the single reduction
+// axis (ArgMax/ArgMin, as the reference: the first of equals, or the
+// last; a NaN wins and stays).
+func emitArg(q *Point, k *Kernel, n value.Value) value.Value {
+	f := q.F
+	r := k.Reduce
+	t := k.Value.Type
+	first := q.Scope()
+	first.RVars[0] = I64(0)
+	best0 := first.EvalVec(k.Value)
+	var idx0 value.Value = I64(0)
+	if q.VL > 0 {
+		idx0 = f.Splat(idx0, q.VL)
+	}
+	res := f.LoopAcc(I64(1), n, 1, []value.Value{best0, idx0}, func(i value.Value, a []value.Value) []value.Value {
+		c := q.Scope()
+		c.RVars[0] = i
+		x := c.EvalVec(k.Value)
+		var better value.Value
+		gt := OpGt
+		if r.Op == ArgMinOp {
+			gt = OpLt
+		}
+		better = f.binaryOp(gt, t, x, a[0])
+		if r.Last {
+			better = f.B.NewOr(better, f.binaryOp(OpEq, t, x, a[0]))
+		}
+		if t.IsFloat() {
+			better = f.B.NewOr(better, f.B.NewFCmp(enum.FPredUNO, x, x))
+			better = f.B.NewAnd(better, f.B.NewFCmp(enum.FPredORD, a[0], a[0]))
+		}
+		ii := i
+		if q.VL > 0 {
+			ii = f.Splat(i, q.VL)
+		}
+		return []value.Value{f.B.NewSelect(better, x, a[0]), f.B.NewSelect(better, ii, a[1])}
+	})
+	return res[1]
+}
+
+// emitScan runs the scan along its axis at row q (vectorized along the lane
+// axis when q has lanes).
+func emitScan(q *Point, k *Kernel, n value.Value) {
+	f := q.F
+	sc := k.Scan
+	t := k.Value.Type
+	init := q.EvalVec(identity(sc.Op, t))
+	f.LoopAcc(I64(0), n, 1, []value.Value{init}, func(i value.Value, a []value.Value) []value.Value {
+		c := q.Scope()
+		j := i
+		if sc.Reverse {
+			j = f.Sub(f.Sub(n, I64(1)), i)
+		}
+		c.Vars[sc.Axis] = j
+		x := widenTo(f, c, c.Eval(k.Value), a[0])
+		next := combine(f, sc.Op, t, a[0], x)
+		out := next
+		if sc.Exclusive {
+			out = a[0]
+		}
+		c.Store(k.Out, Vars(len(k.Space)), out, nil)
+		return []value.Value{next}
+	})
+}
+
+// emitTopK selects the K best candidates at row q: the r-th pick is the
+// best candidate ranked after the (r-1)-th in the order (value, then
+// index), so no scratch is needed and equal values keep their order.
+func emitTopK(q *Point, k *Kernel) {
+	f := q.F
+	tk := k.TopK
+	t := k.Value.Type
+	kOut := q.Eval(k.Space[tk.Axis])
+	n := q.Eval(tk.N)
+	// before(a, i, b, j): candidate (a, i) ranks before (b, j).
+	before := func(a, i, b, j value.Value) value.Value {
+		gt, lt := OpGt, OpLt
+		if !tk.Largest {
+			gt, lt = OpLt, OpGt
+		}
+		ahead := f.binaryOp(gt, t, a, b)
+		tie := f.binaryOp(OpEq, t, a, b)
+		if t.IsFloat() {
+			an, bn := f.B.NewFCmp(enum.FPredUNO, a, a), f.B.NewFCmp(enum.FPredUNO, b, b)
+			// NaN ranks below every number: last when largest, first when not.
+			if tk.Largest {
+				ahead = f.B.NewOr(ahead, f.B.NewAnd(bn, f.B.NewXor(an, constant.True)))
+			} else {
+				ahead = f.B.NewOr(ahead, f.B.NewAnd(an, f.B.NewXor(bn, constant.True)))
+			}
+			tie = f.B.NewOr(tie, f.B.NewAnd(an, bn))
+		}
+		_ = lt
+		return f.B.NewOr(ahead, f.B.NewAnd(tie, f.B.NewICmp(enum.IPredSLT, i, j)))
+	}
+	zero := q.Eval(Const(t, 0))
+	f.LoopAcc(I64(0), kOut, 1, []value.Value{zero, I64(-1)}, func(r value.Value, prev []value.Value) []value.Value {
+		// found, bestV, bestI over the candidates ranked after prev.
+		res := f.LoopAcc(I64(0), n, 1, []value.Value{constant.False, zero, I64(0)}, func(j value.Value, a []value.Value) []value.Value {
+			c := q.Scope()
+			c.Vars[tk.Axis] = j
+			x := c.Eval(k.Value)
+			after := f.B.NewOr(f.B.NewICmp(enum.IPredSLT, prev[1], I64(0)), before(prev[0], prev[1], x, j))
+			take := f.B.NewAnd(after, f.B.NewOr(f.B.NewXor(a[0], constant.True), before(x, j, a[1], a[2])))
+			return []value.Value{f.B.NewOr(a[0], take), f.B.NewSelect(take, x, a[1]), f.B.NewSelect(take, j, a[2])}
+		})
+		c := q.Scope()
+		c.Vars[tk.Axis] = r
+		idx := Vars(len(k.Space))
+		c.Store(k.Out, idx, res[1], nil)
+		c.Store(tk.Indices, idx, res[2], nil)
+		return []value.Value{res[1], res[2]}
+	})
+}

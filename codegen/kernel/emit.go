@@ -1,0 +1,688 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kiln-ml/kiln/ir"
+	ll "github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+)
+
+// axisRef names an iteration axis: OpVar or OpRVar with its index.
+type axisRef struct {
+	op Op
+	i  int64
+}
+
+func (a axisRef) is(e *Expr) bool { return e.Op == a.op && e.Int == a.i }
+
+var noAxis = axisRef{op: OpConst, i: -1}
+
+// Point evaluates expressions at one point of an iteration space, in the
+// function's current block. One axis may be in lanes: its coordinate is
+// then lane 0's, and expressions that depend on it are vectors of VL
+// lanes (the rest stay scalars); Mask, when set, marks the lanes that
+// exist (the rest compute nothing that shows: loads and stores skip them).
+type Point struct {
+	F     *Fn
+	Vars  []value.Value // i64 coordinates of Var(i)
+	RVars []value.Value // i64 coordinates of RVar(i)
+	VL    int           // lanes (0: scalar)
+	Mask  value.Value   // <VL x i1>, nil: all lanes
+	Holes map[string]value.Value
+	Acc   value.Value
+
+	vec    axisRef
+	memo   map[*Expr]value.Value
+	parent *Point // values computed before this scope began
+	lane0  *Point // the same point with the vector axis at lane 0, scalar
+	varies map[*Expr]bool
+}
+
+// NewPoint returns a scalar point.
+func NewPoint(f *Fn, vars []value.Value) *Point {
+	return &Point{F: f, Vars: vars, vec: noAxis, memo: map[*Expr]value.Value{}, varies: map[*Expr]bool{}}
+}
+
+// Vector puts axis Var(i) (or RVar(i) when reduction is set) in vl lanes.
+func (p *Point) Vector(i int, reduction bool, vl int, mask value.Value) *Point {
+	q := p.Scope()
+	q.vec = axisRef{OpVar, int64(i)}
+	if reduction {
+		q.vec.op = OpRVar
+	}
+	q.VL, q.Mask, q.memo, q.varies, q.lane0 = vl, mask, map[*Expr]value.Value{}, map[*Expr]bool{}, nil
+	q.parent = nil // scalar values of the outer point stay valid, but in a new lane layout none are reused
+	return q
+}
+
+// Scope returns a child point for a nested block (a loop body): values it
+// computes are not visible to p, while p's are visible to it.
+func (p *Point) Scope() *Point {
+	q := *p
+	q.memo = map[*Expr]value.Value{}
+	q.parent = p
+	q.lane0 = nil
+	q.Vars = append([]value.Value(nil), p.Vars...)
+	q.RVars = append([]value.Value(nil), p.RVars...)
+	return &q
+}
+
+func (p *Point) lookup(e *Expr) (value.Value, bool) {
+	for q := p; q != nil; q = q.parent {
+		if v, ok := q.memo[e]; ok {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// Varies reports whether e depends on the axis in lanes.
+func (p *Point) Varies(e *Expr) bool {
+	if p.VL == 0 {
+		return false
+	}
+	if v, ok := p.varies[e]; ok {
+		return v
+	}
+	v := p.vec.is(e)
+	for _, a := range e.Args {
+		v = v || p.Varies(a)
+	}
+	p.varies[e] = v
+	return v
+}
+
+// scalar returns the point's lane-0 twin: scalar evaluation with the vector
+// axis at its base coordinate.
+func (p *Point) scalar() *Point {
+	if p.VL == 0 {
+		return p
+	}
+	if p.lane0 == nil {
+		q := *p
+		q.VL, q.Mask, q.vec, q.memo, q.parent, q.lane0, q.varies = 0, nil, noAxis, map[*Expr]value.Value{}, nil, nil, map[*Expr]bool{}
+		p.lane0 = &q
+	}
+	return p.lane0
+}
+
+// Eval emits e's value: a scalar when it does not vary across lanes, else a
+// vector of VL lanes.
+func (p *Point) Eval(e *Expr) value.Value {
+	if v, ok := p.lookup(e); ok {
+		return v
+	}
+	v := p.eval(e)
+	p.memo[e] = v
+	return v
+}
+
+// EvalVec is Eval widened to VL lanes (splatting a uniform value).
+func (p *Point) EvalVec(e *Expr) value.Value {
+	v := p.Eval(e)
+	if p.VL > 0 && lanes(v) == 0 {
+		return p.F.Splat(v, p.VL)
+	}
+	return v
+}
+
+// args evaluates e's operands, widened to lanes when any varies.
+func (p *Point) args(e *Expr) []value.Value {
+	vals := make([]value.Value, len(e.Args))
+	wide := false
+	for i, a := range e.Args {
+		vals[i] = p.Eval(a)
+		wide = wide || lanes(vals[i]) > 0
+	}
+	if wide {
+		for i, v := range vals {
+			if lanes(v) == 0 {
+				vals[i] = p.F.Splat(v, p.VL)
+			}
+		}
+	}
+	return vals
+}
+
+func (p *Point) eval(e *Expr) value.Value {
+	f := p.F
+	switch e.Op {
+	case OpConst:
+		switch {
+		case e.Type == ir.Bool:
+			return constant.NewBool(e.Int != 0)
+		case e.Type.IsFloat():
+			return constant.NewFloat(RegType(e.Type).(*types.FloatType), e.Float)
+		}
+		return constant.NewInt(RegType(e.Type).(*types.IntType), e.Int)
+	case OpVar, OpRVar:
+		vs := p.Vars
+		if e.Op == OpRVar {
+			vs = p.RVars
+		}
+		if int(e.Int) >= len(vs) || vs[e.Int] == nil {
+			panic(fmt.Sprintf("kernel: %s has no coordinate here", e))
+		}
+		if p.vec.is(e) {
+			return f.Iota(vs[e.Int], p.VL)
+		}
+		return vs[e.Int]
+	case OpSym:
+		return f.Host.Sym(f, e.Name)
+	case OpHole:
+		v, ok := p.Holes[e.Name]
+		if !ok {
+			panic(fmt.Sprintf("kernel: hole %q is not filled", e.Name))
+		}
+		return v
+	case OpAcc:
+		if p.Acc == nil {
+			panic("kernel: acc outside a reduction's post")
+		}
+		return p.Acc
+	case OpLoad, OpLoadOr:
+		return p.load(e)
+	case OpSelect:
+		a := p.args(e)
+		return f.B.NewSelect(a[0], a[1], a[2])
+	case OpCast:
+		return f.cast(p.Eval(e.Args[0]), e.Args[0].Type, e.Type, e.Round)
+	}
+	a := p.args(e)
+	if len(a) == 1 {
+		return f.unaryOp(e.Op, e.Args[0].Type, a[0])
+	}
+	return f.binaryOp(e.Op, e.Args[0].Type, a[0], a[1])
+}
+
+// ---- memory ----
+
+// offset is the linear element offset of idx in b (row-major).
+func offset(b *Buffer, idx []*Expr) *Expr {
+	off := C(0)
+	stride := C(1)
+	for i := len(idx) - 1; i >= 0; i-- {
+		off = Add(off, Mul(idx[i], stride))
+		stride = Mul(stride, b.Dims[i])
+	}
+	return off
+}
+
+// coef returns how much e grows per step of axis a when that is a
+// compile-time constant (e is affine in a).
+func coef(e *Expr, a axisRef) (int64, bool) {
+	switch {
+	case a.is(e):
+		return 1, true
+	case !dependsOn(e, a):
+		return 0, true
+	}
+	switch e.Op {
+	case OpAdd, OpSub:
+		x, ok1 := coef(e.Args[0], a)
+		y, ok2 := coef(e.Args[1], a)
+		if e.Op == OpSub {
+			y = -y
+		}
+		return x + y, ok1 && ok2
+	case OpMul:
+		if c, ok := e.Args[0].IntValue(); ok {
+			x, ok := coef(e.Args[1], a)
+			return c * x, ok
+		}
+		if c, ok := e.Args[1].IntValue(); ok {
+			x, ok := coef(e.Args[0], a)
+			return c * x, ok
+		}
+	}
+	return 0, false
+}
+
+func dependsOn(e *Expr, a axisRef) bool {
+	if a.is(e) {
+		return true
+	}
+	for _, x := range e.Args {
+		if dependsOn(x, a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Point) load(e *Expr) value.Value {
+	f := p.F
+	b := e.Buf
+	idx := e.Args
+	var cond, other *Expr
+	if e.Op == OpLoadOr {
+		cond, other, idx = e.Args[0], e.Args[1], e.Args[2:]
+	}
+	off := offset(b, idx)
+	base := f.Host.Ptr(f, b)
+	mt := MemType(b.DType)
+	varies := p.Varies(off) || cond != nil && p.Varies(cond)
+	if !varies {
+		// One element for all lanes.
+		o := p.Eval(off)
+		if cond == nil {
+			return f.widen(f.B.NewLoad(mt, f.B.NewGetElementPtr(mt, base, o)), b.DType)
+		}
+		c := p.Eval(cond)
+		alt := p.Eval(other)
+		if lanes(alt) > 0 { // the fallback varies: select per lane
+			v := f.IfValue(c, func() value.Value {
+				return f.widen(f.B.NewLoad(mt, f.B.NewGetElementPtr(mt, base, o)), b.DType)
+			}, func() value.Value { return constant.NewZeroInitializer(RegType(computeType(b.DType))) })
+			return f.B.NewSelect(f.Splat(c, p.VL), f.Splat(v, p.VL), alt)
+		}
+		return f.IfValue(c, func() value.Value {
+			return f.widen(f.B.NewLoad(mt, f.B.NewGetElementPtr(mt, base, o)), b.DType)
+		}, func() value.Value { return alt })
+	}
+	mask := p.Mask
+	var passthru value.Value = constant.NewZeroInitializer(vecOf(mt, p.VL))
+	if cond != nil {
+		c := p.EvalVec(cond)
+		if mask == nil {
+			mask = c
+		} else {
+			mask = f.B.NewAnd(mask, c)
+		}
+	}
+	var raw value.Value
+	if c, ok := coef(off, p.vec); ok && c == 1 {
+		o := p.scalar().Eval(off)
+		ptr := f.B.NewBitCast(f.B.NewGetElementPtr(mt, base, o), types.NewPointer(vecOf(mt, p.VL)))
+		if mask == nil {
+			ld := f.B.NewLoad(vecOf(mt, p.VL), ptr)
+			ld.Align = ll.Align(align(b.DType))
+			raw = ld
+		} else {
+			raw = f.Call(fmt.Sprintf("llvm.masked.load.%s.p0%s", suffix(vecOf(mt, p.VL)), suffix(vecOf(mt, p.VL))),
+				vecOf(mt, p.VL), ptr, constant.NewInt(i32, int64(align(b.DType))), mask, passthru)
+		}
+	} else {
+		o := p.EvalVec(off)
+		ptrs := f.B.NewGetElementPtr(mt, base, o)
+		if mask == nil {
+			mask = allTrue(p.VL)
+		}
+		raw = f.Call(fmt.Sprintf("llvm.masked.gather.%s.v%dp0%s", suffix(vecOf(mt, p.VL)), p.VL, suffix(mt)),
+			vecOf(mt, p.VL), ptrs, constant.NewInt(i32, int64(align(b.DType))), mask, passthru)
+	}
+	v := f.widen(raw, b.DType)
+	if cond != nil {
+		v = f.B.NewSelect(p.EvalVec(cond), v, p.EvalVec(other))
+	}
+	return v
+}
+
+// align is an element's alignment in bytes.
+func align(d ir.DType) int { return max(1, d.Size()) }
+
+func allTrue(n int) constant.Constant {
+	elems := make([]constant.Constant, n)
+	for i := range elems {
+		elems[i] = constant.True
+	}
+	return constant.NewVector(types.NewVector(uint64(n), i1), elems...)
+}
+
+// widen converts loaded memory of type d to its compute type.
+func (f *Fn) widen(v value.Value, d ir.DType) value.Value {
+	n := lanes(v)
+	switch d {
+	case ir.Bool:
+		return f.B.NewICmp(enum.IPredNE, v, intConstLike(v.Type(), 0))
+	case ir.Float16:
+		h := f.B.NewBitCast(v, vecOf(types.Half, n))
+		return f.B.NewFPExt(h, vecOf(f32, n))
+	case ir.BFloat16:
+		w := f.B.NewZExt(v, vecOf(i32, n))
+		return f.B.NewBitCast(f.B.NewShl(w, intConstLike(w.Type(), 16)), vecOf(f32, n))
+	}
+	return v
+}
+
+// narrow converts a computed value to memory type d.
+func (f *Fn) narrow(v value.Value, d ir.DType) value.Value {
+	n := lanes(v)
+	switch d {
+	case ir.Bool:
+		return f.B.NewZExt(v, vecOf(i8, n))
+	case ir.Float16:
+		return f.B.NewBitCast(f.B.NewFPTrunc(v, vecOf(types.Half, n)), vecOf(i16, n))
+	case ir.BFloat16:
+		return f.B.NewTrunc(f.B.NewLShr(f.bf16Bits(v), intConstLike(vecOf(i32, n), 16)), vecOf(i16, n))
+	}
+	return v
+}
+
+// bf16Bits rounds float32 v to bfloat16 precision (nearest, ties to even;
+// NaN stays a quiet NaN) and returns its bits as i32.
+func (f *Fn) bf16Bits(v value.Value) value.Value {
+	n := lanes(v)
+	it := vecOf(i32, n)
+	bits := f.B.NewBitCast(v, it)
+	lsb := f.B.NewAnd(f.B.NewLShr(bits, intConstLike(it, 16)), intConstLike(it, 1))
+	rounded := f.B.NewAnd(f.B.NewAdd(f.B.NewAdd(bits, intConstLike(it, 0x7fff)), lsb), intConstLike(it, -65536))
+	nan := f.B.NewOr(f.B.NewAnd(bits, intConstLike(it, -65536)), intConstLike(it, 0x00400000))
+	return f.B.NewSelect(f.B.NewFCmp(enum.FPredUNO, v, v), nan, rounded)
+}
+
+// Store writes v (a scalar, or a vector when the point has lanes) to b at
+// idx. A vector store needs idx contiguous or scattered along the lane
+// axis; mask (or the point's) limits the lanes written.
+func (p *Point) Store(b *Buffer, idx []*Expr, v value.Value, mask value.Value) {
+	f := p.F
+	off := offset(b, idx)
+	base := f.Host.Ptr(f, b)
+	mt := MemType(b.DType)
+	if mask == nil {
+		mask = p.Mask
+	}
+	if lanes(v) == 0 && p.VL > 0 && p.Varies(off) {
+		v = f.Splat(v, p.VL)
+	}
+	data := f.narrow(v, b.DType)
+	if lanes(v) == 0 {
+		o := p.Eval(off)
+		f.B.NewStore(data, f.B.NewGetElementPtr(mt, base, o))
+		return
+	}
+	if c, ok := coef(off, p.vec); ok && c == 1 {
+		o := p.scalar().Eval(off)
+		ptr := f.B.NewBitCast(f.B.NewGetElementPtr(mt, base, o), types.NewPointer(vecOf(mt, p.VL)))
+		if mask == nil {
+			st := f.B.NewStore(data, ptr)
+			st.Align = ll.Align(align(b.DType))
+			return
+		}
+		f.Call(fmt.Sprintf("llvm.masked.store.%s.p0%s", suffix(vecOf(mt, p.VL)), suffix(vecOf(mt, p.VL))),
+			types.Void, data, ptr, constant.NewInt(i32, int64(align(b.DType))), mask)
+		return
+	}
+	o := p.EvalVec(off)
+	ptrs := f.B.NewGetElementPtr(mt, base, o)
+	if mask == nil {
+		mask = allTrue(p.VL)
+	}
+	f.Call(fmt.Sprintf("llvm.masked.scatter.%s.v%dp0%s", suffix(vecOf(mt, p.VL)), p.VL, suffix(mt)),
+		types.Void, data, ptrs, constant.NewInt(i32, int64(align(b.DType))), mask)
+}
+
+// ---- arithmetic ----
+
+func (f *Fn) unaryOp(op Op, t ir.DType, x value.Value) value.Value {
+	ty := x.Type()
+	if t.IsFloat() {
+		switch op {
+		case OpNeg:
+			return f.B.NewFNeg(x)
+		case OpAbs:
+			return f.intrinsic1("fabs", x)
+		case OpSqrt:
+			return f.intrinsic1("sqrt", x)
+		case OpFloor:
+			return f.intrinsic1("floor", x)
+		case OpCeil:
+			return f.intrinsic1("ceil", x)
+		case OpRound:
+			return f.intrinsic1("rint", x) // the default rounding mode: half to even
+		case OpIsNaN:
+			return f.B.NewFCmp(enum.FPredUNO, x, x)
+		}
+		fn := map[Op]func(value.Value) value.Value{OpExp: f.Exp, OpLog: f.Log, OpSin: f.Sin, OpCos: f.Cos,
+			OpAtan: f.Atan, OpTanh: f.Tanh, OpErf: f.Erf}[op]
+		if fn == nil {
+			panic(fmt.Sprintf("kernel: %s on %s", op, t))
+		}
+		if t == ir.Float64 && op == OpExp {
+			return f.Exp64(x)
+		}
+		if t == ir.Float64 && op == OpLog {
+			return f.Log64(x)
+		}
+		if t == ir.Float64 { // the other polynomials are single precision: ~1e-7 relative
+			n := lanes(x)
+			return f.B.NewFPExt(fn(f.B.NewFPTrunc(x, vecOf(f32, n))), ty)
+		}
+		return fn(x)
+	}
+	switch op {
+	case OpNeg:
+		return f.B.NewSub(intConstLike(ty, 0), x)
+	case OpAbs:
+		if t.IsUnsigned() || t == ir.Bool {
+			return x
+		}
+		return f.B.NewSelect(f.B.NewICmp(enum.IPredSLT, x, intConstLike(ty, 0)), f.B.NewSub(intConstLike(ty, 0), x), x)
+	case OpNot:
+		return f.B.NewXor(x, intConstLike(ty, -1))
+	}
+	panic(fmt.Sprintf("kernel: %s on %s", op, t))
+}
+
+func (f *Fn) binaryOp(op Op, t ir.DType, x, y value.Value) value.Value {
+	ty := x.Type()
+	if t.IsFloat() {
+		switch op {
+		case OpAdd:
+			return f.B.NewFAdd(x, y)
+		case OpSub:
+			return f.B.NewFSub(x, y)
+		case OpMul:
+			return f.B.NewFMul(x, y)
+		case OpDiv:
+			return f.B.NewFDiv(x, y)
+		case OpRem:
+			return f.fmod(x, y)
+		case OpMax:
+			return f.FMax(x, y)
+		case OpMin:
+			return f.FMin(x, y)
+		case OpPow:
+			return f.Pow(x, y)
+		case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
+			pred := map[Op]enum.FPred{OpEq: enum.FPredOEQ, OpNe: enum.FPredUNE, OpLt: enum.FPredOLT,
+				OpLe: enum.FPredOLE, OpGt: enum.FPredOGT, OpGe: enum.FPredOGE}[op]
+			return f.B.NewFCmp(pred, x, y)
+		}
+		panic(fmt.Sprintf("kernel: %s on %s", op, t))
+	}
+	signed := t.IsSigned()
+	switch op {
+	case OpAdd:
+		return f.B.NewAdd(x, y)
+	case OpSub:
+		return f.B.NewSub(x, y)
+	case OpMul:
+		return f.B.NewMul(x, y)
+	case OpDiv, OpRem:
+		return f.intDiv(op, signed, x, y)
+	case OpMax, OpMin:
+		if t == ir.Bool {
+			if op == OpMax {
+				return f.B.NewOr(x, y)
+			}
+			return f.B.NewAnd(x, y)
+		}
+		pred := map[bool]map[Op]enum.IPred{true: {OpMax: enum.IPredSGT, OpMin: enum.IPredSLT}, false: {OpMax: enum.IPredUGT, OpMin: enum.IPredULT}}[signed][op]
+		return f.B.NewSelect(f.B.NewICmp(pred, x, y), x, y)
+	case OpAnd:
+		return f.B.NewAnd(x, y)
+	case OpOr:
+		return f.B.NewOr(x, y)
+	case OpXor:
+		return f.B.NewXor(x, y)
+	case OpShl, OpShr:
+		bits := int64(elemOf(ty).(*types.IntType).BitSize)
+		over := f.B.NewICmp(enum.IPredUGE, y, intConstLike(ty, bits))
+		var r value.Value
+		switch {
+		case op == OpShl:
+			r = f.B.NewShl(x, y)
+		case signed:
+			r = f.B.NewAShr(x, y)
+		default:
+			r = f.B.NewLShr(x, y)
+		}
+		return f.B.NewSelect(over, intConstLike(ty, 0), r)
+	case OpPow:
+		return f.intPow(x, y)
+	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
+		pred := map[Op]enum.IPred{OpEq: enum.IPredEQ, OpNe: enum.IPredNE, OpLt: enum.IPredULT, OpLe: enum.IPredULE, OpGt: enum.IPredUGT, OpGe: enum.IPredUGE}[op]
+		if signed {
+			pred = map[Op]enum.IPred{OpEq: enum.IPredEQ, OpNe: enum.IPredNE, OpLt: enum.IPredSLT, OpLe: enum.IPredSLE, OpGt: enum.IPredSGT, OpGe: enum.IPredSGE}[op]
+		}
+		return f.B.NewICmp(pred, x, y)
+	}
+	panic(fmt.Sprintf("kernel: %s on %s", op, t))
+}
+
+// intDiv divides integers without trapping: a zero divisor gives 0 and
+// MinInt / -1 wraps, where the hardware would fault.
+func (f *Fn) intDiv(op Op, signed bool, x, y value.Value) value.Value {
+	ty := x.Type()
+	zero := f.B.NewICmp(enum.IPredEQ, y, intConstLike(ty, 0))
+	bad := value.Value(zero)
+	if signed {
+		bits := elemOf(ty).(*types.IntType).BitSize
+		minInt := intConstLike(ty, int64(-1)<<(bits-1))
+		if bits == 64 {
+			minInt = intConstLike(ty, math.MinInt64)
+		}
+		ovf := f.B.NewAnd(f.B.NewICmp(enum.IPredEQ, x, minInt), f.B.NewICmp(enum.IPredEQ, y, intConstLike(ty, -1)))
+		bad = f.B.NewOr(zero, ovf)
+	}
+	safe := f.B.NewSelect(bad, intConstLike(ty, 1), y)
+	var r value.Value
+	switch {
+	case op == OpDiv && signed:
+		r = f.B.NewSDiv(x, safe)
+	case op == OpDiv:
+		r = f.B.NewUDiv(x, safe)
+	case signed:
+		r = f.B.NewSRem(x, safe)
+	default:
+		r = f.B.NewURem(x, safe)
+	}
+	if op == OpDiv {
+		// MinInt / -1 divided by 1 above gives MinInt: the wrapped quotient.
+		return f.B.NewSelect(zero, intConstLike(ty, 0), r)
+	}
+	return f.B.NewSelect(bad, intConstLike(ty, 0), r)
+}
+
+// intPow is x^y by squaring over y's low 6 bits (larger exponents overflow
+// every type but for bases 0 and ±1); a negative y gives 1/x^|y|
+// truncated: 0 except for ±1.
+func (f *Fn) intPow(x, y value.Value) value.Value {
+	ty := x.Type()
+	one := intConstLike(ty, 1)
+	r, b := value.Value(one), x
+	for bit := 0; bit < 6; bit++ {
+		set := f.B.NewICmp(enum.IPredNE, f.B.NewAnd(f.B.NewLShr(y, intConstLike(ty, int64(bit))), one), intConstLike(ty, 0))
+		r = f.B.NewSelect(set, f.B.NewMul(r, b), r)
+		b = f.B.NewMul(b, b)
+	}
+	// Exponents of 64 and more: 0 and 1 stay, -1 alternates, others wrap to 0.
+	big := f.B.NewICmp(enum.IPredSGE, y, intConstLike(ty, 64))
+	odd := f.B.NewICmp(enum.IPredNE, f.B.NewAnd(y, one), intConstLike(ty, 0))
+	minus1 := f.B.NewICmp(enum.IPredEQ, x, intConstLike(ty, -1))
+	small := f.B.NewOr(f.B.NewICmp(enum.IPredEQ, x, intConstLike(ty, 0)), f.B.NewICmp(enum.IPredEQ, x, one))
+	signOne := f.B.NewSelect(odd, intConstLike(ty, -1), one)
+	bigR := f.B.NewSelect(small, x, f.B.NewSelect(minus1, signOne, intConstLike(ty, 0)))
+	r = f.B.NewSelect(big, bigR, r)
+	neg := f.B.NewICmp(enum.IPredSLT, y, intConstLike(ty, 0))
+	negR := f.B.NewSelect(f.B.NewICmp(enum.IPredEQ, x, one), one, f.B.NewSelect(minus1, signOne, intConstLike(ty, 0)))
+	return f.B.NewSelect(neg, negR, r)
+}
+
+// fmod is C's fmod (the dividend's sign), computed in double precision as
+// x - y·trunc(x/y): exact while the quotient fits 2^24 for float32 data.
+func (f *Fn) fmod(x, y value.Value) value.Value {
+	n := lanes(x)
+	wide := elemOf(x.Type()).Equal(f32)
+	xd, yd := x, y
+	if wide {
+		xd, yd = f.B.NewFPExt(x, vecOf(f64, n)), f.B.NewFPExt(y, vecOf(f64, n))
+	}
+	q := f.intrinsic1("trunc", f.B.NewFDiv(xd, yd))
+	var r value.Value = f.B.NewFSub(xd, f.B.NewFMul(yd, q))
+	// Infinite y leaves x; keep the sign of x for a zero result.
+	r = f.B.NewSelect(f.B.NewFCmp(enum.FPredOEQ, f.intrinsic1("fabs", yd), typedConst(yd.Type(), math.Inf(1))), xd, r)
+	r = f.Call("llvm.copysign."+suffix(r.Type()), r.Type(), r, xd)
+	if wide {
+		return f.B.NewFPTrunc(r, x.Type())
+	}
+	return r
+}
+
+// cast converts x from type from to type to (ONNX Cast, as the reference
+// computes it; see CastTo).
+func (f *Fn) cast(x value.Value, from, to ir.DType, round ir.DType) value.Value {
+	n := lanes(x)
+	rt := vecOf(RegType(to), n)
+	switch {
+	case from.IsFloat() && to.IsFloat():
+		var r value.Value = x
+		switch {
+		case from == ir.Float32 && to == ir.Float64:
+			r = f.B.NewFPExt(x, rt)
+		case from == ir.Float64 && to == ir.Float32:
+			r = f.B.NewFPTrunc(x, rt)
+		}
+		switch round {
+		case ir.Float16:
+			r = f.B.NewFPExt(f.B.NewFPTrunc(r, vecOf(types.Half, n)), rt)
+		case ir.BFloat16:
+			r = f.B.NewBitCast(f.bf16Bits(r), rt)
+		}
+		return r
+	case from.IsFloat() && to == ir.Bool:
+		return f.B.NewFCmp(enum.FPredUNE, x, typedConst(x.Type(), 0))
+	case from.IsFloat():
+		it := vecOf(i64, n)
+		s := f.Call(fmt.Sprintf("llvm.fptosi.sat.%s.%s", suffix(it), suffix(x.Type())), it, x)
+		var r value.Value = s
+		if to == ir.Uint64 {
+			u := f.Call(fmt.Sprintf("llvm.fptoui.sat.%s.%s", suffix(it), suffix(x.Type())), it, x)
+			r = f.B.NewSelect(f.B.NewFCmp(enum.FPredOGE, x, typedConst(x.Type(), math.MaxInt64)), u, s)
+		}
+		return f.intResize(r, ir.Int64, to)
+	case to.IsFloat():
+		if from.IsSigned() {
+			return f.B.NewSIToFP(x, rt)
+		}
+		return f.B.NewUIToFP(x, rt)
+	case to == ir.Bool:
+		return f.B.NewICmp(enum.IPredNE, x, intConstLike(x.Type(), 0))
+	}
+	return f.intResize(x, from, to)
+}
+
+// intResize changes an integer's width: truncating, or extending by the
+// source's signedness (Bool zero-extends).
+func (f *Fn) intResize(x value.Value, from, to ir.DType) value.Value {
+	n := lanes(x)
+	rt := vecOf(RegType(to), n)
+	fb := elemOf(x.Type()).(*types.IntType).BitSize
+	tb := elemOf(rt).(*types.IntType).BitSize
+	switch {
+	case fb == tb:
+		return x
+	case fb > tb:
+		return f.B.NewTrunc(x, rt)
+	case from.IsSigned():
+		return f.B.NewSExt(x, rt)
+	}
+	return f.B.NewZExt(x, rt)
+}
+

@@ -1,0 +1,513 @@
+package kernel
+
+import (
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+)
+
+// Index remaps, gathers and scatters: each output element is an input
+// element at a computed index (or a constant). Parameters that set the
+// output's shape (Slice's starts, Pad's pads, ...) are resolved by ir/ops,
+// as the reference resolves them; the output buffer's dims are inference's.
+
+// copyOf is the kernel writing out[point] = in[idx(point)].
+func copyOf(out *Buffer, v *Expr) *Kernel {
+	return &Kernel{Out: out, Space: out.Dims, Value: v}
+}
+
+// Index returns integer index expression x (any integer type) as an int64
+// inside [0, dim): negative indices count from the end (ONNX), and any
+// index still outside is clamped, so that invalid input can never read
+// outside the tensor.
+func Index(x, dim *Expr) *Expr {
+	i := CastTo(x, ir.Int64)
+	if x.Type.IsUnsigned() {
+		return Clamp(i, C(0), Sub(dim, C(1)))
+	}
+	i = Select(Lt(i, C(0)), Add(i, dim), i)
+	return Clamp(i, C(0), Sub(dim, C(1)))
+}
+
+// point returns Vars(n) with axis a replaced by x.
+func point(n, a int, x *Expr) []*Expr {
+	p := Vars(n)
+	p[a] = x
+	return p
+}
+
+func defTranspose(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	perm := c.Ints("perm")
+	if len(perm) == 0 {
+		for i := in.Rank() - 1; i >= 0; i-- {
+			perm = append(perm, int64(i))
+		}
+	}
+	if len(perm) != in.Rank() {
+		return c.Unsupported("perm %v for rank %d", perm, in.Rank())
+	}
+	idx := make([]*Expr, in.Rank())
+	for k, p := range perm {
+		if p < 0 || int(p) >= in.Rank() || idx[p] != nil {
+			return c.Unsupported("perm %v is not a permutation", perm)
+		}
+		idx[p] = Var(k)
+	}
+	c.Emit(copyOf(out, Load(in, idx...)))
+	return nil
+}
+
+func defSlice(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	dims, ok := in.Static()
+	if !ok {
+		return c.Unsupported("a Slice of dynamic dims")
+	}
+	first, steps, _, err := c.SliceWindow(dims)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	idx := make([]*Expr, in.Rank())
+	for a := range idx {
+		idx[a] = Add(C(first[a]), Mul(Var(a), C(steps[a])))
+	}
+	c.Emit(copyOf(out, Load(in, idx...)))
+	return nil
+}
+
+func defPad(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	dims, ok := in.Static()
+	if !ok {
+		return c.Unsupported("a Pad of dynamic dims")
+	}
+	p, err := c.PadSpec(in.DType, dims)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	idx := make([]*Expr, in.Rank())
+	inside := Bool(true)
+	for a := range idx {
+		src := Sub(Var(a), C(p.Begin[a]))
+		n := C(dims[a])
+		switch p.Mode {
+		case "constant":
+			if p.Begin[a] > 0 || p.End[a] > 0 {
+				inside = And(inside, And(Ge(src, C(0)), Lt(src, n)))
+			}
+		case "edge":
+			src = Clamp(src, C(0), Sub(n, C(1)))
+		case "wrap":
+			src = FloorMod(src, n)
+		case "reflect":
+			// Reflection without repeating the edge has period 2(n-1).
+			if dims[a] == 1 {
+				src = C(0)
+				break
+			}
+			period := C(2 * (dims[a] - 1))
+			m := FloorMod(src, period)
+			src = Select(Ge(m, n), Sub(period, m), m)
+		}
+		idx[a] = src
+	}
+	if p.Mode != "constant" {
+		c.Emit(copyOf(out, Load(in, idx...)))
+		return nil
+	}
+	t := computeType(in.DType)
+	fill := Const(t, 0)
+	switch f, ok := c.Scalar(2, t); {
+	case ok: // constant_value, known or read at run time
+		fill = f
+	case p.Fill != nil && t.IsFloat(): // Pad-1/2's value attribute
+		fill = Const(t, p.Fill.Float64At(0))
+	case p.Fill != nil:
+		fill = IntConst(t, p.Fill.Int64At(0))
+	}
+	c.Emit(copyOf(out, LoadOr(inside, in, fill, idx...)))
+	return nil
+}
+
+func defConcat(c *Ctx) error {
+	out := c.Out[0]
+	axis, err := ops.NormAxis(c.Int("axis"), out.Rank())
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	pos := C(0)
+	for _, in := range c.In {
+		store := Vars(in.Rank())
+		store[axis] = Add(Var(axis), pos)
+		c.Emit(&Kernel{Out: out, Space: in.Dims, Value: Load(in, Vars(in.Rank())...), Store: store})
+		pos = Add(pos, in.Dims[axis])
+	}
+	return nil
+}
+
+func defSplit(c *Ctx) error {
+	in := c.In[0]
+	axis, err := ops.NormAxis(c.Int("axis"), in.Rank())
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	pos := C(0)
+	for _, out := range c.Out {
+		if out == nil {
+			continue
+		}
+		c.Emit(copyOf(out, Load(in, point(in.Rank(), axis, Add(Var(axis), pos))...)))
+		pos = Add(pos, out.Dims[axis])
+	}
+	return nil
+}
+
+func defExpand(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	c.Emit(copyOf(out, Load(in, Broadcast(in, out.Dims)...)))
+	return nil
+}
+
+func defTile(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	idx := make([]*Expr, in.Rank())
+	for a := range idx {
+		idx[a] = Rem(Var(a), in.Dims[a])
+		if n, ok := in.Dims[a].IntValue(); ok && n == 1 {
+			idx[a] = C(0)
+		}
+	}
+	c.Emit(copyOf(out, Load(in, idx...)))
+	return nil
+}
+
+func defDepthToSpace(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	b := C(c.Int("blocksize"))
+	oc := out.Dims[1]
+	y, x := Var(2), Var(3)
+	h, bh, w, bw := Div(y, b), Rem(y, b), Div(x, b), Rem(x, b)
+	var ch *Expr
+	if c.String("mode") == "CRD" {
+		ch = Add(Mul(Var(1), Mul(b, b)), Add(Mul(bh, b), bw))
+	} else { // DCR
+		ch = Add(Mul(Add(Mul(bh, b), bw), oc), Var(1))
+	}
+	c.Emit(copyOf(out, Load(in, Var(0), ch, h, w)))
+	return nil
+}
+
+func defSpaceToDepth(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	b := C(c.Int("blocksize"))
+	ic := in.Dims[1]
+	blk, ch := Div(Var(1), ic), Rem(Var(1), ic)
+	bh, bw := Div(blk, b), Rem(blk, b)
+	c.Emit(copyOf(out, Load(in, Var(0), ch, Add(Mul(Var(2), b), bh), Add(Mul(Var(3), b), bw))))
+	return nil
+}
+
+func defTrilu(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	r := in.Rank()
+	k, ok := c.Scalar(1, ir.Int64)
+	if !ok {
+		k = C(0)
+	}
+	d := Sub(Var(r-1), Var(r-2)) // j - i
+	keep := Le(d, k)
+	if c.Int("upper") != 0 {
+		keep = Ge(d, k)
+	}
+	t := computeType(in.DType)
+	c.Emit(copyOf(out, Select(keep, Load(in, Vars(r)...), Const(t, 0))))
+	return nil
+}
+
+func defEyeLike(c *Ctx) error {
+	out := c.Out[0]
+	k := C(c.Int("k"))
+	t := computeType(out.DType)
+	v := Select(Eq(Sub(Var(1), Var(0)), k), Const(t, 1), Const(t, 0))
+	c.Emit(copyOf(out, v))
+	return nil
+}
+
+func defRange(c *Ctx) error {
+	out := c.Out[0]
+	t := computeType(out.DType)
+	start, _ := c.Scalar(0, t)
+	delta, _ := c.Scalar(2, t)
+	c.Emit(copyOf(out, Add(start, Mul(CastTo(Var(0), t), delta))))
+	return nil
+}
+
+func defConstantOfShape(c *Ctx) error {
+	out := c.Out[0]
+	t := computeType(out.DType)
+	v := Const(t, 0)
+	if tv := c.Tensor("value"); tv != nil && tv.Len() == 1 {
+		if t.IsFloat() {
+			v = Const(t, tv.Float64At(0))
+		} else {
+			v = IntConst(t, tv.Int64At(0))
+		}
+	}
+	c.Emit(copyOf(out, v))
+	return nil
+}
+
+func defOneHot(c *Ctx) error {
+	ind, vals, out := c.In[0], c.In[2], c.Out[0]
+	axis, err := ops.NormAxis(c.Int("axis"), ind.Rank()+1)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	depth := out.Dims[axis]
+	// The indices' coordinates are the output's without the depth axis.
+	p := append(Vars(axis), Vars(out.Rank())[axis+1:]...)
+	j := CastTo(Load(ind, p...), ir.Int64) // float indices truncate
+	j = Select(Lt(j, C(0)), Add(j, depth), j)
+	on, off := Load(vals, C(1)), Load(vals, C(0))
+	c.Emit(copyOf(out, Select(Eq(j, Var(axis)), on, off)))
+	return nil
+}
+
+func defGather(c *Ctx) error {
+	data, ind, out := c.In[0], c.In[1], c.Out[0]
+	axis, err := ops.NormAxis(c.Int("axis"), data.Rank())
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	q := ind.Rank()
+	vars := Vars(out.Rank())
+	j := Index(Load(ind, vars[axis:axis+q]...), data.Dims[axis])
+	idx := append(append(append([]*Expr{}, vars[:axis]...), j), vars[axis+q:]...)
+	c.Emit(copyOf(out, Load(data, idx...)))
+	return nil
+}
+
+func defGatherElements(c *Ctx) error {
+	data, ind, out := c.In[0], c.In[1], c.Out[0]
+	axis, err := ops.NormAxis(c.Int("axis"), data.Rank())
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	j := Index(Load(ind, Vars(ind.Rank())...), data.Dims[axis])
+	c.Emit(copyOf(out, Load(data, point(data.Rank(), axis, j)...)))
+	return nil
+}
+
+// gatherNDIndex is the data index GatherND reads (and ScatterND writes)
+// for index tuple position tuple (the indices' leading coordinates) and
+// element coordinates rest (data's trailing dims), with b batch dims.
+func gatherNDIndex(data, ind *Buffer, b int, tuple, rest []*Expr) []*Expr {
+	q := ind.Rank()
+	k, _ := ind.Dims[q-1].IntValue()
+	idx := append([]*Expr{}, tuple[:b]...)
+	for i := 0; i < int(k); i++ {
+		at := append(append([]*Expr{}, tuple...), C(int64(i)))
+		idx = append(idx, Index(Load(ind, at...), data.Dims[b+i]))
+	}
+	return append(idx, rest...)
+}
+
+func defGatherND(c *Ctx) error {
+	data, ind, out := c.In[0], c.In[1], c.Out[0]
+	b := 0
+	if c.Node.Attr("batch_dims") != nil {
+		b = int(c.Int("batch_dims"))
+	}
+	if _, ok := ind.Dims[ind.Rank()-1].IntValue(); !ok {
+		return c.Unsupported("index tuples of dynamic length")
+	}
+	q := ind.Rank()
+	vars := Vars(out.Rank())
+	c.Emit(copyOf(out, Load(data, gatherNDIndex(data, ind, b, vars[:q-1], vars[q-1:])...)))
+	return nil
+}
+
+// reductionOf maps a scatter's reduction attribute to a combine op.
+func reductionOf(c *Ctx) ReduceOp {
+	if c.Node.Attr("reduction") == nil {
+		return None
+	}
+	return map[string]ReduceOp{"add": SumOp, "mul": ProdOp, "max": MaxOp, "min": MinOp}[c.String("reduction")]
+}
+
+func defScatterElements(c *Ctx) error {
+	data, ind, upd, out := c.In[0], c.In[1], c.In[2], c.Out[0]
+	axis, err := ops.NormAxis(c.Int("axis"), data.Rank())
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	c.Emit(copyOf(out, Load(data, Vars(data.Rank())...)))
+	j := Index(Load(ind, Vars(ind.Rank())...), data.Dims[axis])
+	c.Emit(&Kernel{Out: out, Space: ind.Dims, Value: Load(upd, Vars(upd.Rank())...),
+		Store: point(data.Rank(), axis, j), Combine: reductionOf(c), Serial: true})
+	return nil
+}
+
+func defScatterND(c *Ctx) error {
+	data, ind, upd, out := c.In[0], c.In[1], c.In[2], c.Out[0]
+	if _, ok := ind.Dims[ind.Rank()-1].IntValue(); !ok {
+		return c.Unsupported("index tuples of dynamic length")
+	}
+	c.Emit(copyOf(out, Load(data, Vars(data.Rank())...)))
+	q := ind.Rank()
+	vars := Vars(upd.Rank())
+	c.Emit(&Kernel{Out: out, Space: upd.Dims, Value: Load(upd, vars...),
+		Store: gatherNDIndex(data, ind, 0, vars[:q-1], vars[q-1:]), Combine: reductionOf(c), Serial: true})
+	return nil
+}
+
+// defResize gathers each output element from the taps ir/ops resolves per
+// axis (the reference's own tables): a weighted sum over every axis' taps,
+// or the extrapolation value where an axis' position has none.
+func defResize(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	dims, ok := in.Static()
+	if !ok {
+		return c.Unsupported("a Resize of dynamic dims")
+	}
+	rs, err := c.ResizeSpec(dims)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	// Integers interpolate in double precision, as the reference does,
+	// so that their rounding agrees.
+	ft := ir.Float32
+	if in.DType == ir.Float64 || !in.DType.IsFloat() {
+		ft = ir.Float64
+	}
+	// Per resized axis: tables of tap indices and weights (padded with
+	// weight 0), and whether the position lies outside the crop region.
+	type axisTaps struct {
+		idx, w *Buffer
+		n      int
+	}
+	tables := make([]*axisTaps, len(dims))
+	outside := Bool(false)
+	for a, taps := range rs.Taps {
+		if taps == nil {
+			continue
+		}
+		n := 1
+		for _, t := range taps {
+			n = max(n, len(t))
+		}
+		idx := make([]int64, len(taps)*n)
+		w := make([]float64, len(taps)*n)
+		valid := make([]int64, len(taps))
+		for x, t := range taps {
+			valid[x] = int64(len(t))
+			for j, tap := range t {
+				idx[x*n+j], w[x*n+j] = int64(tap.I), tap.W
+			}
+		}
+		at := &axisTaps{idx: c.Table(ir.FromSlice(ir.Int64, []int64{int64(len(taps)), int64(n)}, idx)),
+			w: c.Table(ops.FromFloat64s(ft, []int64{int64(len(taps)), int64(n)}, w)), n: n}
+		tables[a] = at
+		if hasEmpty(taps) {
+			vt := c.Table(ir.FromSlice(ir.Int64, []int64{int64(len(taps))}, valid))
+			outside = Or(outside, Eq(Load(vt, Var(a)), C(0)))
+		}
+	}
+	// The sum over the taps of every resized axis (an unrolled product).
+	var sum func(a int, idx []*Expr, w *Expr) *Expr
+	sum = func(a int, idx []*Expr, w *Expr) *Expr {
+		if a == len(dims) {
+			x := CastTo(Load(in, idx...), ft)
+			if w == nil {
+				return x
+			}
+			return Mul(w, x)
+		}
+		at := tables[a]
+		if at == nil {
+			return sum(a+1, append(idx, Var(a)), w)
+		}
+		var total *Expr
+		for j := 0; j < at.n; j++ {
+			wj := Load(at.w, Var(a), C(int64(j)))
+			if w != nil {
+				wj = Mul(w, wj)
+			}
+			term := sum(a+1, append(append([]*Expr{}, idx...), Load(at.idx, Var(a), C(int64(j)))), wj)
+			if total == nil {
+				total = term
+			} else {
+				total = Add(total, term)
+			}
+		}
+		return total
+	}
+	v := sum(0, nil, nil)
+	v = Select(outside, Const(ft, rs.Extrapolation), v)
+	t := computeType(in.DType)
+	if !t.IsFloat() {
+		// Interpolated integers round to nearest, ties away from zero, and
+		// saturate (ops.RoundSaturate).
+		f := CastTo(v, ir.Float64)
+		r := Select(Lt(f, Const(ir.Float64, 0)), Neg(Floor(Add(Neg(f), Const(ir.Float64, 0.5)))), Floor(Add(f, Const(ir.Float64, 0.5))))
+		lo, hi := intBounds(t)
+		v = CastTo(Clamp(r, Const(ir.Float64, lo), Const(ir.Float64, hi)), t)
+	}
+	c.Emit(copyOf(out, StoreAs(v, out.DType)))
+	return nil
+}
+
+func hasEmpty(taps [][]ops.ResizeTap) bool {
+	for _, t := range taps {
+		if t == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// intBounds is integer type t's range as floats.
+func intBounds(t ir.DType) (lo, hi float64) {
+	bits := float64(8 * t.Size())
+	if t.IsSigned() {
+		return -pow2(bits - 1), pow2(bits-1) - 1
+	}
+	return 0, pow2(bits) - 1
+}
+
+func pow2(n float64) float64 {
+	r := 1.0
+	for i := 0; i < int(n); i++ {
+		r *= 2
+	}
+	return r
+}
+
+func init() {
+	floats := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16}
+	ints := []ir.DType{ir.Int8, ir.Int16, ir.Int32, ir.Int64, ir.Uint8, ir.Uint16, ir.Uint32, ir.Uint64}
+	numeric := concat(floats, ints)
+	all := concat(numeric, []ir.DType{ir.Bool})
+	define(map[string]*OpDef{
+		"Transpose":       {Types: all, Build: defTranspose},
+		"Slice":           {Types: all, Build: defSlice},
+		"Pad":             {Types: all, Build: defPad},
+		"Concat":          {Types: all, Build: defConcat},
+		"Split":           {Types: all, Build: defSplit},
+		"Expand":          {Types: all, Build: defExpand},
+		"Tile":            {Types: all, Build: defTile},
+		"DepthToSpace":    {Types: all, Build: defDepthToSpace},
+		"SpaceToDepth":    {Types: all, Build: defSpaceToDepth},
+		"Trilu":           {Types: all, Build: defTrilu},
+		"EyeLike":         {Types: all, Build: defEyeLike},
+		"Range":           {Types: []ir.DType{ir.Float32, ir.Float64, ir.Int16, ir.Int32, ir.Int64}, Build: defRange},
+		"ConstantOfShape": {Types: []ir.DType{ir.Int64}, Build: defConstantOfShape},
+		"OneHot":          {Types: concat(numeric), Build: defOneHot},
+		"Gather":          {Types: all, Build: defGather},
+		"GatherElements":  {Types: all, Build: defGatherElements},
+		"GatherND":        {Types: all, Build: defGatherND},
+		"ScatterElements": {Types: all, Build: defScatterElements},
+		"ScatterND":       {Types: all, Build: defScatterND},
+		"Resize":          {Types: numeric, Build: defResize},
+	})
+}

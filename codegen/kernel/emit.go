@@ -685,4 +685,3 @@ func (f *Fn) intResize(x value.Value, from, to ir.DType) value.Value {
 	}
 	return f.B.NewZExt(x, rt)
 }
-

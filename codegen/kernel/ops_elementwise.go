@@ -187,18 +187,18 @@ func init() {
 
 	fl := func(f func(x *Expr) *Expr) *OpDef { return floatOp(floats, f) }
 	rows := map[string]*OpDef{
-		"Sqrt":       fl(Sqrt),
-		"Exp":        fl(Exp),
-		"Log":        fl(Log),
-		"Sin":        fl(Sin),
-		"Cos":        fl(Cos),
-		"Tan":        fl(Tan),
-		"Asin":       fl(Asin),
-		"Acos":       fl(Acos),
-		"Atan":       fl(Atan),
-		"Sinh":       fl(Sinh),
-		"Cosh":       fl(Cosh),
-		"Tanh":       fl(Tanh),
+		"Sqrt": fl(Sqrt),
+		"Exp":  fl(Exp),
+		"Log":  fl(Log),
+		"Sin":  fl(Sin),
+		"Cos":  fl(Cos),
+		"Tan":  fl(Tan),
+		"Asin": fl(Asin),
+		"Acos": fl(Acos),
+		"Atan": fl(Atan),
+		"Sinh": fl(Sinh),
+		"Cosh": fl(Cosh),
+		"Tanh": fl(Tanh),
 		"Erf": unaryDef(numeric, func(_ *Ctx, x *Expr) *Expr {
 			if !x.Type.IsFloat() {
 				// The reference truncates erf computed in float64, which
@@ -267,10 +267,10 @@ func init() {
 			return r
 		}),
 		"Cast": unaryDef(all, func(c *Ctx, x *Expr) *Expr { return CastTo(x, ir.DType(c.Int("to"))) }),
-		"Add": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Add(x, y) }),
-		"Sub": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Sub(x, y) }),
-		"Mul": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Mul(x, y) }),
-		"Div": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Div(x, y) }),
+		"Add":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Add(x, y) }),
+		"Sub":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Sub(x, y) }),
+		"Mul":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Mul(x, y) }),
+		"Div":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Div(x, y) }),
 		"Mod": binaryDef(numeric, func(c *Ctx, x, y *Expr) *Expr {
 			if c.Int("fmod") != 0 {
 				return Rem(x, y)

@@ -7,6 +7,11 @@
 //
 // An Engine is safe for concurrent use; a Context is not (use one per
 // goroutine: each owns its arena and worker threads).
+//
+// Loading verifies the file's checksums and then the metadata against the
+// code's own ABI record before any code is loaded (see LoadBytes);
+// LoadWith(path, LoadOptions{RequireSigned: pub}) also requires an ed25519
+// signature by pub.
 package runtime
 
 import (

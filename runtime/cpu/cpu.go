@@ -14,6 +14,9 @@
 // pool.go), so back-to-back runs start in well under a microsecond instead
 // of the 10–120 µs of waking a parked thread.
 //
+// Engines also export the constant kiln_abi (abi.go), the code's record of
+// the buffers it reads and writes, which the loader checks before Open.
+//
 // Engines also export kiln_run_profile (kiln_run's arguments plus a buffer
 // of cycle-counter readings per step) and kiln_cycles, for per-kernel
 // profiles; kiln_run carries no profiling code.

@@ -198,6 +198,13 @@ func (e *Executor) runNode(n *ir.Node, env map[*ir.Value]*ir.Tensor) (outs []*ir
 			in[i] = env[v]
 		}
 	}
+	c := ops.NewKernelContext(s, n, e.opsets[n.Domain], in)
+	c.Opsets = e.opsets
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: internal error in the reference kernel: %v\n%s", n, r, debug.Stack())
+		}
+	}()
 	// The outputs' sizes, from the shapes the node is about to run on,
 	// before the kernel allocates them: an Expand or Tile to a shape that
 	// only the inputs give must fail here, not in the allocator (which
@@ -212,13 +219,6 @@ func (e *Executor) runNode(n *ir.Node, env map[*ir.Value]*ir.Tensor) (outs []*ir
 			}
 		}
 	}
-	c := ops.NewKernelContext(s, n, e.opsets[n.Domain], in)
-	c.Opsets = e.opsets
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: internal error in the reference kernel: %v\n%s", n, r, debug.Stack())
-		}
-	}()
 	if err := s.Run(c); err != nil {
 		return nil, err
 	}

@@ -199,7 +199,7 @@ var (
 	ErrNotEngine    = errors.New("not a kiln engine (bad magic)")
 	ErrTruncated    = errors.New("engine file is truncated")
 	ErrTooNew       = errors.New("engine format version is newer than this runtime")
-	ErrTooOld       = errors.New("engine format version is older than this runtime reads")
+	ErrTooOld       = errors.New("engine format is too old")
 	ErrChecksum     = errors.New("checksum mismatch")
 	ErrBadHeader    = errors.New("malformed header")
 	ErrBadSection   = errors.New("malformed section table")
@@ -234,7 +234,7 @@ func Unmarshal(buf []byte) (*File, error) {
 	case version == 0:
 		return nil, fmt.Errorf("%w: format version 0", ErrBadHeader)
 	case version < FormatVersion:
-		return nil, fmt.Errorf("%w: format %d, this runtime reads format %d: rebuild the engine with this kiln's `cc build`", ErrTooOld, version, FormatVersion)
+		return nil, fmt.Errorf("%w: format %d, this runtime reads format %d; rebuild the engine with this kiln's `cc build`", ErrTooOld, version, FormatVersion)
 	}
 	count := r.u32()
 	kilnVersion := r.string()

@@ -361,9 +361,12 @@ func defScatterND(c *Ctx) error {
 	return nil
 }
 
-// defResize gathers each output element from the taps ir/ops resolves per
-// axis (the reference's own tables): a weighted sum over every axis' taps,
-// or the extrapolation value where an axis' position has none.
+// defResize interpolates one resized axis after another, as the reference
+// does (its tables of taps per axis come from ir/ops): each pass reads the
+// previous one's result, a weighted sum over the axis' taps, or the
+// extrapolation value where a position has none. Intermediate results are
+// float32 for float data and float64 for integers, whose final rounding
+// must agree with the reference's.
 func defResize(c *Ctx) error {
 	in, out := c.In[0], c.Out[0]
 	dims, ok := in.Static()
@@ -374,24 +377,24 @@ func defResize(c *Ctx) error {
 	if err != nil {
 		return c.Unsupported("%v", err)
 	}
-	// Integers interpolate in double precision, as the reference does,
-	// so that their rounding agrees.
 	ft := ir.Float32
 	if in.DType == ir.Float64 || !in.DType.IsFloat() {
 		ft = ir.Float64
 	}
-	// Per resized axis: tables of tap indices and weights (padded with
-	// weight 0), and whether the position lies outside the crop region.
-	type axisTaps struct {
-		idx, w *Buffer
-		n      int
-	}
-	tables := make([]*axisTaps, len(dims))
-	outside := Bool(false)
+	var axes []int
 	for a, taps := range rs.Taps {
-		if taps == nil {
-			continue
+		if taps != nil {
+			axes = append(axes, a)
 		}
+	}
+	if len(axes) == 0 {
+		c.Emit(copyOf(out, Load(in, Vars(in.Rank())...)))
+		return nil
+	}
+	cur := in
+	curDims := append([]int64{}, dims...)
+	for k, a := range axes {
+		taps := rs.Taps[a]
 		n := 1
 		for _, t := range taps {
 			n = max(n, len(t))
@@ -405,55 +408,39 @@ func defResize(c *Ctx) error {
 				idx[x*n+j], w[x*n+j] = int64(tap.I), tap.W
 			}
 		}
-		at := &axisTaps{idx: c.Table(ir.FromSlice(ir.Int64, []int64{int64(len(taps)), int64(n)}, idx)),
-			w: c.Table(ops.FromFloat64s(ft, []int64{int64(len(taps)), int64(n)}, w)), n: n}
-		tables[a] = at
+		shape := []int64{int64(len(taps)), int64(n)}
+		it, wt := c.Table(ir.FromSlice(ir.Int64, shape, idx)), c.Table(ops.FromFloat64s(ft, shape, w))
+		var v *Expr
+		for j := 0; j < n; j++ {
+			at := point(len(dims), a, Load(it, Var(a), C(int64(j))))
+			term := Mul(Load(wt, Var(a), C(int64(j))), CastTo(Load(cur, at...), ft))
+			if v == nil {
+				v = term
+			} else {
+				v = Add(v, term)
+			}
+		}
 		if hasEmpty(taps) {
 			vt := c.Table(ir.FromSlice(ir.Int64, []int64{int64(len(taps))}, valid))
-			outside = Or(outside, Eq(Load(vt, Var(a)), C(0)))
+			v = Select(Eq(Load(vt, Var(a)), C(0)), Const(ft, rs.Extrapolation), v)
 		}
+		curDims[a] = int64(len(taps))
+		if k < len(axes)-1 {
+			next := c.Temp(ft, Ints(curDims...)...)
+			c.Emit(copyOf(next, v))
+			cur = next
+			continue
+		}
+		if t := computeType(in.DType); !t.IsFloat() {
+			// Interpolated integers round to nearest, ties away from zero,
+			// and saturate (ops.RoundSaturate).
+			half := Const(ir.Float64, 0.5)
+			r := Select(Lt(v, Const(ir.Float64, 0)), Neg(Floor(Add(Neg(v), half))), Floor(Add(v, half)))
+			lo, hi := intBounds(t)
+			v = CastTo(Clamp(r, Const(ir.Float64, lo), Const(ir.Float64, hi)), t)
+		}
+		c.Emit(copyOf(out, StoreAs(v, out.DType)))
 	}
-	// The sum over the taps of every resized axis (an unrolled product).
-	var sum func(a int, idx []*Expr, w *Expr) *Expr
-	sum = func(a int, idx []*Expr, w *Expr) *Expr {
-		if a == len(dims) {
-			x := CastTo(Load(in, idx...), ft)
-			if w == nil {
-				return x
-			}
-			return Mul(w, x)
-		}
-		at := tables[a]
-		if at == nil {
-			return sum(a+1, append(idx, Var(a)), w)
-		}
-		var total *Expr
-		for j := 0; j < at.n; j++ {
-			wj := Load(at.w, Var(a), C(int64(j)))
-			if w != nil {
-				wj = Mul(w, wj)
-			}
-			term := sum(a+1, append(append([]*Expr{}, idx...), Load(at.idx, Var(a), C(int64(j)))), wj)
-			if total == nil {
-				total = term
-			} else {
-				total = Add(total, term)
-			}
-		}
-		return total
-	}
-	v := sum(0, nil, nil)
-	v = Select(outside, Const(ft, rs.Extrapolation), v)
-	t := computeType(in.DType)
-	if !t.IsFloat() {
-		// Interpolated integers round to nearest, ties away from zero, and
-		// saturate (ops.RoundSaturate).
-		f := CastTo(v, ir.Float64)
-		r := Select(Lt(f, Const(ir.Float64, 0)), Neg(Floor(Add(Neg(f), Const(ir.Float64, 0.5)))), Floor(Add(f, Const(ir.Float64, 0.5))))
-		lo, hi := intBounds(t)
-		v = CastTo(Clamp(r, Const(ir.Float64, lo), Const(ir.Float64, hi)), t)
-	}
-	c.Emit(copyOf(out, StoreAs(v, out.DType)))
 	return nil
 }
 

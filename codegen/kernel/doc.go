@@ -1,0 +1,51 @@
+// Package kernel is kiln's target-independent kernel layer: every op that
+// is not a hand-tuned micro-kernel is stated once as what each element of
+// its output is, and a schedule per target decides how the loops run.
+//
+// # Definitions
+//
+// An expression (Expr) computes one element from the coordinates of a
+// point (Var(i)), loads from buffers (Load, LoadOr), constants and a small
+// set of primitive operations (expr.go); composite functions are built
+// from them (Sigmoid, Expm1, Asin in ops_elementwise.go). A Kernel is a
+// loop nest: its iteration space, its Value at each point and where it is
+// stored, optionally reduced over more axes (Reduce, with RVar(i)),
+// scanned along one axis (Scan) or selected from (TopK). An op's
+// definition (OpDef, one row in its family's ops_*.go) turns a node into
+// kernels, with temporaries between them (Ctx.Temp) and constant tables
+// (Ctx.Table):
+//
+//	"Relu": unaryDef(signedFloat, func(_ *Ctx, x *Expr) *Expr { return Relu(x) }),
+//
+// Parameters that ONNX resolves (Slice's clamped starts, Pad's pads,
+// Resize's taps) are read from ir/ops (ops.KernelContext.SliceWindow,
+// PadSpec, ResizeSpec), the code the reference executor runs, never
+// re-derived here. Inputs known at compile time are folded (Ctx.Scalar,
+// Ctx.Const); others are read at run time.
+//
+// # Schedules
+//
+// A schedule cannot change a result beyond the reassociation of a
+// reduction. CPUSchedule (cpu.go) picks the axis in vector lanes (the
+// innermost, or the innermost reduction axis when that is contiguous and
+// the output's is not) and whether the engine's threads split the rows;
+// EmitCPU writes the loop nest as LLVM IR through github.com/llir/llvm,
+// with masked tails, gathers for loads that are not contiguous along the
+// lane axis, and stores that skip lanes outside the space. Expressions are
+// evaluated lane-wise (emit.go): values that do not depend on the lane
+// axis stay scalars.
+//
+// # Numerics
+//
+// Float16 and BFloat16 data compute in float32 (loads widen, stores round
+// to nearest even). Float functions are polynomials (math.go) that call no
+// library; float64 Exp and Log are double precision, the other float64
+// functions single precision (about 1e-7 relative). Max and Min propagate
+// NaN from either operand. Integer division and remainder by zero give 0
+// (the reference refuses them), MinInt / -1 wraps; shifts of a type's
+// width or more give 0; float to integer conversions truncate toward zero
+// and saturate into int64 before wrapping to narrower types (as the
+// reference). Indices out of range are clamped (Index), so that no input
+// can read outside a tensor. Sums reduce in vector lanes and then across
+// them: the order differs from a sequential sum by rounding only.
+package kernel

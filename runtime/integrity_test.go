@@ -291,6 +291,10 @@ func TestRequireSigned(t *testing.T) {
 // loader's validation. The property: Load fails with an error, or the
 // engine runs and computes exactly what the original computes (io slot by
 // io slot) — never a crash or an out-of-bounds write.
+//
+// edits is either raw metadata JSON (when it starts with '{') or a list of
+// 3-byte field edits applied to the original metadata (see editMeta), so
+// that most inputs are well-formed JSON and reach the consistency checks.
 func FuzzEngineMetadata(f *testing.F) {
 	buf := tiny(f)
 	base, err := engine.Decode(buf)
@@ -301,28 +305,31 @@ func FuzzEngineMetadata(f *testing.F) {
 	in := inputsBySlot(orig, 3)
 	want := runBySlot(f, orig, in)
 
-	meta := func(change func(m *engine.Metadata)) []byte {
-		m := base.Meta
-		m.Inputs = slices.Clone(m.Inputs)
-		m.Outputs = slices.Clone(m.Outputs)
-		change(&m)
-		b, err := json.MarshalIndent(m, "", "  ")
-		require.NoError(f, err)
-		return b
+	raw, err := json.Marshal(base.Meta)
+	require.NoError(f, err)
+	f.Add(raw, int16(0))
+	f.Add(raw, int16(-64))
+	f.Add(raw, int16(1))
+	f.Add([]byte(`{"kiln_version": "0.1.0", "outputs": []}`), int16(0))
+	for _, edits := range [][]byte{
+		{}, {editArena, 0, 0}, {editDrop, 2, 0}, {editIndex, 2, 9}, {editDim, 2, 1}, {editSwap, 0, 1}, {editSwap, 0, 2},
+		{editKernels, 0, 1}, {editDType, 3, 6}, {editName, 0, 1}, {editRank, 1, 0}, {editMove, 2, 0}, {editFeatures, 0, 0},
+		{editIndex, 0, 1, editIndex, 1, 0}, {editMaxThreads, 0, 64},
+	} {
+		f.Add(edits, int16(0))
 	}
-	f.Add(meta(func(m *engine.Metadata) {}), int16(0))
-	f.Add(meta(func(m *engine.Metadata) {}), int16(-64))
-	f.Add(meta(func(m *engine.Metadata) {}), int16(1))
-	f.Add(meta(func(m *engine.Metadata) { m.ArenaBytes = 0 }), int16(0))
-	f.Add(meta(func(m *engine.Metadata) { m.Outputs = nil }), int16(0))
-	f.Add(meta(func(m *engine.Metadata) { m.Outputs[0].Index = 9 }), int16(0))
-	f.Add(meta(func(m *engine.Metadata) { m.Outputs[0].Shape = []int64{1, 1} }), int16(0))
-	f.Add(meta(func(m *engine.Metadata) { m.Inputs[0].Index, m.Inputs[1].Index = 1, 0 }), int16(0))
-	f.Add(meta(func(m *engine.Metadata) { m.Inputs[0].Index, m.Outputs[0].Index = 2, 0 }), int16(0))
-	f.Add(meta(func(m *engine.Metadata) { m.Kernels = nil }), int16(0))
-	f.Add(meta(func(m *engine.Metadata) { m.Outputs[1].DType = "int64"; m.Outputs[1].Shape = []int64{2, 4} }), int16(0))
-	f.Add(meta(func(m *engine.Metadata) { m.MaxThreads = 64; m.Inputs[0].Name = "renamed" }), int16(0))
-	f.Fuzz(func(t *testing.T, meta []byte, weightsDelta int16) {
+	f.Fuzz(func(t *testing.T, edits []byte, weightsDelta int16) {
+		meta := edits
+		if len(edits) == 0 || edits[0] != '{' {
+			m := base.Meta
+			m.Inputs, m.Outputs = slices.Clone(m.Inputs), slices.Clone(m.Outputs)
+			m.Kernels, m.Target.Features = slices.Clone(m.Kernels), slices.Clone(m.Target.Features)
+			editMeta(&m, edits)
+			var err error
+			if meta, err = json.Marshal(m); err != nil {
+				t.Fatal(err)
+			}
+		}
 		weights := base.Weights
 		if n := len(weights) + int(weightsDelta); n < len(weights) {
 			weights = weights[:max(n, 0)]
@@ -352,4 +359,117 @@ func FuzzEngineMetadata(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Metadata field edits for FuzzEngineMetadata: each is 3 bytes, the edit,
+// which binding (counting inputs then outputs) or item, and a value.
+const (
+	editArena = iota
+	editIndex
+	editDim
+	editRank
+	editDrop
+	editDup
+	editSwap
+	editDType
+	editName
+	editMove
+	editKernels
+	editFeatures
+	editMaxThreads
+	editPrecision
+	editTriple
+	editCount
+)
+
+func editMeta(m *engine.Metadata, edits []byte) {
+	binding := func(a byte) *engine.Binding {
+		n := len(m.Inputs) + len(m.Outputs)
+		if n == 0 {
+			return nil
+		}
+		i := int(a) % n
+		if i < len(m.Inputs) {
+			return &m.Inputs[i]
+		}
+		return &m.Outputs[i-len(m.Inputs)]
+	}
+	values := []int64{0, 1, 2, 4, 8, 16, 63, 64, 65, -1, 1 << 31, 1 << 32, 1<<62 + 1, 1<<63 - 1}
+	value := func(v byte) int64 {
+		if int(v) < len(values) {
+			return values[v]
+		}
+		return int64(v)
+	}
+	for i := 0; i+2 < len(edits); i += 3 {
+		op, a, v := edits[i]%editCount, edits[i+1], edits[i+2]
+		b := binding(a)
+		switch op {
+		case editArena:
+			m.ArenaBytes = value(v) * 16
+		case editIndex:
+			if b != nil {
+				b.Index = int(int8(v))
+			}
+		case editDim:
+			if b != nil && len(b.Shape) > 0 {
+				b.Shape = slices.Clone(b.Shape)
+				b.Shape[int(v)%len(b.Shape)] = value(v / 16)
+			}
+		case editRank:
+			if b != nil {
+				if v%2 == 0 && len(b.Shape) > 0 {
+					b.Shape = slices.Clone(b.Shape[1:])
+				} else {
+					b.Shape = append([]int64{value(v / 2)}, b.Shape...)
+				}
+			}
+		case editDrop:
+			if n := len(m.Inputs); int(a)%max(n+len(m.Outputs), 1) < n {
+				m.Inputs = slices.Delete(slices.Clone(m.Inputs), int(a)%n, int(a)%n+1)
+			} else if len(m.Outputs) > 0 {
+				j := (int(a)%(n+len(m.Outputs)) - n)
+				m.Outputs = slices.Delete(slices.Clone(m.Outputs), j, j+1)
+			}
+		case editDup:
+			if b != nil {
+				c := *b
+				if v%2 == 0 {
+					m.Inputs = append(m.Inputs, c)
+				} else {
+					m.Outputs = append(m.Outputs, c)
+				}
+			}
+		case editSwap:
+			if c := binding(v); b != nil && c != nil {
+				b.Index, c.Index = c.Index, b.Index
+			}
+		case editDType:
+			if b != nil {
+				b.DType = []string{"float", "int32", "int64", "uint8", "bool", "float16", "double", "int4", "string", "", "float128"}[int(v)%11]
+			}
+		case editName:
+			if b != nil {
+				b.Name = []string{"x", "r", "y", "z", "", "a\x00b", "ü", "\xff"}[int(v)%8]
+			}
+		case editMove:
+			if len(m.Outputs) > 0 && v%2 == 0 {
+				m.Inputs = append(m.Inputs, m.Outputs[0])
+				m.Outputs = slices.Clone(m.Outputs[1:])
+			} else if len(m.Inputs) > 0 {
+				m.Outputs = append(m.Outputs, m.Inputs[0])
+				m.Inputs = slices.Clone(m.Inputs[1:])
+			}
+		case editKernels:
+			m.Kernels = slices.Clone(m.Kernels[:min(int(v), len(m.Kernels))])
+		case editFeatures:
+			m.Target.Features = [][]string{nil, {"avx"}, {"avx", "avx2", "fma", "avx512f"}, {"avx2", "avx", "fma"}}[int(v)%4]
+		case editMaxThreads:
+			m.MaxThreads = int(int8(v))
+		case editPrecision:
+			m.Precision = []string{"fp32", "int8", "fp16"}[int(v)%3]
+		case editTriple:
+			m.Target.Triple = []string{"x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "x86_64"}[int(v)%3]
+		}
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
+
+	"github.com/kiln-ml/kiln/codegen/kernel"
 )
 
 // Shorthand LLVM types.
@@ -291,15 +293,17 @@ func (k *kfn) fma(a, b, c value.Value) value.Value {
 	return k.call("llvm.fma."+suffix(a.Type()), a.Type(), a, b, c)
 }
 
-func (k *kfn) fmax(x, y value.Value) value.Value {
-	// select(x > y, x, y) propagates like ONNX Relu/Max on non-NaN data and
-	// lowers to vmaxps.
-	return k.b.NewSelect(k.b.NewFCmp(enum.FPredOGT, x, y), x, y)
+// kf returns the kernel layer's builder at k's current block, for its
+// math (which adds no blocks): one implementation of each function.
+func (k *kfn) kf() *kernel.Fn {
+	f := kernel.NewFn(k.g.mod, k.f, k.tid, k.nth, nil, k.g.decls)
+	f.B = k.b
+	return f
 }
 
-func (k *kfn) fmin(x, y value.Value) value.Value {
-	return k.b.NewSelect(k.b.NewFCmp(enum.FPredOLT, x, y), x, y)
-}
+// fmax and fmin propagate NaN from either operand (kernel.Fn.FMax).
+func (k *kfn) fmax(x, y value.Value) value.Value { return k.kf().FMax(x, y) }
+func (k *kfn) fmin(x, y value.Value) value.Value { return k.kf().FMin(x, y) }
 
 func (k *kfn) sqrt(x value.Value) value.Value {
 	return k.call("llvm.sqrt."+suffix(x.Type()), x.Type(), x)
@@ -327,59 +331,16 @@ func iconstLike(t types.Type, c int64) value.Value {
 	return c32(c)
 }
 
-// exp is a Cephes-style expf: range reduction by ln 2, a degree-5
-// polynomial, and 2^n built in the exponent bits. No libm call; vectorizes.
-func (k *kfn) exp(x value.Value) value.Value {
-	t := x.Type()
-	x = k.fmin(x, fconst(t, 88.3762626647949))
-	x = k.fmax(x, fconst(t, -87.3365447504))
-	n := k.floor(k.fma(x, fconst(t, 1.44269504088896341), fconst(t, 0.5)))
-	r := k.fma(n, fconst(t, -0.693359375), x)
-	r = k.fma(n, fconst(t, 2.12194440e-4), r)
-	p := fconst(t, 1.9875691500e-4)
-	for _, c := range []float64{1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1} {
-		p = k.fma(p, r, fconst(t, c))
-	}
-	r2 := k.fmul(r, r)
-	y := k.fadd(k.fma(p, r2, r), fconst(t, 1))
-	it := intTypeLike(t)
-	ni := k.b.NewFPToSI(n, it)
-	bits := k.b.NewShl(k.b.NewAdd(ni, iconstLike(t, 127)), iconstLike(t, 23))
-	return k.fmul(y, k.b.NewBitCast(bits, t))
-}
-
-// erf is the rational approximation used by Eigen and XLA for float32
-// (clamped to [-4, 4], max error a few ulp).
-func (k *kfn) erf(x value.Value) value.Value {
-	t := x.Type()
-	x = k.fmin(x, fconst(t, 4))
-	x = k.fmax(x, fconst(t, -4))
-	x2 := k.fmul(x, x)
-	p := k.fma(x2, fconst(t, -2.72614225801306e-10), fconst(t, 2.77068142495902e-08))
-	for _, c := range []float64{-2.10102402082508e-06, -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02} {
-		p = k.fma(x2, p, fconst(t, c))
-	}
-	p = k.fmul(x, p)
-	q := k.fma(x2, fconst(t, -1.45660718464996e-05), fconst(t, -2.13374055278905e-04))
-	for _, c := range []float64{-1.68282697438203e-03, -7.37332916720468e-03, -1.42647390514189e-02} {
-		q = k.fma(x2, q, fconst(t, c))
-	}
-	return k.fdiv(p, q)
-}
+// exp, erf, sigmoid and tanh are the kernel layer's (codegen/kernel/math.go).
+func (k *kfn) exp(x value.Value) value.Value  { return k.kf().Exp(x) }
+func (k *kfn) erf(x value.Value) value.Value  { return k.kf().Erf(x) }
+func (k *kfn) tanh(x value.Value) value.Value { return k.kf().Tanh(x) }
+func (k *kfn) log(x value.Value) value.Value  { return k.kf().Log(x) }
 
 func (k *kfn) sigmoid(x value.Value) value.Value {
 	t := x.Type()
 	e := k.exp(k.b.NewFNeg(x))
 	return k.fdiv(fconst(t, 1), k.fadd(fconst(t, 1), e))
-}
-
-func (k *kfn) tanh(x value.Value) value.Value {
-	// tanh x = 1 - 2/(e^{2x}+1), with tanh x ≈ x near 0 for relative accuracy.
-	t := x.Type()
-	e := k.exp(k.fmul(x, fconst(t, 2)))
-	y := k.fsub(fconst(t, 1), k.fdiv(fconst(t, 2), k.fadd(e, fconst(t, 1))))
-	small := k.b.NewFCmp(enum.FPredOLT, k.fabs(x), fconst(t, 0.0004))
-	return k.sel(small, x, y)
 }
 
 // ---- vectors ----

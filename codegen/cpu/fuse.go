@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 )
@@ -17,8 +18,9 @@ import (
 //     applies and fusedOut where it writes (the group's output). An
 //     activation the store cannot apply (only a clamp can) runs as an
 //     in-place elementwise step right after.
-//   - an elementwise group becomes an ewGroup, a layernorm group a
-//     layerNorm, lowered by lowerGroup and lowerLayerNorm.
+//   - an elementwise group becomes one kernel-layer map: each body node's
+//     kernel inlined into the next (kernel.Inline); a layernorm group a
+//     layerNorm (ops_norm.go) whose prologue and epilogue are such maps.
 //
 // A group whose body this backend cannot compute as one kernel is an
 // error naming the group; it is never lowered as something else.
@@ -46,9 +48,9 @@ func (g *gen) prepareGroups() error {
 		case "conv-dw":
 			lowered, err = g.prepareExpandDW(n, body.Nodes)
 		case "elementwise":
-			var gr *ewGroup
-			gr, err = g.groupOf(body.Nodes, n.Outputs[0], nil)
-			g.fused[n] = func() error { return g.lowerGroup(gr) }
+			var kern *kernel.Kernel
+			kern, err = g.fusedMap(body.Nodes, n.Outputs[0])
+			g.fused[n] = func() error { g.emitKernel(kern, nil); return nil }
 		case "layernorm":
 			var ln *layerNorm
 			ln, err = g.layerNormOf(body.Nodes, n.Outputs[0])
@@ -102,24 +104,20 @@ func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node) (*ir.Node, error) {
 		return base, nil
 	}
 	// The activation runs over the stored output in place: the pre-
-	// activation value v is read from out itself.
-	post, err := g.groupOf(rest, out, nil)
+	// activation value v is read from out itself, at the same point.
+	post, err := g.fusedMap(rest, out)
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range post.leaves {
-		if l.v == v {
-			l.buf = out
-		}
-	}
-	if slices.ContainsFunc(post.mem(), func(l *ewLeaf) bool { return l.buf != out }) {
-		return nil, fmt.Errorf("the activation reads more than the stored output")
-	}
+	ob := g.buffer(out)
+	post.Value = kernel.Inline(post.Value, map[*kernel.Buffer]*kernel.Kernel{
+		g.buffer(v): {Out: ob, Value: kernel.Load(ob, kernel.Vars(ob.Rank())...)}})
 	g.fused[base] = func() error {
 		if err := opTable[base.OpType].lower(g, base); err != nil {
 			return err
 		}
-		return g.lowerGroup(post)
+		g.emitKernel(post, nil)
+		return nil
 	}
 	return base, nil
 }
@@ -148,70 +146,29 @@ func (g *gen) storeActivation(n *ir.Node) bool {
 	return n.OpType == "Relu" || err == nil
 }
 
-// groupOf makes the ewGroup computing the last of nodes into out. A
-// Transpose among nodes is read through (strides), not computed; hole is
-// a leaf a host kernel supplies in registers (nil for none).
-func (g *gen) groupOf(nodes []*ir.Node, out, hole *ir.Value) (*ewGroup, error) {
-	gr := &ewGroup{out: out, hole: hole}
-	through := map[*ir.Value]*ir.Node{}
-	inside := map[*ir.Value]bool{}
+// fusedMap is the one kernel computing the last of nodes into out: every
+// node's kernel-layer definition must be a single map, and each is inlined
+// into the nodes that read it.
+func (g *gen) fusedMap(nodes []*ir.Node, out *ir.Value) (*kernel.Kernel, error) {
+	defs := map[*kernel.Buffer]*kernel.Kernel{}
+	var last *kernel.Kernel
 	for _, n := range nodes {
-		if n.OpType == "Transpose" && n.Domain == "" {
-			through[n.Outputs[0]] = n
-			continue
+		ko, err := g.kernelCtx(n)
+		if err != nil {
+			return nil, err
 		}
-		if fn, _ := g.ewFn(n); fn == nil || len(n.Outputs) != 1 {
-			return nil, fmt.Errorf("%s cannot be computed in an elementwise group", n)
+		ks := ko.ctx.Kernels
+		if len(ks) != 1 || !kernel.Inlinable(ks[0]) || len(ko.ctx.Temps) > 0 {
+			return nil, fmt.Errorf("%s cannot be computed in a fused loop", n)
 		}
-		gr.nodes = append(gr.nodes, n)
-		inside[n.Outputs[0]] = true
+		defs[ks[0].Out] = ks[0]
+		last = ks[0]
 	}
-	if len(gr.nodes) == 0 || gr.root() != nodes[len(nodes)-1] {
-		return nil, fmt.Errorf("an elementwise group must end with the node computing its value")
+	if last == nil {
+		return nil, fmt.Errorf("an empty fusion group")
 	}
-	gr.dims = dimsOf(gr.root().Outputs[0])
-	for _, n := range gr.nodes {
-		_, operands := g.ewFn(n)
-		for _, oi := range operands {
-			v := n.Inputs[oi]
-			if inside[v] || gr.isLeaf(v) {
-				continue
-			}
-			l := &ewLeaf{v: v, buf: v, str: bstrides(dimsOf(v), gr.dims)}
-			if t := through[v]; t != nil {
-				str, ok := g.transposeStrides(t, gr.dims)
-				if !ok {
-					return nil, fmt.Errorf("cannot read %s through strides", t)
-				}
-				l.buf, l.str = t.Inputs[0], str
-			} else if t := g.constOf(v); t != nil && t.Len() == 1 && v.Type.Elem == ir.Float32 {
-				c := float32(t.Float64At(0))
-				l.c = &c
-			}
-			gr.leaves = append(gr.leaves, l)
-		}
-	}
-	return gr, nil
-}
-
-// transposeStrides returns the strides of Transpose t's input read as t's
-// output broadcast to dims, when the innermost dim stays innermost (so the
-// read stays vectorizable).
-func (g *gen) transposeStrides(t *ir.Node, dims []int64) ([]int64, bool) {
-	id, od := dimsOf(t.Inputs[0]), dimsOf(t.Outputs[0])
-	perm := g.transposePerm(t)
-	if len(perm) == 0 || perm[len(perm)-1] != int64(len(perm)-1) || len(od) > len(dims) {
-		return nil, false
-	}
-	is := contiguous(id)
-	str := make([]int64, len(dims))
-	off := len(dims) - len(od)
-	for i, p := range perm {
-		if od[i] == dims[off+i] && od[i] != 1 { // else broadcast: stride 0
-			str[off+i] = is[p]
-		}
-	}
-	return str, true
+	ob := g.buffer(out)
+	return &kernel.Kernel{Name: nodes[len(nodes)-1].OpType, Out: ob, Space: ob.Dims, Value: kernel.Inline(last.Value, defs)}, nil
 }
 
 // unfused returns a view of m with every fusion group's body in place of

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/value"
 )
@@ -18,10 +19,12 @@ import (
 // lowered as one row-wise kernel writing out; pro computes x on the fly
 // and epi (its hole is y) is applied to the result as it is stored.
 type layerNorm struct {
-	x, y     *ir.Value
-	out      *ir.Value
-	eps      float64
-	pro, epi *ewGroup
+	x, y *ir.Value
+	out  *ir.Value
+	eps  float64
+	// pro computes x and epi the output from y (a kernel.Hole), as
+	// kernel-layer expressions over out's coordinates; nil when absent.
+	pro, epi *kernel.Expr
 }
 
 // layerNormOf reads a layernorm group's body: the prologue's nodes, the
@@ -48,24 +51,61 @@ func (g *gen) layerNormOf(body []*ir.Node, out *ir.Value) (*layerNorm, error) {
 		return nil, fmt.Errorf("layernorm group: epsilon is not a constant")
 	}
 	ln := &layerNorm{x: core[0].Inputs[0], y: core[6].Outputs[0], out: out, eps: t.Float64At(0)}
-	var err error
 	if pro := body[:i]; len(pro) > 0 {
-		if ln.pro, err = g.groupOf(pro, ln.x, nil); err != nil {
+		m, err := g.fusedMap(pro, ln.x)
+		if err != nil {
 			return nil, err
 		}
-		if !ln.pro.rowFriendly() || ln.pro.root().Outputs[0] != ln.x {
-			return nil, fmt.Errorf("layernorm group: the prologue cannot be computed row by row")
+		if pro[len(pro)-1].Outputs[0] != ln.x {
+			return nil, fmt.Errorf("layernorm group: the prologue does not compute the input")
 		}
+		ln.pro = m.Value
 	}
 	if epi := body[i+7:]; len(epi) > 0 {
-		if ln.epi, err = g.groupOf(epi, out, ln.y); err != nil {
+		m, err := g.fusedMap(epi, out)
+		if err != nil {
 			return nil, err
 		}
-		if !ln.epi.rowFriendly() || !slices.Equal(ln.epi.dims, dimsOf(ln.y)) {
+		if !slices.Equal(dimsOf(out), dimsOf(ln.y)) {
 			return nil, fmt.Errorf("layernorm group: the epilogue cannot be applied row by row")
 		}
+		yb := g.buffer(ln.y)
+		ln.epi = kernel.Inline(m.Value, map[*kernel.Buffer]*kernel.Kernel{
+			yb: {Out: yb, Value: kernel.Hole("y", ir.Float32)}})
 	}
 	return ln, nil
+}
+
+// rowEval prepares evaluating expression e (over dims' coordinates) along
+// row r (the leading dims flattened) in vectors of the last dim: the
+// returned function computes the lanes from column col (valid of them;
+// the others are masked) with y filling the expression's hole.
+func (g *gen) rowEval(k *kfn, e *kernel.Expr, dims []int64, r value.Value) func(col value.Value, valid int, y value.Value) value.Value {
+	rank := len(dims)
+	vars := make([]value.Value, rank)
+	rest := r
+	for d := rank - 2; d >= 0; d-- {
+		if d == 0 {
+			vars[0] = rest
+			break
+		}
+		vars[d] = k.rem(rest, c64(dims[d]))
+		rest = k.div(rest, c64(dims[d]))
+	}
+	return func(col value.Value, valid int, y value.Value) value.Value {
+		f := kernel.NewFn(g.mod, k.f, k.tid, k.nth, kernelHost{g: g, k: k}, g.decls)
+		f.B = k.b
+		vars[rank-1] = col
+		var mask value.Value
+		if valid < g.vl {
+			mask = maskConst(g.vl, valid)
+		}
+		p := kernel.NewPoint(f, vars).Vector(rank-1, false, g.vl, mask)
+		p.Holes = map[string]value.Value{"y": y}
+		v := p.EvalVec(e)
+		k.b = f.B
+		return v
+	}
 }
 
 func (g *gen) lowerLayerNorm(ln *layerNorm) error {
@@ -91,7 +131,7 @@ func (g *gen) lowerLayerNorm(ln *layerNorm) error {
 				return k.vload(xp, k.add(base, col), vl, valid)
 			}
 			if ln.pro != nil {
-				at := ln.pro.atRow(k, r)
+				at := g.rowEval(k, ln.pro, dims, r)
 				read = func(col value.Value, valid int) value.Value { return at(col, valid, nil) }
 			}
 			// Masked-off lanes of a computed input are not zero: zero them
@@ -119,7 +159,7 @@ func (g *gen) lowerLayerNorm(ln *layerNorm) error {
 			rstd := k.vsplat(k.fdiv(cf(1), k.sqrt(v)), vl)
 			var epi func(col value.Value, valid int, hole value.Value) value.Value
 			if ln.epi != nil {
-				epi = ln.epi.atRow(k, r)
+				epi = g.rowEval(k, ln.epi, dimsOf(out), r)
 			}
 			k.colLoop(L, func(col value.Value, valid int) {
 				y := k.fmul(k.fsub(read(col, valid), mv), rstd)

@@ -145,6 +145,8 @@ func elemType(d ir.DType) types.Type {
 	switch d {
 	case ir.Float32:
 		return f32
+	case ir.Float64:
+		return types.Double
 	case ir.Int64, ir.Uint64:
 		return i64
 	case ir.Int32, ir.Uint32:

@@ -2,11 +2,10 @@ package cpu
 
 import (
 	"fmt"
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"math"
 
 	"github.com/kiln-ml/kiln/ir"
-	"github.com/llir/llvm/ir/enum"
-	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 )
 
@@ -101,96 +100,17 @@ func (k *kfn) offsets(o value.Value, dims []ldim, ops []operand) []value.Value {
 	return offs
 }
 
-// ewLoop runs f over an iteration space: ops[0] is written with f of the
-// other operands' elements. parallel splits the work by thread. When every
-// operand is float32, the output is contiguous along the innermost
-// (collapsed) dim and the inputs are contiguous or broadcast there, f gets
-// vectors of vl lanes (broadcast operands splatted) and the tail is masked.
-func (k *kfn) ewLoop(dims []int64, ops []operand, parallel bool, f func(xs []value.Value) value.Value) {
-	ds := collapse(dims, ops)
-	inner := ds[len(ds)-1]
-	outer := ds[:len(ds)-1]
-	nOuter := int64(1)
-	for _, d := range outer {
-		nOuter *= d.n
-	}
-	chunks := int64(1)
-	if parallel && nOuter < 32 && inner.n >= 2048 {
-		chunks = min(64/nOuter+1, inner.n/1024)
-	}
-	cs := (inner.n + chunks - 1) / chunks
-	cs = (cs + 15) &^ 15
-	total := nOuter * chunks
-	var lo, hi value.Value = c64(0), c64(total)
-	if parallel {
-		lo, hi = k.split(total)
-	}
-	vec := inner.n > 1 && inner.s[0] == 1
-	for _, op := range ops {
-		et := op.p.Type().(*types.PointerType).ElemType
-		vec = vec && et.Equal(f32)
-	}
-	for _, s := range inner.s[1:] {
-		vec = vec && (s == 0 || s == 1)
-	}
-	vl := int64(k.g.vl)
-	k.loop(lo, hi, func(p value.Value) {
-		o, c := p, value.Value(c64(0))
-		if chunks > 1 {
-			o, c = k.div(p, c64(chunks)), k.rem(p, c64(chunks))
-		}
-		offs := k.offsets(o, outer, ops)
-		j0 := k.mul(c, c64(cs))
-		var j1 value.Value = c64(inner.n)
-		if chunks > 1 {
-			e := k.add(j0, c64(cs))
-			j1 = k.sel(k.icmp(enum.IPredSLT, e, c64(inner.n)), e, c64(inner.n))
-		}
-		if !vec {
-			k.loop(j0, j1, func(i value.Value) {
-				xs := make([]value.Value, len(ops)-1)
-				for j := 1; j < len(ops); j++ {
-					xs[j-1] = k.load(ops[j].p, k.add(offs[j], k.mul(i, c64(inner.s[j]))))
-				}
-				k.store(f(xs), ops[0].p, k.add(offs[0], k.mul(i, c64(inner.s[0]))))
-			})
-			return
-		}
-		at := func(i value.Value, valid int) {
-			xs := make([]value.Value, len(ops)-1)
-			for j := 1; j < len(ops); j++ {
-				if inner.s[j] == 0 {
-					xs[j-1] = k.vsplat(k.load(ops[j].p, offs[j]), int(vl))
-				} else {
-					xs[j-1] = k.vload(ops[j].p, k.add(offs[j], i), int(vl), valid)
-				}
-			}
-			k.vstore(f(xs), ops[0].p, k.add(offs[0], i), int(vl), valid)
-		}
-		// Chunks are multiples of vl, so only the end of the row has a tail.
-		k.loop(k.div(j0, c64(vl)), k.div(j1, c64(vl)), func(v value.Value) { at(k.mul(v, c64(vl)), int(vl)) })
-		if tail := inner.n % vl; tail != 0 {
-			last := func() { at(c64(inner.n-tail), int(tail)) }
-			if chunks > 1 {
-				k.ifThen(k.icmp(enum.IPredEQ, j1, c64(inner.n)), last)
-			} else {
-				last()
-			}
-		}
-	})
-}
-
-// copyStep copies src (read through strides over dims) into dst.
-func (g *gen) copyLoop(k *kfn, dims []int64, dst, src operand) {
-	k.ewLoop(dims, []operand{dst, src}, parallelWorth(ir.Product(dims)), func(xs []value.Value) value.Value { return xs[0] })
-}
-
+// lowerCopy copies a view op's input to its output when the planner could
+// not alias them (a graph output, say): one flat kernel-layer copy.
 func (g *gen) lowerCopy(n *ir.Node) error {
-	in, out := n.Inputs[0], n.Outputs[0]
-	d := dimsOf(out)
-	g.step(n.OpType, !parallelWorth(numel(out)), func(k *kfn) {
-		g.copyLoop(k, d, operand{k.ptr(out), 0, contiguous(d)}, operand{k.ptr(in), 0, contiguous(d)})
-	})
+	in, out := g.buffer(n.Inputs[0]), g.buffer(n.Outputs[0])
+	flat := func(b *kernel.Buffer) *kernel.Buffer {
+		f := *b
+		f.Dims = []*kernel.Expr{b.Numel()}
+		return &f
+	}
+	fo, fi := flat(out), flat(in)
+	g.emitKernel(&kernel.Kernel{Name: n.OpType, Out: fo, Space: fo.Dims, Value: kernel.Load(fi, kernel.Var(0))}, nil)
 	return nil
 }
 

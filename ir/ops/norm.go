@@ -17,12 +17,12 @@ import (
 // to 2-D at axis, default 1); from 13 it runs along axis (default -1).
 
 func softmaxRows(name string, line func(xs []float64)) []*Schema {
-	row := func(since, axis int64, coerce2D bool) *Schema {
+	row := func(since, axis int64) *Schema {
 		return &Schema{Name: name, Since: since, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
 			Attrs: []AttrDef{defInt("axis", axis)}, Types: floatTypes,
-			Infer: inferSoftmax, Run: runSoftmax(line, coerce2D)}
+			Infer: inferSoftmax, Run: runSoftmax(line)}
 	}
-	return []*Schema{row(1, 1, true), row(13, -1, false)}
+	return []*Schema{row(1, 1), row(13, -1)}
 }
 
 func inferSoftmax(c *InferContext) error {
@@ -34,22 +34,36 @@ func inferSoftmax(c *InferContext) error {
 	return SameAsInput(c)
 }
 
-func runSoftmax(line func(xs []float64), coerce2D bool) func(c *KernelContext) error {
+// SoftmaxSpan resolves a Softmax, LogSoftmax or Hardmax node for an input
+// of rank rank, as every backend must: a line is the axes [lo, hi) of the
+// input, everything from axis on before opset 13, the axis alone from it.
+func (c *KernelContext) SoftmaxSpan(rank int) (lo, hi int, err error) {
+	axis, err := NormAxis(c.Int("axis"), rank)
+	if err != nil {
+		return 0, 0, c.Errorf("%v", err)
+	}
+	if c.schema.Since < 13 {
+		return axis, rank, nil
+	}
+	return axis, axis + 1, nil
+}
+
+func runSoftmax(line func(xs []float64)) func(c *KernelContext) error {
 	return func(c *KernelContext) error {
 		x := c.In(0)
 		if err := checkType(c, x.DType); err != nil {
 			return err
 		}
-		axis, err := NormAxis(c.Int("axis"), len(x.Dims))
+		lo, hi, err := c.SoftmaxSpan(len(x.Dims))
 		if err != nil {
-			return c.Errorf("%v", err)
+			return err
 		}
-		r := alongAxis(x.Dims, axis)
-		if coerce2D {
-			r = fromAxis(x.Dims, axis)
+		reduced := make([]bool, len(x.Dims))
+		for a := lo; a < hi; a++ {
+			reduced[a] = true
 		}
 		v := Float64s(x)
-		mapGroups(r, v, line)
+		mapGroups(newReduction(x.Dims, reduced), v, line)
 		c.Set(0, FromFloat64s(x.DType, x.Dims, v))
 		return nil
 	}
@@ -165,27 +179,51 @@ func checkParamShape(p ir.Type, want []ir.Dim) error {
 	return nil
 }
 
+// BatchNorm is a BatchNormalization node resolved: whether it normalizes
+// with the batch's statistics (training_mode, opset 14) and updates the
+// running ones, whether its parameters are per channel (spatial, opsets 6
+// and 7; else per element of [C, D1, ...]), epsilon and momentum.
+type BatchNorm struct {
+	Training, Spatial bool
+	Epsilon, Momentum float64
+}
+
+// BatchNormSpec resolves a BatchNormalization node for an input of rank
+// rank, as every backend must.
+func (c *KernelContext) BatchNormSpec(rank int) (*BatchNorm, error) {
+	if !c.declares("training_mode") {
+		for _, o := range c.Node.Outputs[1:] {
+			if o != nil {
+				return nil, &UnsupportedError{Domain: c.Node.Domain, Op: c.Node.OpType, Opset: c.Opset,
+					Reason: "training outputs before opset 14"}
+			}
+		}
+	}
+	if rank < 2 {
+		return nil, c.Errorf("input must be N x C x D1 x ..., has rank %d", rank)
+	}
+	return &BatchNorm{
+		Training: c.declares("training_mode") && c.Int("training_mode") != 0,
+		Spatial:  batchNormSpatial(c.attrs),
+		Epsilon:  float64(c.Float("epsilon")),
+		Momentum: float64(c.Float("momentum")),
+	}, nil
+}
+
 func runBatchNorm(c *KernelContext) error {
 	x := c.In(0)
 	if err := checkType(c, x.DType); err != nil {
 		return err
 	}
-	training := c.declares("training_mode") && c.Int("training_mode") != 0
-	if !c.declares("training_mode") {
-		for _, o := range c.Node.Outputs[1:] {
-			if o != nil {
-				return &UnsupportedError{Domain: c.Node.Domain, Op: c.Node.OpType, Opset: c.Opset,
-					Reason: "training outputs before opset 14"}
-			}
-		}
+	spec, err := c.BatchNormSpec(len(x.Dims))
+	if err != nil {
+		return err
 	}
-	if len(x.Dims) < 2 {
-		return c.Errorf("input must be N x C x D1 x ..., has shape %v", x.Dims)
-	}
+	training := spec.Training
 	// Parameter p of element i is p[(i / inner) % params].
 	inner := ir.Product(x.Dims[2:])
 	params := x.Dims[1]
-	if !batchNormSpatial(c.attrs) {
+	if !spec.Spatial {
 		inner, params = 1, ir.Product(x.Dims[1:])
 	}
 	var p [4][]float64 // scale, B, mean, var
@@ -208,7 +246,7 @@ func runBatchNorm(c *KernelContext) error {
 		r := newReduction(x.Dims, reduced)
 		batchMean := foldGroups(r, xs, meanOf)
 		batchVar := foldGroups(r, xs, varianceOf)
-		mom := float64(c.Float("momentum"))
+		mom := spec.Momentum
 		running := func(old, batch []float64) []float64 {
 			out := make([]float64, len(old))
 			for i := range out {
@@ -220,7 +258,7 @@ func runBatchNorm(c *KernelContext) error {
 		c.Set(2, FromFloat64s(c.In(4).DType, c.In(4).Dims, running(variance, batchVar)))
 		mean, variance = batchMean, batchVar
 	}
-	eps := float64(c.Float("epsilon"))
+	eps := spec.Epsilon
 	ys := make([]float64, len(xs))
 	for i, v := range xs {
 		ch := (int64(i) / inner) % params
@@ -354,19 +392,38 @@ func inferLayerNorm(c *InferContext) error {
 	return nil
 }
 
+// LayerNorm is a LayerNormalization node resolved: it normalizes over the
+// axes from Axis on; Mean and InvStdDev have element type Stash.
+type LayerNorm struct {
+	Axis    int
+	Epsilon float64
+	Stash   ir.DType
+}
+
+// LayerNormSpec resolves a LayerNormalization node for an input of rank
+// rank, as every backend must: a negative axis, stash_type a float type.
+func (c *KernelContext) LayerNormSpec(rank int) (*LayerNorm, error) {
+	stash, err := stashType(c.attrs)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	axis, err := NormAxis(c.Int("axis"), rank)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &LayerNorm{Axis: axis, Epsilon: float64(c.Float("epsilon")), Stash: stash}, nil
+}
+
 func runLayerNorm(c *KernelContext) error {
 	x := c.In(0)
 	if err := checkType(c, x.DType); err != nil {
 		return err
 	}
-	stash, err := stashType(c.attrs)
+	spec, err := c.LayerNormSpec(len(x.Dims))
 	if err != nil {
-		return c.Errorf("%v", err)
+		return err
 	}
-	axis, err := NormAxis(c.Int("axis"), len(x.Dims))
-	if err != nil {
-		return c.Errorf("%v", err)
-	}
+	axis, stash := spec.Axis, spec.Stash
 	normDims := x.Dims[axis:]
 	// Scale and B (B = 0 when absent) per element of a normalized group.
 	var p [2][]float64
@@ -386,7 +443,7 @@ func runLayerNorm(c *KernelContext) error {
 		}
 	}
 	scale, bias := p[0], p[1]
-	eps := float64(c.Float("epsilon"))
+	eps := spec.Epsilon
 	r := fromAxis(x.Dims, axis)
 	v := Float64s(x)
 	means := make([]float64, 0, len(r.base))
@@ -445,18 +502,38 @@ func inferLRN(c *InferContext) error {
 	return SameAsInput(c)
 }
 
+// LRN is an LRN node resolved: each element is divided by (Bias +
+// Alpha/Size * the sum of squares over the channels [c - Below, c +
+// Above])^Beta.
+type LRN struct {
+	Size, Below, Above int64
+	Alpha, Beta, Bias  float64
+}
+
+// LRNSpec resolves an LRN node for an input of rank rank, as every
+// backend must: the window is floor((size-1)/2) channels below and
+// ceil((size-1)/2) above.
+func (c *KernelContext) LRNSpec(rank int) (*LRN, error) {
+	size := c.Int("size")
+	if rank < 2 || size <= 0 {
+		return nil, c.Errorf("needs an N x C x D1 x ... input and a positive size, has rank %d and %d", rank, size)
+	}
+	return &LRN{Size: size, Below: (size - 1) / 2, Above: size / 2,
+		Alpha: float64(c.Float("alpha")), Beta: float64(c.Float("beta")), Bias: float64(c.Float("bias"))}, nil
+}
+
 func runLRN(c *KernelContext) error {
 	x := c.In(0)
 	if err := checkType(c, x.DType); err != nil {
 		return err
 	}
-	size := c.Int("size")
-	if len(x.Dims) < 2 || size <= 0 {
-		return c.Errorf("needs an N x C x D1 x ... input and a positive size, has %v and %d", x.Dims, size)
+	spec, err := c.LRNSpec(len(x.Dims))
+	if err != nil {
+		return err
 	}
-	alpha, beta, bias := float64(c.Float("alpha")), float64(c.Float("beta")), float64(c.Float("bias"))
+	size, below, above := spec.Size, spec.Below, spec.Above
+	alpha, beta, bias := spec.Alpha, spec.Beta, spec.Bias
 	n, channels, inner := x.Dims[0], x.Dims[1], ir.Product(x.Dims[2:])
-	below, above := (size-1)/2, size/2 // floor and ceil of (size-1)/2
 	xs := Float64s(x)
 	ys := make([]float64, len(xs))
 	for b := int64(0); b < n; b++ {

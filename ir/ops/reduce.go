@@ -105,33 +105,46 @@ type reduceOp struct {
 	axesInput int64
 	types     []ir.DType
 	viaFloat  func(xs []float64) float64
-	// lo and hi are the type's least and greatest value (in order-key form),
-	// the identities of max and min.
-	viaInt func(xs []int64, lo, hi int64) int64
+	viaInt    func(xs []int64, t intFold) int64
+	// ordered folds (max and min) see order keys (orderKeys); the others
+	// see the values wrapped to int64, whose sums and products wrap as the
+	// type's own do.
+	ordered bool
+}
+
+// intFold describes the integer type a fold runs over: its least and
+// greatest value (in order-key form: the identities of max and min), and
+// whether it is unsigned (for absolute values and division).
+type intFold struct {
+	lo, hi   int64
+	unsigned bool
 }
 
 var reduceOps = []reduceOp{
-	{"ReduceSum", 13, reduceTypes, sumF, func(xs []int64, _, _ int64) int64 { return sumI(xs) }},
+	{"ReduceSum", 13, reduceTypes, sumF, func(xs []int64, _ intFold) int64 { return sumI(xs) }, false},
 	{"ReduceMean", 18, reduceTypes, func(xs []float64) float64 { return sumF(xs) / float64(len(xs)) },
-		func(xs []int64, _, _ int64) int64 {
+		func(xs []int64, t intFold) int64 {
 			if len(xs) == 0 {
 				return 0
 			}
+			if t.unsigned {
+				return int64(uint64(sumI(xs)) / uint64(len(xs)))
+			}
 			return sumI(xs) / int64(len(xs))
-		}},
+		}, false},
 	{"ReduceProd", 18, reduceTypes, func(xs []float64) float64 {
 		p := 1.0
 		for _, x := range xs {
 			p *= x
 		}
 		return p
-	}, func(xs []int64, _, _ int64) int64 {
+	}, func(xs []int64, _ intFold) int64 {
 		p := int64(1)
 		for _, x := range xs {
 			p *= x
 		}
 		return p
-	}},
+	}, false},
 	{"ReduceMax", 18, reduceMinMaxTypes, func(xs []float64) float64 {
 		m := math.Inf(-1)
 		for _, x := range xs {
@@ -140,12 +153,13 @@ var reduceOps = []reduceOp{
 			}
 		}
 		return m
-	}, func(xs []int64, lo, _ int64) int64 {
+	}, func(xs []int64, t intFold) int64 {
+		m := t.lo
 		for _, x := range xs {
-			lo = max(lo, x)
+			m = max(m, x)
 		}
-		return lo
-	}},
+		return m
+	}, true},
 	{"ReduceMin", 18, reduceMinMaxTypes, func(xs []float64) float64 {
 		m := math.Inf(1)
 		for _, x := range xs {
@@ -154,35 +168,39 @@ var reduceOps = []reduceOp{
 			}
 		}
 		return m
-	}, func(xs []int64, _, hi int64) int64 {
+	}, func(xs []int64, t intFold) int64 {
+		m := t.hi
 		for _, x := range xs {
-			hi = min(hi, x)
+			m = min(m, x)
 		}
-		return hi
-	}},
+		return m
+	}, true},
 	{"ReduceL1", 18, reduceTypes, func(xs []float64) float64 {
 		var s float64
 		for _, x := range xs {
 			s += math.Abs(x)
 		}
 		return s
-	}, func(xs []int64, _, _ int64) int64 {
+	}, func(xs []int64, t intFold) int64 {
 		var s int64
 		for _, x := range xs {
-			s += max(x, -x)
+			if !t.unsigned {
+				x = max(x, -x)
+			}
+			s += x
 		}
 		return s
-	}},
-	{"ReduceL2", 18, reduceTypes, func(xs []float64) float64 { return math.Sqrt(sumSquareF(xs)) }, nil},
-	{"ReduceSumSquare", 18, reduceTypes, sumSquareF, func(xs []int64, _, _ int64) int64 {
+	}, false},
+	{"ReduceL2", 18, reduceTypes, func(xs []float64) float64 { return math.Sqrt(sumSquareF(xs)) }, nil, false},
+	{"ReduceSumSquare", 18, reduceTypes, sumSquareF, func(xs []int64, _ intFold) int64 {
 		var s int64
 		for _, x := range xs {
 			s += x * x
 		}
 		return s
-	}},
-	{"ReduceLogSum", 18, reduceTypes, func(xs []float64) float64 { return math.Log(sumF(xs)) }, nil},
-	{"ReduceLogSumExp", 18, reduceTypes, logSumExp, nil},
+	}, false},
+	{"ReduceLogSum", 18, reduceTypes, func(xs []float64) float64 { return math.Log(sumF(xs)) }, nil, false},
+	{"ReduceLogSumExp", 18, reduceTypes, logSumExp, nil, false},
 }
 
 func sumF(xs []float64) float64 {
@@ -234,11 +252,11 @@ func reduceRows(op reduceOp) []*Schema {
 	return []*Schema{{
 		Name: op.name, Since: 1, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: []AttrDef{defInts("axes"), keepdims},
-		Types: op.types, Infer: inferReduce(false), Run: runReduce(op, false),
+		Types: op.types, Infer: inferReduce(false), Run: runReduce(op),
 	}, {
 		Name: op.name, Since: op.axesInput, MinInputs: 1, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: []AttrDef{keepdims, defInt("noop_with_empty_axes", 0)},
-		Types: op.types, Infer: inferReduce(true), Run: runReduce(op, true),
+		Types: op.types, Infer: inferReduce(true), Run: runReduce(op),
 	}}
 }
 
@@ -319,33 +337,67 @@ func reduceMask(axes []int64, rank int) ([]bool, error) {
 	return axisMask(axes, rank)
 }
 
-func runReduce(op reduceOp, axesInput bool) func(c *KernelContext) error {
+// Reduce is a ReduceX node resolved against its input's rank: the axes
+// it reduces and whether they stay (as 1s); Noop when the node is the
+// identity (noop_with_empty_axes with no axes).
+type Reduce struct {
+	Axes []bool
+	Keep bool
+	Noop bool
+}
+
+// ReduceSpec resolves a ReduceX node for an input of rank rank, as every
+// backend must: its axes come from the attribute or from input 1 (which
+// must then be known, c.In), may be negative, and none means every axis
+// unless noop_with_empty_axes.
+func (c *KernelContext) ReduceSpec(rank int) (*Reduce, error) {
+	axesInput := !c.declares("axes")
+	var t *ir.Tensor
+	if axesInput && c.HasInput(1) {
+		if t = c.In(1); t == nil {
+			return nil, c.Errorf("axes is not known")
+		}
+	}
+	axes, noop := reduceAxes(c.attrs, axesInput, t)
+	r := &Reduce{Keep: c.Int("keepdims") != 0, Noop: noop}
+	if noop {
+		return r, nil
+	}
+	mask, err := reduceMask(axes, rank)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	r.Axes = mask
+	return r, nil
+}
+
+func runReduce(op reduceOp) func(c *KernelContext) error {
 	return func(c *KernelContext) error {
 		x := c.In(0)
 		if err := checkType(c, x.DType); err != nil {
 			return err
 		}
-		var axesTensor *ir.Tensor
-		if axesInput {
-			axesTensor = c.In(1)
+		spec, err := c.ReduceSpec(len(x.Dims))
+		if err != nil {
+			return err
 		}
-		axes, noop := reduceAxes(c.attrs, axesInput, axesTensor)
-		if noop {
+		if spec.Noop {
 			c.Set(0, x.Clone())
 			return nil
 		}
-		reduced, err := reduceMask(axes, len(x.Dims))
-		if err != nil {
-			return c.Errorf("%v", err)
-		}
-		r := newReduction(x.Dims, reduced)
-		dims := reducedDims(x.Dims, reduced, c.Int("keepdims") != 0, 1)
+		r := newReduction(x.Dims, spec.Axes)
+		dims := reducedDims(x.Dims, spec.Axes, spec.Keep, 1)
 		if x.DType.IsFloat() || op.viaInt == nil {
 			c.Set(0, FromFloat64s(x.DType, dims, foldGroups(r, Float64s(x), op.viaFloat)))
 			return nil
 		}
 		lo, hi := keyBounds(x.DType)
-		out := foldGroups(r, orderKeys(x), func(xs []int64) int64 { return op.viaInt(xs, lo, hi) })
+		t := intFold{lo: lo, hi: hi, unsigned: x.DType.IsUnsigned()}
+		if !op.ordered {
+			c.Set(0, FromInt64s(x.DType, dims, foldGroups(r, Int64s(x), func(xs []int64) int64 { return op.viaInt(xs, t) })))
+			return nil
+		}
+		out := foldGroups(r, orderKeys(x), func(xs []int64) int64 { return op.viaInt(xs, t) })
 		c.Set(0, fromOrderKeys(x.DType, dims, out))
 		return nil
 	}
@@ -383,30 +435,49 @@ func inferArg(c *InferContext) error {
 	return nil
 }
 
+// Arg is an ArgMax or ArgMin node resolved against its input: the axis,
+// whether it stays (as 1), and whether the last of equal values wins.
+type Arg struct {
+	Axis       int
+	Keep, Last bool
+}
+
+// ArgSpec resolves an ArgMax or ArgMin node for an input of shape dims
+// (a dim below 0 is unknown), as every backend must: the axis may be
+// negative, select_last_index exists from opset 12, and an empty axis
+// has no index to give.
+func (c *KernelContext) ArgSpec(dims []int64) (*Arg, error) {
+	axis, err := NormAxis(c.Int("axis"), len(dims))
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	if dims[axis] == 0 {
+		return nil, c.Errorf("%s over the empty axis %d", c.Node.OpType, axis)
+	}
+	last := c.declares("select_last_index") && c.Int("select_last_index") != 0
+	return &Arg{Axis: axis, Keep: c.Int("keepdims") != 0, Last: last}, nil
+}
+
 func runArg(sign int) func(c *KernelContext) error {
 	return func(c *KernelContext) error {
 		x := c.In(0)
 		if err := checkType(c, x.DType); err != nil {
 			return err
 		}
-		axis, err := NormAxis(c.Int("axis"), len(x.Dims))
+		spec, err := c.ArgSpec(x.Dims)
 		if err != nil {
-			return c.Errorf("%v", err)
+			return err
 		}
-		if x.Dims[axis] == 0 {
-			return c.Errorf("%s over the empty axis %d", c.Node.OpType, axis)
-		}
-		last := c.declares("select_last_index") && c.Int("select_last_index") != 0
 		reduced := make([]bool, len(x.Dims))
-		reduced[axis] = true
+		reduced[spec.Axis] = true
 		r := newReduction(x.Dims, reduced)
 		var idx []int64
 		if x.DType.IsFloat() {
-			idx = foldGroups(r, Float64s(x), func(xs []float64) int64 { return argBest(xs, sign, last) })
+			idx = foldGroups(r, Float64s(x), func(xs []float64) int64 { return argBest(xs, sign, spec.Last) })
 		} else {
-			idx = foldGroups(r, orderKeys(x), func(xs []int64) int64 { return argBest(xs, sign, last) })
+			idx = foldGroups(r, orderKeys(x), func(xs []int64) int64 { return argBest(xs, sign, spec.Last) })
 		}
-		c.Set(0, FromInt64s(ir.Int64, reducedDims(x.Dims, reduced, c.Int("keepdims") != 0, 1), idx))
+		c.Set(0, FromInt64s(ir.Int64, reducedDims(x.Dims, reduced, spec.Keep, 1), idx))
 		return nil
 	}
 }
@@ -500,23 +571,46 @@ func inferTopK(c *InferContext) error {
 	return nil
 }
 
+// TopK is a TopK node resolved against its input: the axis, the count k
+// and whether the greatest come first.
+type TopK struct {
+	Axis    int
+	K       int64
+	Largest bool
+}
+
+// TopKSpec resolves a TopK node for an input of shape dims, as every
+// backend must: k from the attribute (before opset 10) or input 1 (which
+// must then be known, c.In), at most the axis' size; a negative axis;
+// largest from opset 11. The selection is always sorted.
+func (c *KernelContext) TopKSpec(dims []int64) (*TopK, error) {
+	axis, err := NormAxis(c.Int("axis"), len(dims))
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	k, known, err := topKCount(c.attrs, c.In(1))
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	if !known {
+		return nil, c.Errorf("K is not known")
+	}
+	if k > dims[axis] {
+		return nil, c.Errorf("k = %d exceeds the axis size %d", k, dims[axis])
+	}
+	return &TopK{Axis: axis, K: k, Largest: !c.declares("largest") || c.Int("largest") != 0}, nil
+}
+
 func runTopK(c *KernelContext) error {
 	x := c.In(0)
 	if err := checkType(c, x.DType); err != nil {
 		return err
 	}
-	axis, err := NormAxis(c.Int("axis"), len(x.Dims))
+	spec, err := c.TopKSpec(x.Dims)
 	if err != nil {
-		return c.Errorf("%v", err)
+		return err
 	}
-	k, _, err := topKCount(c.attrs, c.In(1))
-	if err != nil {
-		return c.Errorf("%v", err)
-	}
-	if k > x.Dims[axis] {
-		return c.Errorf("k = %d exceeds the axis size %d", k, x.Dims[axis])
-	}
-	largest := !c.declares("largest") || c.Int("largest") != 0
+	axis, k, largest := spec.Axis, spec.K, spec.Largest
 	outDims := slices.Clone(x.Dims)
 	outDims[axis] = k
 	in, out := alongAxis(x.Dims, axis), alongAxis(outDims, axis)
@@ -589,17 +683,38 @@ func cumSumAxis(t *ir.Tensor, rank int) (int, error) {
 	return NormAxis(Int64s(t)[0], rank)
 }
 
+// CumSum is a CumSum node resolved against its input's rank.
+type CumSum struct {
+	Axis               int
+	Exclusive, Reverse bool
+}
+
+// CumSumSpec resolves a CumSum node for an input of rank rank, as every
+// backend must: the axis is input 1 (which must be known, c.In), a
+// scalar or one value, possibly negative.
+func (c *KernelContext) CumSumSpec(rank int) (*CumSum, error) {
+	t := c.In(1)
+	if t == nil {
+		return nil, c.Errorf("axis is not known")
+	}
+	axis, err := cumSumAxis(t, rank)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &CumSum{Axis: axis, Exclusive: c.Int("exclusive") != 0, Reverse: c.Int("reverse") != 0}, nil
+}
+
 func runCumSum(c *KernelContext) error {
 	x := c.In(0)
 	if err := checkType(c, x.DType); err != nil {
 		return err
 	}
-	axis, err := cumSumAxis(c.In(1), len(x.Dims))
+	spec, err := c.CumSumSpec(len(x.Dims))
 	if err != nil {
-		return c.Errorf("%v", err)
+		return err
 	}
-	r := alongAxis(x.Dims, axis)
-	exclusive, reverse := c.Int("exclusive") != 0, c.Int("reverse") != 0
+	r := alongAxis(x.Dims, spec.Axis)
+	exclusive, reverse := spec.Exclusive, spec.Reverse
 	if x.DType.IsFloat() {
 		v := Float64s(x)
 		mapGroups(r, v, func(line []float64) { cumSum(line, exclusive, reverse) })

@@ -130,7 +130,7 @@ func TestReduceAgainstNaive(t *testing.T) {
 
 func TestReduceIntegers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, dtype := range []ir.DType{ir.Int32, ir.Int64, ir.Uint32} {
+	for _, dtype := range []ir.DType{ir.Int32, ir.Int64, ir.Uint32, ir.Uint64} {
 		for _, op := range []string{"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceSumSquare", "ReduceMean"} {
 			x := randTensor(rng, dtype, 3, 4)
 			out, err := callKernel(t, op, 18, []*ir.Tensor{x, i64s(1)}, 1, ir.AttrI("keepdims", 0))

@@ -99,6 +99,21 @@ func quantizedType(a attrs, zeroPoint ir.DType, hasZeroPoint bool) (ir.DType, er
 	return ir.Uint8, nil
 }
 
+// QuantizedType is QuantizeLinear's output type, given the zero point's
+// type (has: the node has one).
+func (c *KernelContext) QuantizedType(zeroPoint ir.DType, has bool) (ir.DType, error) {
+	return quantizedType(c.attrs, zeroPoint, has)
+}
+
+// QuantPrecision is the float type QuantizeLinear's division x / scale
+// rounds to: the scale's type, or v23's precision attribute when set.
+func (c *KernelContext) QuantPrecision(scale ir.DType) ir.DType {
+	if c.attrs.declares("precision") && c.Int("precision") != 0 {
+		return ir.DType(c.Int("precision"))
+	}
+	return scale
+}
+
 func inferQuantize(c *InferContext) error {
 	out, err := quantizedType(c.attrs, c.In(2).Elem, c.HasInput(2))
 	if err != nil {
@@ -121,6 +136,12 @@ func dequantizedType(a attrs, opset int64, scale ir.DType) ir.DType {
 		return ir.Float32
 	}
 	return scale
+}
+
+// DequantizedType is DequantizeLinear's output type for a scale of type
+// scale.
+func (c *KernelContext) DequantizedType(scale ir.DType) ir.DType {
+	return dequantizedType(c.attrs, c.Opset, scale)
 }
 
 func inferDequantize(c *InferContext) error {
@@ -151,11 +172,22 @@ func checkQuantParams(c *InferContext) error {
 	return nil
 }
 
-// quantIndex maps each element of x (dims xd) to its scale and zero point
-// (dims sd): per tensor (a scalar or one element), per axis (1-D along
-// axis), or blocked (v21: x's rank, block_size elements per scale along
-// axis).
-func quantIndex(a attrs, xd, sd []int64) ([]int, error) {
+// QuantLayout is how QuantizeLinear's and DequantizeLinear's scale and
+// zero point apply to x: per tensor (Axis -1), per axis (one per element of
+// x's Axis, Block 0), or in blocks of Block elements along Axis (v21).
+type QuantLayout struct {
+	Axis  int
+	Block int64
+}
+
+// QuantLayout resolves the layout of a scale of dims sd over x of dims xd
+// (-1 where unknown) from the node's axis and block_size, checking the
+// scale's shape where the dims are known.
+func (c *KernelContext) QuantLayout(xd, sd []int64) (QuantLayout, error) {
+	return quantLayout(c.attrs, xd, sd)
+}
+
+func quantLayout(a attrs, xd, sd []int64) (QuantLayout, error) {
 	var axis, block int64 = 1, 0
 	if a.declares("axis") {
 		axis = a.Int("axis")
@@ -164,38 +196,60 @@ func quantIndex(a attrs, xd, sd []int64) ([]int, error) {
 		block = a.Int("block_size")
 	}
 	if block < 0 {
-		return nil, fmt.Errorf("block_size %d", block)
+		return QuantLayout{}, fmt.Errorf("block_size %d", block)
 	}
 	if block == 0 && len(sd) <= 1 && ir.Product(sd) == 1 {
-		return make([]int, ir.Product(xd)), nil
+		return QuantLayout{Axis: -1}, nil
 	}
 	ax, err := NormAxis(axis, len(xd))
 	if err != nil {
-		return nil, err
+		return QuantLayout{}, err
 	}
 	if block == 0 {
-		if len(sd) != 1 || sd[0] != xd[ax] {
-			return nil, fmt.Errorf("scale has shape %v, want a scalar or [%d] for axis %d of %v", sd, xd[ax], ax, xd)
+		if len(sd) != 1 || xd[ax] >= 0 && sd[0] != xd[ax] {
+			return QuantLayout{}, fmt.Errorf("scale has shape %v, want a scalar or [%d] for axis %d of %v", sd, xd[ax], ax, xd)
 		}
+		return QuantLayout{Axis: ax}, nil
+	}
+	want := slices.Clone(xd)
+	if xd[ax] >= 0 {
+		want[ax] = (xd[ax] + block - 1) / block
+	}
+	ok := len(sd) == len(want)
+	for i := 0; ok && i < len(sd); i++ {
+		ok = want[i] < 0 || sd[i] == want[i]
+	}
+	if !ok {
+		return QuantLayout{}, fmt.Errorf("scale has shape %v, want %v for blocks of %d along axis %d of %v", sd, want, block, ax, xd)
+	}
+	return QuantLayout{Axis: ax, Block: block}, nil
+}
+
+// quantIndex maps each element of x (dims xd) to its scale and zero point
+// (dims sd), laid out as quantLayout resolves.
+func quantIndex(a attrs, xd, sd []int64) ([]int, error) {
+	l, err := quantLayout(a, xd, sd)
+	if err != nil {
+		return nil, err
+	}
+	if l.Axis < 0 {
+		return make([]int, ir.Product(xd)), nil
+	}
+	if l.Block == 0 {
 		pd := make([]int64, len(xd))
 		for i := range pd {
 			pd[i] = 1
 		}
-		pd[ax] = xd[ax]
+		pd[l.Axis] = xd[l.Axis]
 		return BroadcastIndex(pd, xd), nil
-	}
-	want := slices.Clone(xd)
-	want[ax] = (xd[ax] + block - 1) / block
-	if !slices.Equal(sd, want) {
-		return nil, fmt.Errorf("scale has shape %v, want %v for blocks of %d along axis %d of %v", sd, want, block, ax, xd)
 	}
 	idx := make([]int, ir.Product(xd))
 	st, coord := Strides(sd), make([]int64, len(xd))
 	for k := range idx {
 		var flat int64
 		for j, c := range coord {
-			if j == ax {
-				c /= block
+			if j == l.Axis {
+				c /= l.Block
 			}
 			flat += c * st[j]
 		}
@@ -236,7 +290,7 @@ func runQuantize(c *KernelContext) error {
 	if zp != nil {
 		zpType = zp.DType
 	}
-	out, err := quantizedType(c.attrs, zpType, zp != nil)
+	out, err := c.QuantizedType(zpType, zp != nil)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -251,12 +305,9 @@ func runQuantize(c *KernelContext) error {
 	if zp != nil && !slices.Equal(zp.Dims, scale.Dims) {
 		return c.Errorf("scale has shape %v but the zero point %v", scale.Dims, zp.Dims)
 	}
-	// The division runs in the scale's precision (or v23's precision
-	// attribute): float32, or rounded to float16/bfloat16.
-	precision := scale.DType
-	if c.attrs.declares("precision") && c.Int("precision") != 0 {
-		precision = ir.DType(c.Int("precision"))
-	}
+	// The division runs in float32, rounded to float16/bfloat16 when that
+	// is the precision.
+	precision := c.QuantPrecision(scale.DType)
 	xv, sv, zv := Float64s(x), Float64s(scale), zeroPoints(zp)
 	y := make([]float64, len(xv))
 	for i, v := range xv {
@@ -273,7 +324,7 @@ func runQuantize(c *KernelContext) error {
 
 func runDequantize(c *KernelContext) error {
 	x, scale, zp := c.In(0), c.In(1), c.In(2)
-	out := dequantizedType(c.attrs, c.Opset, scale.DType)
+	out := c.DequantizedType(scale.DType)
 	if !out.IsFloat() {
 		return c.Unsupported(out)
 	}
@@ -328,52 +379,92 @@ func runDynamicQuantize(c *KernelContext) error {
 	return nil
 }
 
-// paramIndex maps each element of a tensor of dims xd to its entry in a
-// quantization parameter of dims pd, which must broadcast to xd.
-func paramIndex(pd, xd []int64) ([]int, error) {
+// quantParam says how a scale or zero point input of a quantized matmul
+// or convolution applies: a 1-D parameter runs along axis (from the end
+// when negative) of the tensor it belongs to, as ONNX specifies: a
+// matmul's rows for a's and y's, its columns for b's, a convolution's
+// output channels for w's.
+type quantParam struct {
+	name string
+	axis int
+}
+
+var quantParams = map[string]map[int]quantParam{
+	"MatMulInteger": {2: {"a_zero_point", -2}, 3: {"b_zero_point", -1}},
+	"QLinearMatMul": {1: {"a_scale", -2}, 2: {"a_zero_point", -2}, 4: {"b_scale", -1}, 5: {"b_zero_point", -1},
+		6: {"y_scale", -2}, 7: {"y_zero_point", -2}},
+	"ConvInteger": {2: {"x_zero_point", -1}, 3: {"w_zero_point", 0}},
+	"QLinearConv": {1: {"x_scale", -1}, 2: {"x_zero_point", -1}, 4: {"w_scale", 1}, 5: {"w_zero_point", 0},
+		6: {"y_scale", -1}, 7: {"y_zero_point", -1}},
+}
+
+// QuantParamDims lays out input i of a quantized matmul or convolution, a
+// scale or zero point of dims pd, against the tensor it applies to, of dims
+// xd (-1 where unknown): zero points apply to their operand (MatMulInteger's
+// a and b, a convolution's x and w), scales and y's zero point to the
+// output. It returns the dims the parameter broadcasts with (numpy): none
+// for a single element (per tensor), a 1-D parameter spread along its axis
+// (quantParams), else its own, which must broadcast to xd.
+func (c *KernelContext) QuantParamDims(i int, pd, xd []int64) ([]int64, error) {
+	p, ok := quantParams[c.Node.OpType][i]
+	if !ok {
+		return nil, fmt.Errorf("input %d of %s is not a quantization parameter", i, c.Node.OpType)
+	}
 	if ir.Product(pd) == 1 {
-		return make([]int, ir.Product(xd)), nil
+		return nil, nil
 	}
-	if out, err := BroadcastDims(pd, xd); err != nil || len(pd) > len(xd) || !slices.Equal(out, xd) {
-		return nil, fmt.Errorf("a quantization parameter of shape %v does not apply to shape %v", pd, xd)
-	}
-	return BroadcastIndex(pd, xd), nil
-}
-
-// perRow gives a 1-D per-row parameter of an [..., M, K] matmul operand
-// dims that broadcast it along the rows ([M, 1]); per-column parameters
-// ([N]) and full-rank ones already broadcast as they are.
-func perRow(pd []int64) []int64 {
+	lay := pd
 	if len(pd) == 1 {
-		return []int64{pd[0], 1}
+		a := p.axis
+		if a < 0 {
+			a += len(xd)
+		}
+		if a < 0 || a >= len(xd) {
+			return nil, fmt.Errorf("%s of shape %v does not apply to shape %v", p.name, pd, xd)
+		}
+		lay = make([]int64, len(xd))
+		for k := range lay {
+			lay[k] = 1
+		}
+		lay[a] = pd[0]
 	}
-	return pd
+	ok = len(lay) <= len(xd)
+	for k := 0; ok && k < len(lay); k++ {
+		d := xd[len(xd)-len(lay)+k]
+		ok = lay[k] == 1 || d < 0 || lay[k] == d
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s of shape %v does not apply to shape %v", p.name, pd, xd)
+	}
+	return lay, nil
 }
 
-// centered returns x minus its zero point (absent: 0), as float64, with the
-// zero point laid out by dims zpd (see paramIndex).
-func centered(x, zp *ir.Tensor, zpd []int64) ([]float64, error) {
-	v := Float64s(x)
-	if zp == nil {
-		return v, nil
-	}
-	idx, err := paramIndex(zpd, x.Dims)
+// paramIndex maps each element of a tensor of dims xd to its entry in
+// input i, a scale or zero point laid out by QuantParamDims.
+func paramIndex(c *KernelContext, i int, xd []int64) ([]int, error) {
+	lay, err := c.QuantParamDims(i, c.In(i).Dims, xd)
 	if err != nil {
 		return nil, err
 	}
-	z := Float64s(zp)
+	return BroadcastIndex(lay, xd), nil
+}
+
+// centered returns input x minus its zero point, input zp (absent: 0), as
+// float64.
+func centered(c *KernelContext, x, zp int) ([]float64, error) {
+	v := Float64s(c.In(x))
+	if c.In(zp) == nil {
+		return v, nil
+	}
+	idx, err := paramIndex(c, zp, c.In(x).Dims)
+	if err != nil {
+		return nil, err
+	}
+	z := Float64s(c.In(zp))
 	for i := range v {
 		v[i] -= z[idx[i]]
 	}
 	return v, nil
-}
-
-// dimsOrNil returns an optional tensor's dims.
-func dimsOrNil(t *ir.Tensor) []int64 {
-	if t == nil {
-		return nil
-	}
-	return t.Dims
 }
 
 func inferMatMulInteger(c *InferContext) error {
@@ -386,27 +477,27 @@ func inferMatMulInteger(c *InferContext) error {
 }
 
 // integerMatmul returns (a - a_zero_point)·(b - b_zero_point), exactly, and
-// the output dims. Zero points are per tensor, per row of a, per column of
-// b, or broadcast from a full-rank shape.
-func integerMatmul(a, azp, b, bzp *ir.Tensor) ([]int64, []float64, error) {
-	shape, err := matmulShape(a.Shape(), b.Shape())
+// the output dims, for the inputs a, b and their zero points at the given
+// indices.
+func integerMatmul(c *KernelContext, a, azp, b, bzp int) ([]int64, []float64, error) {
+	shape, err := matmulShape(c.In(a).Shape(), c.In(b).Shape())
 	if err != nil {
 		return nil, nil, err
 	}
-	av, err := centered(a, azp, perRow(dimsOrNil(azp)))
+	av, err := centered(c, a, azp)
 	if err != nil {
-		return nil, nil, fmt.Errorf("a_zero_point: %w", err)
+		return nil, nil, err
 	}
-	bv, err := centered(b, bzp, dimsOrNil(bzp))
+	bv, err := centered(c, b, bzp)
 	if err != nil {
-		return nil, nil, fmt.Errorf("b_zero_point: %w", err)
+		return nil, nil, err
 	}
 	dims, _ := shape.Ints()
-	return dims, matmul(av, a.Dims, bv, b.Dims), nil
+	return dims, matmul(av, c.In(a).Dims, bv, c.In(b).Dims), nil
 }
 
 func runMatMulInteger(c *KernelContext) error {
-	dims, y, err := integerMatmul(c.In(0), c.In(2), c.In(1), c.In(3))
+	dims, y, err := integerMatmul(c, 0, 2, 1, 3)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -423,46 +514,39 @@ func inferQLinearMatMul(c *InferContext) error {
 	return nil
 }
 
-// qparam is a scale or zero point with the dims that lay it out against
-// the output (see paramIndex).
-type qparam struct {
-	t    *ir.Tensor
-	dims []int64
-}
-
 // rescale converts exact integer accumulations to the quantized output:
-// acc·(s1·s2/s3) rounded, plus the output zero point, saturated. The
-// multiplier is formed in float32, as ONNX Runtime does.
-func rescale(c *KernelContext, acc []float64, dims []int64, s1, s2, s3, zp qparam) error {
-	lo, hi, ok := intRange(zp.t.DType)
+// acc·(s1·s2/s3) rounded half to even, plus the output zero point,
+// saturated; s1, s2, s3 and zp are input indices. The multiplier is formed
+// in float32, as ONNX Runtime does, and applied in float64.
+func rescale(c *KernelContext, acc []float64, dims []int64, s1, s2, s3, zp int) error {
+	out := c.In(zp).DType
+	lo, hi, ok := intRange(out)
 	if !ok {
-		return c.Unsupported(zp.t.DType)
+		return c.Unsupported(out)
 	}
 	var idx [4][]int
-	for i, p := range []qparam{s1, s2, s3, zp} {
+	for k, p := range []int{s1, s2, s3, zp} {
 		var err error
-		if idx[i], err = paramIndex(p.dims, dims); err != nil {
+		if idx[k], err = paramIndex(c, p, dims); err != nil {
 			return c.Errorf("%v", err)
 		}
 	}
-	v1, v2, v3, z := Float64s(s1.t), Float64s(s2.t), Float64s(s3.t), Float64s(zp.t)
+	v1, v2, v3, z := Float64s(c.In(s1)), Float64s(c.In(s2)), Float64s(c.In(s3)), Float64s(c.In(zp))
 	y := make([]float64, len(acc))
 	for i, a := range acc {
 		m := float32(v1[idx[0][i]]) * float32(v2[idx[1][i]]) / float32(v3[idx[2][i]])
 		y[i] = requantize(a*float64(m), z[idx[3][i]], lo, hi)
 	}
-	c.Set(0, FromFloat64s(zp.t.DType, dims, y))
+	c.Set(0, FromFloat64s(out, dims, y))
 	return nil
 }
 
 func runQLinearMatMul(c *KernelContext) error {
-	a, as, azp, b, bs, bzp, ys, yzp := c.In(0), c.In(1), c.In(2), c.In(3), c.In(4), c.In(5), c.In(6), c.In(7)
-	dims, acc, err := integerMatmul(a, azp, b, bzp)
+	dims, acc, err := integerMatmul(c, 0, 2, 3, 5)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	// a's scale is per row of the output, b's per column, y's per row.
-	return rescale(c, acc, dims, qparam{as, perRow(as.Dims)}, qparam{bs, bs.Dims}, qparam{ys, perRow(ys.Dims)}, qparam{yzp, perRow(yzp.Dims)})
+	return rescale(c, acc, dims, 1, 4, 6, 7)
 }
 
 func inferConvInteger(c *InferContext) error {
@@ -474,37 +558,27 @@ func inferConvInteger(c *InferContext) error {
 	return nil
 }
 
-// perChannel gives a 1-D per-output-channel parameter ([M]) of a
-// convolution the dims that broadcast it over a rank-rank tensor whose
-// axis 0 (weights) or 1 (output) is the channel.
-func perChannel(pd []int64, rank, axis int) []int64 {
-	if len(pd) != 1 {
-		return pd
-	}
-	out := make([]int64, rank)
-	for i := range out {
-		out[i] = 1
-	}
-	out[axis] = pd[0]
-	return out
-}
-
 // integerConv returns conv(x - x_zero_point, w - w_zero_point) + bias,
-// exactly, and the output dims. w's zero point may be per output channel.
-func integerConv(c *KernelContext, x, xzp, w, wzp, bias *ir.Tensor) ([]int64, []float64, error) {
-	xv, err := centered(x, xzp, dimsOrNil(xzp))
+// exactly, and the output dims, for the inputs x, w and their zero points
+// at the given indices (bias: -1 for none).
+func integerConv(c *KernelContext, x, xzp, w, wzp, bias int) ([]int64, []float64, error) {
+	xv, err := centered(c, x, xzp)
 	if err != nil {
-		return nil, nil, fmt.Errorf("x_zero_point: %w", err)
+		return nil, nil, err
 	}
-	wv, err := centered(w, wzp, perChannel(dimsOrNil(wzp), len(w.Dims), 0))
+	wv, err := centered(c, w, wzp)
 	if err != nil {
-		return nil, nil, fmt.Errorf("w_zero_point: %w", err)
+		return nil, nil, err
 	}
-	return convFloat64(c.attrs, x.Dims, xv, w.Dims, wv, optFloat64s(bias))
+	var b []float64
+	if bias >= 0 {
+		b = optFloat64s(c.In(bias))
+	}
+	return convFloat64(c.attrs, c.In(x).Dims, xv, c.In(w).Dims, wv, b)
 }
 
 func runConvInteger(c *KernelContext) error {
-	dims, y, err := integerConv(c, c.In(0), c.In(2), c.In(1), c.In(3), nil)
+	dims, y, err := integerConv(c, 0, 2, 1, 3, -1)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -525,10 +599,9 @@ func inferQLinearConv(c *InferContext) error {
 }
 
 func runQLinearConv(c *KernelContext) error {
-	x, xs, xzp, w, ws, wzp, ys, yzp := c.In(0), c.In(1), c.In(2), c.In(3), c.In(4), c.In(5), c.In(6), c.In(7)
-	dims, acc, err := integerConv(c, x, xzp, w, wzp, c.In(8))
+	dims, acc, err := integerConv(c, 0, 2, 3, 5, 8)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	return rescale(c, acc, dims, qparam{xs, xs.Dims}, qparam{ws, perChannel(ws.Dims, len(dims), 1)}, qparam{ys, ys.Dims}, qparam{yzp, yzp.Dims})
+	return rescale(c, acc, dims, 1, 4, 6, 7)
 }

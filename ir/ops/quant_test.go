@@ -267,3 +267,84 @@ func TestQuantShapesGolden(t *testing.T) {
 			tt(f, 8), tt(i8, 8), s, ir.TensorType(u8, ir.S()), tt(ir.Int32, 4)}, nOut: 1},
 	})
 }
+
+// quantCtx is a kernel context for a node of op with attrs and nIn inputs
+// (no values: backends resolve parameters from dims alone).
+func quantCtx(t *testing.T, op string, opset int64, nIn int, attrs ...*ir.Attribute) *KernelContext {
+	t.Helper()
+	s, err := Lookup("", op, opset)
+	require.NoError(t, err)
+	n := &ir.Node{OpType: op, Attrs: attrs, Outputs: []*ir.Value{{Name: "y"}}}
+	for i := range nIn {
+		n.Inputs = append(n.Inputs, &ir.Value{Name: string(rune('a' + i))})
+	}
+	return NewKernelContext(s, n, opset, make([]*ir.Tensor, nIn))
+}
+
+func TestQuantLayoutResolves(t *testing.T) {
+	c := quantCtx(t, "QuantizeLinear", 21, 2, ir.AttrI("axis", -2), ir.AttrI("block_size", 4))
+	l, err := c.QuantLayout([]int64{-1, 10, 3}, []int64{7, 3, 3}) // the first dim known only at run time
+	require.NoError(t, err)
+	assert.Equal(t, QuantLayout{Axis: 1, Block: 4}, l)
+	_, err = c.QuantLayout([]int64{-1, 10, 3}, []int64{7, 2, 3})
+	assert.ErrorContains(t, err, "blocks of 4")
+
+	c = quantCtx(t, "DequantizeLinear", 13, 2, ir.AttrI("axis", -1))
+	l, err = c.QuantLayout([]int64{2, 5}, []int64{5})
+	require.NoError(t, err)
+	assert.Equal(t, QuantLayout{Axis: 1}, l)
+	l, err = c.QuantLayout([]int64{2, 5}, []int64{1})
+	require.NoError(t, err)
+	assert.Equal(t, -1, l.Axis, "one element is per tensor")
+	_, err = c.QuantLayout([]int64{2, 5}, []int64{2})
+	assert.ErrorContains(t, err, "want a scalar or [5]")
+
+	// The output type: the zero point's, else output_dtype, else uint8;
+	// the division's precision: v23's attribute, else the scale's type.
+	c = quantCtx(t, "QuantizeLinear", 23, 2, ir.AttrI("output_dtype", int64(ir.Int16)), ir.AttrI("precision", int64(ir.Float16)))
+	d, err := c.QuantizedType(ir.Undefined, false)
+	require.NoError(t, err)
+	assert.Equal(t, ir.Int16, d)
+	_, err = c.QuantizedType(ir.Int8, true)
+	assert.ErrorContains(t, err, "differs from the zero point's")
+	assert.Equal(t, ir.Float16, c.QuantPrecision(ir.Float32))
+	c = quantCtx(t, "QuantizeLinear", 13, 2)
+	d, err = c.QuantizedType(ir.Undefined, false)
+	require.NoError(t, err)
+	assert.Equal(t, ir.Uint8, d)
+	assert.Equal(t, ir.BFloat16, c.QuantPrecision(ir.BFloat16))
+	assert.Equal(t, ir.Float32, quantCtx(t, "DequantizeLinear", 13, 2).DequantizedType(ir.Float16))
+	assert.Equal(t, ir.Float16, quantCtx(t, "DequantizeLinear", 19, 2).DequantizedType(ir.Float16))
+}
+
+func TestQuantParamDims(t *testing.T) {
+	for _, tc := range []struct {
+		op     string
+		input  int
+		pd, xd []int64
+		want   []int64
+		err    string
+	}{
+		{"MatMulInteger", 2, []int64{4}, []int64{-1, 4, 7}, []int64{1, 4, 1}, ""},    // a's rows
+		{"MatMulInteger", 3, []int64{6}, []int64{7, 6}, []int64{1, 6}, ""},           // b's columns
+		{"MatMulInteger", 2, []int64{1, 1, 1}, []int64{4, 7}, nil, ""},               // one element: per tensor
+		{"MatMulInteger", 2, []int64{4, 1}, []int64{2, 4, 7}, []int64{4, 1}, ""},     // full shape, broadcast
+		{"MatMulInteger", 2, []int64{5}, []int64{4, 7}, nil, "a_zero_point"},         // not a's rows
+		{"MatMulInteger", 2, []int64{4}, []int64{7}, nil, "a_zero_point"},            // a 1-D a has no rows
+		{"QLinearMatMul", 6, []int64{4}, []int64{4, 9}, []int64{4, 1}, ""},           // y's scale per row
+		{"QLinearMatMul", 4, []int64{9}, []int64{4, 9}, []int64{1, 9}, ""},           // b's scale per column
+		{"QLinearConv", 4, []int64{8}, []int64{1, 8, 5, 5}, []int64{1, 8, 1, 1}, ""}, // w's scale per output channel
+		{"QLinearConv", 5, []int64{8}, []int64{8, 3, 3, 3}, []int64{8, 1, 1, 1}, ""}, // w's zero point on w
+		{"ConvInteger", 3, []int64{3}, []int64{8, 3, 3, 3}, nil, "w_zero_point"},
+		{"ConvInteger", 1, []int64{3}, []int64{8, 3, 3, 3}, nil, "not a quantization parameter"},
+	} {
+		c := quantCtx(t, tc.op, 10, 9)
+		got, err := c.QuantParamDims(tc.input, tc.pd, tc.xd)
+		if tc.err != "" {
+			assert.ErrorContains(t, err, tc.err, "%s input %d", tc.op, tc.input)
+			continue
+		}
+		require.NoError(t, err, "%s input %d", tc.op, tc.input)
+		assert.Equal(t, tc.want, got, "%s input %d of %v on %v", tc.op, tc.input, tc.pd, tc.xd)
+	}
+}

@@ -218,6 +218,9 @@ type Context struct {
 	// arenaBuf owns arena's memory (freed when the Context is collected).
 	arenaBuf *cpurt.Buffer
 	io       []unsafe.Pointer
+	// dims is the dims table the code reads the dynamic dims from (the io
+	// slot after the outputs); nil for a static engine.
+	dims []int64
 }
 
 // NewContext allocates a context's arena.
@@ -242,8 +245,13 @@ func (e *Engine) NewContext(opts Options) (*Context, error) {
 		}
 	}
 	buf := cpurt.NewBuffer(e.Meta.ArenaBytes)
-	return &Context{engine: e, threads: threads, arenaBuf: buf, arena: buf.Bytes,
-		io: make([]unsafe.Pointer, len(e.inputs)+len(e.outputs))}, nil
+	c := &Context{engine: e, threads: threads, arenaBuf: buf, arena: buf.Bytes,
+		io: make([]unsafe.Pointer, len(e.inputs)+len(e.outputs))}
+	if len(e.Meta.Symbols) > 0 {
+		c.dims = make([]int64, len(e.Meta.Symbols))
+		c.io = append(c.io, unsafe.Pointer(&c.dims[0]))
+	}
+	return c, nil
 }
 
 // Threads returns the context's thread count: the one asked for, capped at
@@ -265,7 +273,9 @@ func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 	return out, nil
 }
 
-// bind checks the inputs, allocates the outputs and points c.io at both.
+// bind checks the inputs (names, dtypes, shapes: dynamic dims inside the
+// engine's ranges), allocates the outputs at the shapes the inputs' dims
+// give and points c.io at both and at the dims table.
 func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
 	e := c.engine
 	for name := range inputs {
@@ -273,22 +283,41 @@ func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 			return nil, fmt.Errorf("unknown input %q; the engine's inputs are %s", name, names(e.inputs))
 		}
 	}
-	for _, b := range e.inputs {
+	shapes := make([][]int64, len(e.inputs))
+	metas := make([]engine.Binding, len(e.inputs))
+	for i, b := range e.inputs {
 		t, ok := inputs[b.Name]
 		if !ok {
-			return nil, fmt.Errorf("missing input %q (%s%v)", b.Name, b.DType, b.Shape)
+			return nil, fmt.Errorf("missing input %q (%s)", b.Name, b.ShapeString())
 		}
-		if t.DType != b.dtype || !slices.Equal(t.Dims, b.Shape) {
-			return nil, fmt.Errorf("input %q: got %s%v, the engine expects %s%v", b.Name, t.DType, t.Dims, b.DType, b.Shape)
+		if t.DType != b.dtype {
+			return nil, fmt.Errorf("input %q: got %s%v, the engine expects %s", b.Name, t.DType, t.Dims, b.ShapeString())
 		}
-		if int64(len(t.Raw)) != b.bytes {
-			return nil, fmt.Errorf("input %q: %d bytes of data, want %d", b.Name, len(t.Raw), b.bytes)
+		shapes[i], metas[i] = t.Dims, b.Binding
+	}
+	vals, err := engine.Resolve(e.Meta.Symbols, metas, shapes)
+	if err != nil {
+		return nil, err
+	}
+	copy(c.dims, vals)
+	for i, b := range e.inputs {
+		t := inputs[b.Name]
+		n, err := byteSize(b.dtype, shapes[i])
+		if err != nil || n > b.bytes || int64(len(t.Raw)) != n {
+			return nil, fmt.Errorf("input %q: %d bytes of data for %s%v (the engine takes at most %d)", b.Name, len(t.Raw), t.DType, t.Dims, b.bytes)
 		}
 		c.io[b.Index] = rawPointer(t.Raw)
 	}
 	out := map[string]*ir.Tensor{}
 	for _, b := range e.outputs {
-		t := ir.NewTensor(b.dtype, b.Shape...)
+		dims, err := b.DimsAt(e.Meta.Symbols, vals)
+		if err != nil {
+			return nil, err
+		}
+		if n, err := byteSize(b.dtype, dims); err != nil || n > b.bytes {
+			return nil, fmt.Errorf("%w: output %q would be %v, beyond the %d bytes the code writes", ErrInconsistent, b.Name, dims, b.bytes)
+		}
+		t := ir.NewTensor(b.dtype, dims...)
 		t.Name = b.Name
 		out[b.Name] = t
 		c.io[b.Index] = rawPointer(t.Raw)

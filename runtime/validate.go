@@ -83,6 +83,15 @@ func compareABI(e *engine.Engine, abi *cpurt.ABI, ins, outs []binding) error {
 		return fmt.Errorf("metadata target features are [%s], the code was compiled for [%s]",
 			strings.Join(m.Target.Features, " "), strings.Join(abi.Features, " "))
 	}
+	if len(m.Symbols) != len(abi.Symbols) {
+		return fmt.Errorf("metadata has %d dynamic dims, the code reads %d", len(m.Symbols), len(abi.Symbols))
+	}
+	for i, s := range m.Symbols {
+		c := abi.Symbols[i]
+		if s.Name != c.Name || s.Min < c.Min || s.Max > c.Max {
+			return fmt.Errorf("metadata's dynamic dim %d is %s in %d..%d, the code takes %s in %d..%d", i, s.Name, s.Min, s.Max, c.Name, c.Min, c.Max)
+		}
+	}
 	if n := len(ins) + len(outs); n != len(abi.Slots) {
 		return fmt.Errorf("metadata binds %d io slots (%d inputs, %d outputs), the code has %d", n, len(ins), len(outs), len(abi.Slots))
 	}
@@ -94,11 +103,9 @@ func compareABI(e *engine.Engine, abi *cpurt.ABI, ins, outs []binding) error {
 	return nil
 }
 
-// fits checks a binding against the io slot it names. Shapes are static
-// today, so the binding must be the slot's shape exactly. With dynamic
-// shapes a binding's dims may be symbolic with a maximum: the check becomes
-// the binding's largest buffer ≤ the slot's Bytes, and each run's buffers
-// against the shapes it binds.
+// fits checks a binding against the io slot it names: the same dtype,
+// dims names and shape (at the symbols' maxima for a dynamic one); each
+// run's buffers are then checked against the shapes it binds (bind).
 func fits(b binding, s cpurt.Slot) error {
 	kind, codeKind := "input", "an input"
 	if b.output {
@@ -110,6 +117,9 @@ func fits(b binding, s cpurt.Slot) error {
 	what := fmt.Sprintf("%s %q (io slot %d)", kind, b.Name, b.Index)
 	if b.output != s.Output {
 		return fmt.Errorf("%s: the code uses slot %d as %s", what, b.Index, codeKind)
+	}
+	if !slices.Equal(b.Dims, s.DimNames) {
+		return fmt.Errorf("%s: metadata names its dims %q, the code %q", what, b.Dims, s.DimNames)
 	}
 	if b.DType != s.DType || !slices.Equal(b.Shape, s.Dims) || b.bytes != s.Bytes {
 		return fmt.Errorf("%s: metadata says %s%v (%d bytes), the code %s %s%v (%d bytes)",

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/frontend/text"
 	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/build"
@@ -45,6 +46,10 @@ such a build is refused before it starts.`,
 		timingCache := fs.String("timing-cache", defaultTimingCache(), "file keeping --winograd=auto's measurements, so rebuilds reuse them and are byte-identical (none: measure afresh)")
 		limits := limitflags.Add(fs, limitflags.All...)
 		sign := fs.String("sign", "", "sign the engine with this ed25519 private `KEY` file (from cc keygen); infer --require-signed checks the signature")
+		pin := cli.Shapes(fs, "shape", "`NAME=DIMS` (e.g. input=4x3x224x224): compile input NAME for these dims only; repeat for several inputs")
+		minShape := cli.Shapes(fs, "min", "`NAME=DIMS`: the smallest shape of input NAME the engine accepts (its dynamic dims' minima; default 1)")
+		optShape := cli.Shapes(fs, "opt", "`NAME=DIMS`: the shape of input NAME to tune for (default: the minima)")
+		maxShape := cli.Shapes(fs, "max", fmt.Sprintf("`NAME=DIMS`: the largest shape of input NAME the engine accepts; memory is planned for it (default: %d for each dynamic dim)", cpu.DefaultMaxDim))
 		return func(env *cli.Env, args []string) error {
 			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]
 			if ext == "" {
@@ -64,7 +69,7 @@ such a build is refused before it starts.`,
 			}
 			opts := build.Options{CPU: *cpuName, OptLevel: *opt, Disabled: split(*disable),
 				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache,
-				Limits: limits.Limits()}
+				Limits: limits.Limits(), Shapes: build.Shapes{Pin: pin, Min: minShape, Opt: optShape, Max: maxShape}}
 			if opts.TimingCache == "none" {
 				opts.TimingCache = ""
 			}

@@ -40,10 +40,13 @@ func (g *gen) abi() *rcpu.ABI {
 	for _, io := range g.outputs {
 		rec.Slots[io.Index] = slotOf(io, true)
 	}
+	for _, s := range g.syms {
+		rec.Symbols = append(rec.Symbols, rcpu.SymbolRange{Name: s.Name, Min: s.Min, Max: s.Max})
+	}
 	return rec
 }
 
 func slotOf(io IO, output bool) rcpu.Slot {
 	return rcpu.Slot{Output: output, DType: io.DType.String(), Dims: append([]int64{}, io.Dims...),
-		Bytes: int64(ir.RawLen(io.DType, ir.Product(io.Dims)))}
+		Bytes: int64(ir.RawLen(io.DType, ir.Product(io.Dims))), DimNames: io.DimNames}
 }

@@ -35,7 +35,9 @@ type kfn struct {
 	tid, nth value.Value
 	w, a     value.Value
 	io       value.Value
-	bases    map[string]value.Value
+	// sample is the step's sample index (0 but in per-sample steps).
+	sample value.Value
+	bases  map[string]value.Value
 	// counters are this step's work-stealing counters (steal.go).
 	counters []counterRange
 }
@@ -335,7 +337,6 @@ func iconstLike(t types.Type, c int64) value.Value {
 func (k *kfn) exp(x value.Value) value.Value  { return k.kf().Exp(x) }
 func (k *kfn) erf(x value.Value) value.Value  { return k.kf().Erf(x) }
 func (k *kfn) tanh(x value.Value) value.Value { return k.kf().Tanh(x) }
-func (k *kfn) log(x value.Value) value.Value  { return k.kf().Log(x) }
 
 func (k *kfn) sigmoid(x value.Value) value.Value {
 	t := x.Type()

@@ -39,6 +39,9 @@ type Options struct {
 	Winograd string
 	// TimingCache holds and receives the measurements; nil: a fresh one.
 	TimingCache *TimingCache
+	// Profile gives the range of symbolic input dims by name (dynamic.go);
+	// a symbol it does not name takes 1 to DefaultMaxDim, tuned at 1.
+	Profile map[string]DimRange
 	// Limits bound every value's size and the arena; zero fields take
 	// ir.DefaultLimits.
 	Limits ir.Limits
@@ -51,7 +54,10 @@ type Options struct {
 type IO struct {
 	Name  string
 	DType ir.DType
-	Dims  []int64
+	// Dims are the shape at the symbols' maxima; DimNames, when the shape
+	// is symbolic, name each dim's expression ("" where static).
+	Dims     []int64
+	DimNames []string
 	// Index is the slot in kiln_run's io array.
 	Index int
 }
@@ -78,6 +84,9 @@ type Result struct {
 	// MaxThreads is the most threads worth running the engine on (0: no
 	// limit); tiny models run on one.
 	MaxThreads int
+	// Symbols are the engine's symbolic dims and their ranges, in the
+	// order of the dims table (the io slot after the outputs).
+	Symbols []Symbol
 }
 
 // withDefaults fills in the defaults of the Winograd mode and cache.
@@ -121,6 +130,11 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	restore, err := g.specialize()
+	if err != nil {
+		return nil, fmt.Errorf("codegen/cpu: %w", err)
+	}
+	defer restore()
 	if err := g.build(); err != nil {
 		return nil, err
 	}
@@ -138,6 +152,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 		Features:    feats,
 		Kernels:     g.kernelNames,
 		MaxThreads:  maxThreads(unfused(m)),
+		Symbols:     g.syms,
 	}
 	obj, so, err := toolchain(llc, opts, res.LLVMIR)
 	if err != nil {

@@ -2,11 +2,12 @@ package cpu
 
 import (
 	"fmt"
-	"slices"
+	"runtime"
 	"unsafe"
 
 	"github.com/kiln-ml/kiln/ir"
 	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
+	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
 // Engine is a compiled model loaded into this process, for the tests: they
@@ -41,32 +42,56 @@ func (e *Engine) Run(inputs map[string]*ir.Tensor, threads int, arena []byte) (m
 	r := e.Result
 	io := make([]unsafe.Pointer, len(r.Inputs)+len(r.Outputs))
 	keep := make([]*ir.Tensor, 0, len(io))
+	// The dynamic dims' values, found in the inputs' shapes as the runtime
+	// finds them.
+	var syms []engine.Symbol
+	for _, s := range r.Symbols {
+		syms = append(syms, engine.Symbol{Name: s.Name, Min: s.Min, Opt: s.Opt, Max: s.Max})
+	}
+	binding := func(io IO) engine.Binding {
+		return engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index}
+	}
+	var ins []engine.Binding
+	var shapes [][]int64
 	for _, in := range r.Inputs {
 		t := inputs[in.Name]
 		if t == nil {
 			return nil, fmt.Errorf("missing input %q", in.Name)
 		}
-		if t.DType != in.DType || !slices.Equal(t.Dims, in.Dims) {
+		if t.DType != in.DType {
 			return nil, fmt.Errorf("input %q: got %s%v, the engine expects %s%v", in.Name, t.DType, t.Dims, in.DType, in.Dims)
 		}
+		ins, shapes = append(ins, binding(in)), append(shapes, t.Dims)
 		if len(t.Raw) > 0 {
 			io[in.Index] = unsafe.Pointer(&t.Raw[0])
 		}
 		keep = append(keep, t)
 	}
+	vals, err := engine.Resolve(syms, ins, shapes)
+	if err != nil {
+		return nil, err
+	}
 	outs := map[string]*ir.Tensor{}
 	for _, o := range r.Outputs {
-		t := ir.NewTensor(o.DType, o.Dims...)
+		dims, err := binding(o).DimsAt(syms, vals)
+		if err != nil {
+			return nil, err
+		}
+		t := ir.NewTensor(o.DType, dims...)
 		if len(t.Raw) > 0 {
 			io[o.Index] = unsafe.Pointer(&t.Raw[0])
 		}
 		outs[o.Name] = t
 		keep = append(keep, t)
 	}
+	if len(vals) > 0 {
+		io = append(io, unsafe.Pointer(&vals[0]))
+	}
 	if arena == nil {
 		arena = e.NewArena()
 	}
 	e.lib.Run(threads, unsafe.Pointer(&e.weights[0]), unsafe.Pointer(&arena[0]), io)
-	_ = keep
+	runtime.KeepAlive(keep)
+	runtime.KeepAlive(vals)
 	return outs, nil
 }

@@ -96,6 +96,9 @@ func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node) (*ir.Node, error) {
 	}
 	out := fg.Outputs[0]
 	g.fusedOut[base] = out
+	if g.handInfo(base) == nil {
+		return g.prepareLayerEpilogue(base, body[1:], out)
+	}
 	if len(rest) == 1 && g.storeActivation(rest[0]) {
 		g.fusedAct[base] = rest[0]
 		return base, nil
@@ -117,6 +120,36 @@ func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node) (*ir.Node, error) {
 			return err
 		}
 		g.emitKernel(post, nil)
+		return nil
+	}
+	return base, nil
+}
+
+// prepareLayerEpilogue sets up an epilogue group whose base the kernel
+// layer lowers (handInfo): the base's kernels write the group's output
+// out, and the rest of the body (bias, residual, activation) runs over it
+// in place as one map. fusedBias and fusedAdd stay set, so that the
+// memory plan keeps the residual alive until then (reads).
+func (g *gen) prepareLayerEpilogue(base *ir.Node, rest []*ir.Node, out *ir.Value) (*ir.Node, error) {
+	if _, err := g.kernelCtx(base); err != nil {
+		return nil, err
+	}
+	// The base's output buffer lives where the group's output does.
+	g.bufVals[g.buffer(base.Outputs[0]).ID] = out
+	var post *kernel.Kernel
+	if len(rest) > 0 {
+		var err error
+		if post, err = g.fusedMap(rest, out); err != nil {
+			return nil, err
+		}
+	}
+	g.fused[base] = func() error {
+		if err := g.lowerKernelOp(base); err != nil {
+			return err
+		}
+		if post != nil {
+			g.emitKernel(post, nil)
+		}
 		return nil
 	}
 	return base, nil

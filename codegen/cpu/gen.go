@@ -29,12 +29,20 @@ type loc struct {
 	space space
 	off   int64 // byte offset in weights or arena
 	io    int   // slot in io
+	// stride, for a tensor a per-sample step reads (dynamic.go), is the
+	// bytes between samples: the step adds sample·stride.
+	stride int64
 }
 
 type step struct {
 	f        *ll.Func
 	serial   bool // runs on thread 0 only
 	counters []counterRange
+	// samples, for a step compiled per sample (dynamic.go), is how many
+	// times it runs: the dynamic leading dim; group numbers the node whose
+	// steps loop over the samples together.
+	samples *kernel.Expr
+	group   int
 }
 
 // gen holds one compilation.
@@ -97,6 +105,18 @@ type gen struct {
 	bufs    map[*ir.Value]*kernel.Buffer
 	bufVals []*ir.Value
 	kops    map[*ir.Node]*kernelOp
+	// hand caches handInfo's decisions (ops.go).
+	hand map[*ir.Node]*opInfo
+
+	// syms are the model's symbolic dims (the dims table's order) and
+	// symIndex their positions; symShapes the symbolic shapes of values,
+	// whose types hold their shapes at the maxima while compiling; slice
+	// the node being compiled per sample (dynamic.go).
+	syms      []Symbol
+	symIndex  map[string]int
+	symShapes map[*ir.Value]ir.Shape
+	slice     *slicing
+	nslice    int
 }
 
 func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
@@ -112,7 +132,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},
 		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{},
-		bufs: map[*ir.Value]*kernel.Buffer{}, kops: map[*ir.Node]*kernelOp{}}
+		bufs: map[*ir.Value]*kernel.Buffer{}, kops: map[*ir.Node]*kernelOp{}, hand: map[*ir.Node]*opInfo{}}
 	g.vl, g.mr, g.nv = 8, 6, 2
 	if hasFeature(feats, "avx512f") {
 		g.vl, g.mr, g.nv = 16, 6, 4
@@ -209,11 +229,19 @@ func (g *gen) constLoc(t *ir.Tensor) loc {
 
 // locOf returns where v's data lives.
 func (g *gen) locOf(v *ir.Value) loc {
+	l := g.baseLoc(v)
+	if g.slice != nil {
+		l.stride = g.slice.stride[v]
+	}
+	return l
+}
+
+func (g *gen) baseLoc(v *ir.Value) loc {
 	for g.alias[v] != nil {
 		v = g.alias[v]
 	}
 	if p, ok := g.within[v]; ok {
-		l := g.locOf(p.Into)
+		l := g.baseLoc(p.Into)
 		l.off += p.Offset
 		return l
 	}
@@ -236,9 +264,9 @@ func (g *gen) step(name string, serial bool, body func(k *kfn)) {
 	g.nstep++
 	fname := fmt.Sprintf("k%03d_%s", g.nstep, sanitize(name))
 	f := g.mod.NewFunc(fname, types.Void, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
-		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp))
+		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("s", i64))
 	f.Linkage = enum.LinkageInternal
-	k := &kfn{g: g, f: f, tid: f.Params[0], nth: f.Params[1], w: f.Params[2], a: f.Params[3], io: f.Params[4], bases: map[string]value.Value{}}
+	k := &kfn{g: g, f: f, tid: f.Params[0], nth: f.Params[1], w: f.Params[2], a: f.Params[3], io: f.Params[4], sample: f.Params[5], bases: map[string]value.Value{}}
 	k.b = f.NewBlock("")
 	if serial {
 		ret, body := f.NewBlock(""), f.NewBlock("")
@@ -248,7 +276,11 @@ func (g *gen) step(name string, serial bool, body func(k *kfn)) {
 	}
 	body(k)
 	k.b.NewRet(nil)
-	g.steps = append(g.steps, step{f: f, serial: serial, counters: k.counters})
+	st := step{f: f, serial: serial, counters: k.counters}
+	if g.slice != nil {
+		st.samples, st.group = g.slice.n, g.slice.group
+	}
+	g.steps = append(g.steps, st)
 	g.kernelNames = append(g.kernelNames, fname)
 }
 
@@ -273,7 +305,7 @@ func (k *kfn) ptr(v *ir.Value) value.Value {
 }
 
 func (k *kfn) locPtr(l loc, et types.Type) value.Value {
-	key := fmt.Sprintf("%d/%d/%d/%s", l.space, l.off, l.io, et)
+	key := fmt.Sprintf("%d/%d/%d/%d/%s", l.space, l.off, l.io, l.stride, et)
 	if p, ok := k.bases[key]; ok {
 		return p
 	}
@@ -295,6 +327,11 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 			gp := ll.NewGetElementPtr(i8, ld, c64(l.off))
 			insts, raw = append(insts, gp), gp
 		}
+	}
+	if l.stride != 0 {
+		off := ll.NewMul(k.sample, c64(l.stride))
+		gp := ll.NewGetElementPtr(i8, raw, off)
+		insts, raw = append(insts, off, gp), gp
 	}
 	cast := ll.NewBitCast(raw, types.NewPointer(et))
 	insts = append(insts, cast)
@@ -332,7 +369,7 @@ func (g *gen) build() error {
 			return fmt.Errorf("codegen/cpu: input %q has shape %s: the CPU backend needs static shapes", v.Name, v.Type)
 		}
 		g.locs[v] = loc{space: inIO, io: slot}
-		g.inputs = append(g.inputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, Index: slot})
+		g.inputs = append(g.inputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, DimNames: g.dimNames(v), Index: slot})
 		slot++
 	}
 	outSet := map[*ir.Value]bool{}
@@ -346,7 +383,7 @@ func (g *gen) build() error {
 		}
 		outSet[v] = true
 		g.locs[v] = loc{space: inIO, io: slot}
-		g.outputs = append(g.outputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, Index: slot})
+		g.outputs = append(g.outputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, DimNames: g.dimNames(v), Index: slot})
 		slot++
 	}
 	if err := g.checkSupport(outSet); err != nil {
@@ -368,13 +405,27 @@ func (g *gen) build() error {
 		}
 		g.curNode = n
 		lower := func() error { return g.lowerKernelOp(n) }
-		if info := opTable[n.OpType]; info != nil {
+		if info := g.handInfo(n); info != nil {
 			lower = func() error { return info.lower(g, n) }
 		}
 		if f := g.fused[n]; f != nil {
 			lower = f
 		}
-		if err := lower(); err != nil {
+		if g.handInfo(n) != nil || g.fused[n] != nil {
+			// Hand-written kernels take static shapes: a node touching
+			// dynamic dims runs per sample (dynamic.go).
+			sl, err := g.sliceFor(n)
+			if err != nil {
+				return fmt.Errorf("codegen/cpu: %s: %w", n, err)
+			}
+			g.slice = sl
+		}
+		err := lower()
+		if g.slice != nil {
+			g.slice.done()
+			g.slice = nil
+		}
+		if err != nil {
 			return fmt.Errorf("codegen/cpu: %s: %w", n, err)
 		}
 	}
@@ -422,15 +473,146 @@ func (g *gen) emitEntry() {
 	if len(g.steps) == 1 && len(g.steps[0].counters) > 0 {
 		sense = b.NewCall(bar, nth, bp, sense)
 	}
-	for i, s := range g.steps {
-		b.NewCall(s.f, tid, nth, w, a, io)
-		if g.barrierAfter(i) {
-			sense = b.NewCall(bar, nth, bp, sense)
-			g.clearCounters(b, clear, i, tid, a)
-		}
-	}
+	b, _ = g.emitSteps(f, b, entryArgs{tid, nth, w, a, io, bp, sense}, bar, clear, nil)
 	b.NewRet(nil)
 	g.emitProfileEntry(bar, clear)
+}
+
+// entryArgs are an entry point's parameters and the barrier's sense.
+type entryArgs struct {
+	tid, nth, w, a, io, bar, sense value.Value
+}
+
+// profiler records, in a profiling entry point, the cycle counter after
+// each step (profile.go).
+type profiler struct {
+	counter *ll.Func
+	row     value.Value // this thread's row of readings
+}
+
+func (p *profiler) record(b *ll.Block, i int, t value.Value) {
+	b.NewStore(t, b.NewGetElementPtr(i64, p.row, c64(int64(i))))
+}
+
+// emitSteps calls every step in order from block b of entry point f, the
+// threads meeting at a barrier between steps (barrierAfter) and the
+// finished step's work-stealing counters cleared after it. A run of steps
+// compiled per sample for one node (dynamic.go) loops over the samples,
+// all of the node's steps for a sample before the next (they share its
+// scratch), meeting between steps and samples. With p, the readings of
+// the cycle counter go to p's row: after each step, or for a looped run
+// the sums of each step's time over the samples. It returns the block to
+// go on in and the barrier's sense.
+func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Func, p *profiler) (*ll.Block, value.Value) {
+	sense := x.sense
+	call := func(b *ll.Block, i int, sample value.Value) {
+		c := b.NewCall(g.steps[i].f, x.tid, x.nth, x.w, x.a, x.io, sample)
+		if p != nil { // not inlined: the step bodies stay shared with kiln_run
+			c.FuncAttrs = append(c.FuncAttrs, enum.FuncAttrNoInline)
+		}
+	}
+	last := func(i int) bool { return i+1 == len(g.steps) }
+	for i := 0; i < len(g.steps); {
+		st := g.steps[i]
+		if st.samples == nil {
+			call(b, i, c64(0))
+			if g.barrierAfter(i) || p != nil && last(i) {
+				sense = b.NewCall(bar, x.nth, x.bar, sense)
+				if !last(i) {
+					g.clearCounters(b, clear, i, x.tid, x.a)
+				}
+			}
+			if p != nil {
+				p.record(b, i+1, b.NewCall(p.counter))
+			}
+			i++
+			continue
+		}
+		end := i + 1
+		for end < len(g.steps) && g.steps[end].samples == st.samples && g.steps[end].group == st.group {
+			end++
+		}
+		allSerial := true
+		for j := i; j < end; j++ {
+			allSerial = allSerial && g.steps[j].serial
+		}
+		kf := kernel.NewFn(g.mod, f, x.tid, x.nth, entryHost{g: g, io: x.io}, g.decls)
+		kf.B = b
+		n := kernel.NewPoint(kf, nil).Eval(st.samples)
+		b = kf.B
+		var t0 value.Value
+		if p != nil {
+			t0 = b.NewCall(p.counter)
+		}
+		hdr, body, exit := f.NewBlock(""), f.NewBlock(""), f.NewBlock("")
+		b.NewBr(hdr)
+		smp := hdr.NewPhi(ll.NewIncoming(c64(0), b))
+		sph := hdr.NewPhi(ll.NewIncoming(sense, b))
+		var accs []*ll.InstPhi // per step of the run, its time so far
+		if p != nil {
+			for j := i; j < end; j++ {
+				accs = append(accs, hdr.NewPhi(ll.NewIncoming(c64(0), b)))
+			}
+		}
+		hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, smp, n), body, exit)
+		var cur value.Value = sph
+		next := make([]value.Value, len(accs))
+		for j := i; j < end; j++ {
+			var ta value.Value
+			if p != nil {
+				ta = body.NewCall(p.counter)
+			}
+			call(body, j, smp)
+			if !allSerial {
+				cur = body.NewCall(bar, x.nth, x.bar, cur)
+				for _, r := range g.steps[j].counters {
+					body.NewCall(clear, x.tid, x.a, c64(r.off), c64(r.bytes))
+				}
+			}
+			if p != nil {
+				next[j-i] = body.NewAdd(accs[j-i], body.NewSub(body.NewCall(p.counter), ta))
+			}
+		}
+		smp.Incs = append(smp.Incs, ll.NewIncoming(body.NewAdd(smp, c64(1)), body))
+		sph.Incs = append(sph.Incs, ll.NewIncoming(cur, body))
+		for j, a := range accs {
+			a.Incs = append(a.Incs, ll.NewIncoming(next[j], body))
+		}
+		body.NewBr(hdr)
+		b, sense = exit, sph
+		if allSerial && (g.barrierAfter(end-1) || p != nil && last(end-1)) {
+			sense = b.NewCall(bar, x.nth, x.bar, sense)
+			if !last(end - 1) {
+				g.clearCounters(b, clear, end-1, x.tid, x.a)
+			}
+		}
+		if p != nil {
+			// Each step's reading: the run's start plus the steps' sums so far.
+			t := t0
+			for j := i; j < end; j++ {
+				t = b.NewAdd(t, accs[j-i])
+				p.record(b, j+1, t)
+			}
+		}
+		i = end
+	}
+	return b, sense
+}
+
+// entryHost lets an entry point evaluate dims: it reads the dims table.
+type entryHost struct {
+	g  *gen
+	io value.Value
+}
+
+func (h entryHost) Ptr(*kernel.Fn, *kernel.Buffer) value.Value {
+	panic("codegen/cpu: an entry point reads no buffers")
+}
+
+func (h entryHost) Sym(f *kernel.Fn, name string) value.Value {
+	slot := f.B.NewLoad(i8p, f.B.NewGetElementPtr(i8p, h.io, c64(int64(h.g.symSlot()))))
+	table := f.B.NewBitCast(slot, i64p)
+	return f.B.NewLoad(i64, f.B.NewGetElementPtr(i64, table, c64(int64(h.g.symIndex[name]))))
 }
 
 // emitBarrier writes a sense-reversing spin barrier over bar[0] (arrival

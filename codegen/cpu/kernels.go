@@ -28,7 +28,14 @@ func (g *gen) buffer(v *ir.Value) *kernel.Buffer {
 	if b, ok := g.bufs[v]; ok {
 		return b
 	}
-	b := &kernel.Buffer{Name: v.Name, DType: v.Type.Elem, Dims: kernel.Ints(dimsOf(v)...), ID: len(g.bufVals)}
+	dims := kernel.Ints(dimsOf(v)...)
+	if s, ok := g.symShapes[v]; ok {
+		dims = make([]*kernel.Expr, len(s.Dims))
+		for i, d := range s.Dims {
+			dims[i] = g.dimExpr(d)
+		}
+	}
+	b := &kernel.Buffer{Name: v.Name, DType: v.Type.Elem, Dims: dims, ID: len(g.bufVals)}
 	g.bufs[v] = b
 	g.bufVals = append(g.bufVals, v)
 	return b
@@ -80,17 +87,27 @@ func (g *gen) kernelScratch(n *ir.Node) int64 {
 	}
 	var total int64
 	for _, t := range ko.ctx.Temps {
-		total += align64(tempBytes(t))
+		total += align64(g.tempBytes(t))
 	}
 	return total
 }
 
-func tempBytes(b *kernel.Buffer) int64 {
-	dims, ok := b.Static()
+// tempBytes is a scratch buffer's size at the symbols' maxima.
+func (g *gen) tempBytes(b *kernel.Buffer) int64 {
+	n, ok := kernel.EvalInt(b.Numel(), g.maxEnv())
 	if !ok {
-		panic(fmt.Sprintf("codegen/cpu: scratch %s has dynamic dims", b.Name))
+		panic(fmt.Sprintf("codegen/cpu: scratch %s has no size", b.Name))
 	}
-	return int64(ir.RawLen(b.DType, ir.Product(dims)))
+	return int64(ir.RawLen(b.DType, n))
+}
+
+// maxEnv maps every symbol to its maximum.
+func (g *gen) maxEnv() map[string]int64 {
+	env := map[string]int64{}
+	for _, s := range g.syms {
+		env[s.Name] = s.Max
+	}
+	return env
 }
 
 // lowerKernelOp emits node n's kernels, one step each.
@@ -103,7 +120,7 @@ func (g *gen) lowerKernelOp(n *ir.Node) error {
 	var off int64
 	for _, t := range ko.ctx.Temps {
 		temps[t] = off
-		off += align64(tempBytes(t))
+		off += align64(g.tempBytes(t))
 	}
 	for _, kern := range ko.ctx.Kernels {
 		g.emitKernel(kern, temps)
@@ -145,6 +162,4 @@ func (h kernelHost) Ptr(_ *kernel.Fn, b *kernel.Buffer) value.Value {
 	return h.k.locPtr(h.g.locOf(h.g.bufVals[b.ID]), mt)
 }
 
-func (h kernelHost) Sym(_ *kernel.Fn, name string) value.Value {
-	panic(fmt.Sprintf("codegen/cpu: runtime dimension %q: not supported yet", name))
-}
+func (h kernelHost) Sym(_ *kernel.Fn, name string) value.Value { return h.k.symValue(name) }

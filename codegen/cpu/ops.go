@@ -31,6 +31,50 @@ var (
 // opTable lists every op the backend lowers, by family (ops_*.go).
 var opTable = map[string]*opInfo{}
 
+// handInfo returns the hand-written lowering node n runs on, or nil when
+// n is lowered through the kernel layer. This is the one place that
+// decides: a node of an op in opTable runs on its row when the row takes
+// it (its element type is in types and check accepts it); a node the row
+// refuses runs on the kernel layer's definition of the op when there is
+// one (weights known only at run time, other ranks and types, ...); an op
+// without a row, only there.
+func (g *gen) handInfo(n *ir.Node) *opInfo {
+	info := opTable[n.OpType]
+	if info == nil || kernel.Lookup(n.OpType) == nil || n.Domain != "" && n.Domain != "ai.onnx" {
+		return info
+	}
+	if hand, ok := g.hand[n]; ok {
+		return hand
+	}
+	if g.rowRefuses(info, n) != nil {
+		info = nil
+	}
+	g.hand[n] = info
+	return info
+}
+
+// rowRefuses returns why row info cannot lower n, or nil.
+func (g *gen) rowRefuses(info *opInfo, n *ir.Node) *ops.UnsupportedError {
+	ue := &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain]}
+	d := ir.Undefined
+	if v := n.Input(0); v != nil {
+		d = v.Type.Elem
+	} else if v := n.Output(0); v != nil {
+		d = v.Type.Elem
+	}
+	if !slices.Contains(info.types, d) {
+		ue.DType = d
+		return ue
+	}
+	if info.check != nil {
+		if err := info.check(g, n); err != nil {
+			ue.Reason = err.Error()
+			return ue
+		}
+	}
+	return nil
+}
+
 func register(rows map[string]*opInfo) {
 	for k, v := range rows {
 		opTable[k] = v
@@ -130,30 +174,12 @@ func (g *gen) supports(n *ir.Node) *ops.UnsupportedError {
 	if isGroup(n) {
 		return g.supportsGroup(n)
 	}
-	ue := &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain]}
-	info, ok := opTable[n.OpType]
-	if !ok && kernel.Lookup(n.OpType) != nil {
+	info := g.handInfo(n)
+	if info == nil && kernel.Lookup(n.OpType) != nil {
 		return g.supportsKernel(n)
 	}
-	if !ok || n.Domain != "" && n.Domain != "ai.onnx" {
-		ue.Reason = "no CPU kernel"
-		return ue
+	if info == nil || n.Domain != "" && n.Domain != "ai.onnx" {
+		return &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain], Reason: "no CPU kernel"}
 	}
-	d := ir.Undefined
-	if v := n.Input(0); v != nil {
-		d = v.Type.Elem
-	} else if v := n.Output(0); v != nil {
-		d = v.Type.Elem
-	}
-	if !slices.Contains(info.types, d) {
-		ue.DType = d
-		return ue
-	}
-	if info.check != nil {
-		if err := info.check(g, n); err != nil {
-			ue.Reason = err.Error()
-			return ue
-		}
-	}
-	return nil
+	return g.rowRefuses(info, n)
 }

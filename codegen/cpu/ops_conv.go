@@ -15,24 +15,39 @@ type convGeom struct {
 	kh, kw, sh, sw         int64
 	ph, pw, dh, dw         int64
 	group                  int64
+	// runtime: the weights or the bias are known only at run time. Only
+	// the algorithms that read them as laid out run it (im2col, 1×1,
+	// grouped); the others pack them at compile time.
+	runtime bool
 }
 
+// convGeom reads a 2-D convolution's geometry, or a 1-D one's as a 2-D
+// convolution of height 1.
 func (g *gen) convGeom(n *ir.Node) (convGeom, error) {
 	x, w, y := n.Inputs[0], n.Inputs[1], n.Outputs[0]
 	xd, wd, yd := dimsOf(x), dimsOf(w), dimsOf(y)
-	if len(xd) != 4 {
-		return convGeom{}, fmt.Errorf("only 2-D convolution")
+	if len(xd) != 4 && len(xd) != 3 || len(wd) != len(xd) || len(yd) != len(xd) {
+		return convGeom{}, fmt.Errorf("only 1-D and 2-D convolution")
 	}
 	a := g.attrs(n)
+	win, err := a.Window(wd[2:], xd[2:])
+	if err != nil {
+		return convGeom{}, err
+	}
+	if len(xd) == 3 {
+		one := func(d []int64) []int64 { return []int64{d[0], d[1], 1, d[2]} }
+		xd, wd, yd = one(xd), one(wd), one(yd)
+		for _, l := range []*[]int64{&win.Strides, &win.Dilations, &win.PadBegin} {
+			*l = []int64{1, (*l)[0]}
+		}
+		win.PadBegin[0] = 0
+	}
 	c := convGeom{N: xd[0], C: xd[1], H: xd[2], W: xd[3], OC: yd[1], OH: yd[2], OW: yd[3], kh: wd[2], kw: wd[3], group: a.Int("group")}
 	if c.group == 0 {
 		c.group = 1
 	}
-	win, err := a.Window([]int64{c.kh, c.kw}, []int64{c.H, c.W})
-	if err != nil {
-		return convGeom{}, err
-	}
 	c.sh, c.sw, c.dh, c.dw, c.ph, c.pw = win.Strides[0], win.Strides[1], win.Dilations[0], win.Dilations[1], win.PadBegin[0], win.PadBegin[1]
+	c.runtime = g.constOf(w) == nil || n.Input(2) != nil && g.constOf(n.Input(2)) == nil
 	return c, nil
 }
 
@@ -41,12 +56,6 @@ func (c convGeom) pointwise() bool {
 }
 
 func convCheck(g *gen, n *ir.Node) error {
-	if g.constOf(n.Inputs[1]) == nil {
-		return fmt.Errorf("non-constant weights")
-	}
-	if b := n.Input(2); b != nil && g.constOf(b) == nil {
-		return fmt.Errorf("non-constant bias")
-	}
 	_, err := g.convGeom(n)
 	return err
 }
@@ -91,15 +100,25 @@ func (g *gen) lowerConv(n *ir.Node) error {
 		return nil
 	}
 	X, Y := n.Inputs[0], g.outValue(n)
-	wf := floatsOf(g.constOf(n.Inputs[1]))
 	M, N, K := c.OC, c.OH*c.OW, c.C*c.kh*c.kw
 	gm := g.newGemm(M, N, K)
 	gm.batch = c.N
 	gm.parallel = 2*M*N*K*c.N >= 1<<18
-	g.packA(gm, func(m, k int64) float32 { return wf[m*K+k] })
+	if c.runtime {
+		// The weights [OC][C·kh·kw] as they are: A row-major.
+		W := n.Inputs[1]
+		gm.a = func(k *kfn) value.Value { return k.ptr(W) }
+		gm.aTile, gm.aRi, gm.aKi = gm.mr*K, K, 1
+	} else {
+		wf := floatsOf(g.constOf(n.Inputs[1]))
+		g.packA(gm, func(m, k int64) float32 { return wf[m*K+k] })
+	}
 	if b := n.Input(2); b != nil {
-		off := g.addFloats(floatsOf(g.constOf(b)))
-		gm.bias = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: off}, f32) }
+		gm.bias = func(k *kfn) value.Value { return k.ptr(b) }
+		if !c.runtime {
+			off := g.addFloats(floatsOf(g.constOf(b)))
+			gm.bias = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: off}, f32) }
+		}
 		gm.biasRs, gm.biasCs = 1, 0
 	}
 	gm.c = func(k *kfn) value.Value { return k.ptr(Y) }

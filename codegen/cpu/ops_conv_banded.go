@@ -35,7 +35,7 @@ type convBands struct {
 // bands returns the band layout of c, or false when c is too small for
 // banding to pay (or not a plain convolution). Winograd is chosen first.
 func (g *gen) bands(c convGeom) (convBands, bool) {
-	if c.group != 1 || c.pointwise() {
+	if c.runtime || c.group != 1 || c.pointwise() {
 		return convBands{}, false
 	}
 	K := c.C * c.kh * c.kw

@@ -42,7 +42,7 @@ func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node) (*ir.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.OpType != "Conv" || a.Domain != "" || !ca.pointwise() || ca.group != 1 || cd.group != cd.C || cd.OC != cd.C || cd.C != ca.OC ||
+	if a.OpType != "Conv" || a.Domain != "" || ca.runtime || cd.runtime || !ca.pointwise() || ca.group != 1 || cd.group != cd.C || cd.OC != cd.C || cd.C != ca.OC ||
 		d.Inputs[0] != body[i-1].Outputs[0] {
 		return nil, fmt.Errorf("%s and %s are not a 1×1 expansion feeding a depthwise convolution", a, d)
 	}

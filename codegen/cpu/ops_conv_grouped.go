@@ -40,15 +40,24 @@ func (g *gen) lowerConvGrouped(n *ir.Node, c convGeom) error {
 type groupedPlanes struct {
 	c          convGeom
 	wOff, bOff int64 // weights offsets; bOff -1: no bias
-	res        *ir.Value
-	lo, hi     float64
-	vl         int64
+	// w and b, for weights known only at run time (c.runtime), are where
+	// they are read instead (b nil: no bias).
+	w, b   *ir.Value
+	res    *ir.Value
+	lo, hi float64
+	vl     int64
 }
 
 func (g *gen) groupedPlanes(n *ir.Node, c convGeom) *groupedPlanes {
-	pl := &groupedPlanes{c: c, wOff: g.constLoc(g.constOf(n.Inputs[1])).off, bOff: -1, vl: int64(g.vl)}
-	if b := n.Input(2); b != nil {
-		pl.bOff = g.constLoc(g.constOf(b)).off
+	pl := &groupedPlanes{c: c, bOff: -1, vl: int64(g.vl)}
+	switch {
+	case c.runtime:
+		pl.w, pl.b = n.Inputs[1], n.Input(2)
+	default:
+		pl.wOff = g.constLoc(g.constOf(n.Inputs[1])).off
+		if b := n.Input(2); b != nil {
+			pl.bOff = g.constLoc(g.constOf(b)).off
+		}
 	}
 	pl.lo, pl.hi = g.actBounds(n)
 	if a := g.fusedAdd[n]; a != nil {
@@ -69,10 +78,16 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 	const chunkBlock = 8
 	runs := tapRuns(c.OH, c.sh, c.ph, c.dh, c.kh, c.H)
 	wp := k.locPtr(loc{space: inWeights, off: pl.wOff}, f32)
+	if pl.w != nil {
+		wp = k.ptr(pl.w)
+	}
 	oc := k.rem(p, c64(c.OC))
 	wBase := k.mul(oc, c64(icg*c.kh*c.kw))
 	var init value.Value = constant.NewZeroInitializer(vecT(int(vl)))
-	if pl.bOff >= 0 {
+	switch {
+	case pl.b != nil:
+		init = k.vsplat(k.load(k.ptr(pl.b), oc), int(vl))
+	case pl.bOff >= 0:
 		init = k.vsplat(k.load(k.locPtr(loc{space: inWeights, off: pl.bOff}, f32), oc), int(vl))
 	}
 	for _, run := range runs {

@@ -20,7 +20,7 @@ import (
 // group's output, which that kernel computes in parallel.
 func (g *gen) splitKSource(n *ir.Node) *ir.Node {
 	c, err := g.convGeom(n)
-	if err != nil || !c.pointwise() || c.group != 1 || c.N != 1 {
+	if err != nil || c.runtime || !c.pointwise() || c.group != 1 || c.N != 1 {
 		return nil
 	}
 	for d, a := range g.expandOf {

@@ -197,11 +197,7 @@ func (k *kfn) colReduce(n int64, init value.Value, body func(col value.Value, va
 	return acc
 }
 
-// hsum and hmax reduce a vector to a scalar.
+// hsum reduces a vector to a scalar.
 func (k *kfn) hsum(v value.Value) value.Value {
 	return k.call(fmt.Sprintf("llvm.vector.reduce.fadd.v%df32", vecLen(v.Type())), f32, cf(0), v)
-}
-
-func (k *kfn) hmax(v value.Value) value.Value {
-	return k.call(fmt.Sprintf("llvm.vector.reduce.fmax.v%df32", vecLen(v.Type())), f32, v)
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/value"
 )
@@ -13,6 +14,7 @@ type poolGeom struct {
 	N, C, H, W, OH, OW int64
 	kh, kw, sh, sw     int64
 	ph, pw, dh, dw     int64
+	win                ops.Window
 }
 
 func (g *gen) poolGeom(n *ir.Node) (poolGeom, error) {
@@ -32,15 +34,16 @@ func (g *gen) poolGeom(n *ir.Node) (poolGeom, error) {
 		return poolGeom{}, err
 	}
 	p.sh, p.sw, p.dh, p.dw, p.ph, p.pw = win.Strides[0], win.Strides[1], win.Dilations[0], win.Dilations[1], win.PadBegin[0], win.PadBegin[1]
+	p.win = win
 	return p, nil
 }
 
 // lowerPool runs MaxPool and AveragePool like the depthwise convolution
 // (lowerConvGrouped): one plane per work item, vectors along the output
 // row, taps unrolled, borders resolved at compile time. Padding lanes load
-// as -Inf for max and 0 for the average, whose divisor (the count of
-// in-range taps unless count_include_pad) is a constant vector per row run
-// and vector.
+// as -Inf for max and 0 for the average, whose divisor
+// (ops.AveragePoolCounts: per row times per column) is a constant vector
+// per row run and vector: runs are split where the row's count changes.
 func (g *gen) lowerPool(n *ir.Node) error {
 	p, err := g.poolGeom(n)
 	if err != nil {
@@ -57,6 +60,11 @@ func (g *gen) lowerPool(n *ir.Node) error {
 		fill = math.Inf(-1)
 	}
 	runs := tapRuns(p.OH, p.sh, p.ph, p.dh, p.kh, p.H)
+	var counts [][]int64
+	if !isMax {
+		counts = ops.AveragePoolCounts(p.win, []int64{p.H, p.W}, includePad)
+		runs = splitRuns(runs, counts[0])
+	}
 	par := planes > 1 && parallelWorth(numel(in))
 	g.step(n.OpType, !par, func(k *kfn) {
 		ip, op := k.ptr(in), k.ptr(out)
@@ -66,17 +74,11 @@ func (g *gen) lowerPool(n *ir.Node) error {
 					for j := int64(0); j < nch; j++ {
 						valid := int(min(vl, p.OW-j*vl))
 						acc := fconst(vecT(int(vl)), fill)
-						count := make([]float64, vl) // in-range taps per lane
 						for _, kh := range run.taps {
 							ih := k.add(k.mul(oh, c64(p.sh)), c64(kh*p.dh-p.ph))
 							row := k.mul(k.add(k.mul(pl, c64(p.H)), ih), c64(p.W))
 							for kw := int64(0); kw < p.kw; kw++ {
 								col0 := j*vl*p.sw + kw*p.dw - p.pw
-								for l := range count {
-									if col := col0 + int64(l)*p.sw; col >= 0 && col < p.W {
-										count[l]++
-									}
-								}
 								x := k.loadStrided(ip, row, col0, p.sw, p.W, int(vl), valid, fill)
 								switch {
 								case x == nil:
@@ -89,11 +91,12 @@ func (g *gen) lowerPool(n *ir.Node) error {
 						}
 						if !isMax {
 							scale := make([]constant.Constant, vl)
-							for l, c := range count {
-								if includePad {
-									c = float64(p.kh * p.kw)
+							for l := range scale {
+								c := int64(1)
+								if ow := j*vl + int64(l); ow < p.OW {
+									c = counts[0][run.lo] * counts[1][ow]
 								}
-								scale[l] = cf(1 / max(c, 1))
+								scale[l] = cf(1 / float64(max(c, 1)))
 							}
 							acc = k.fmul(acc, constant.NewVector(vecT(int(vl)), scale...))
 						}
@@ -107,35 +110,20 @@ func (g *gen) lowerPool(n *ir.Node) error {
 	return nil
 }
 
-func (g *gen) lowerGlobalPool(n *ir.Node) error {
-	in, out := n.Inputs[0], n.Outputs[0]
-	d := dimsOf(in)
-	planes := d[0] * d[1]
-	hw := ir.Product(d[2:])
-	isMax := n.OpType == "GlobalMaxPool"
-	par := parallelWorth(numel(in))
-	g.step(n.OpType, !par, func(k *kfn) {
-		ip, op := k.ptr(in), k.ptr(out)
-		k.parLoop(planes, par, func(pl value.Value) {
-			base := k.mul(pl, c64(hw))
-			init := cf(0)
-			if isMax {
-				init = cf(math.Inf(-1))
+// splitRuns splits runs where count (per position) changes, so that
+// each run has one.
+func splitRuns(runs []tapRun, count []int64) []tapRun {
+	var out []tapRun
+	for _, r := range runs {
+		lo := r.lo
+		for o := r.lo + 1; o <= r.hi; o++ {
+			if o == r.hi || count[o] != count[lo] {
+				out = append(out, tapRun{lo: lo, hi: o, taps: r.taps})
+				lo = o
 			}
-			s := k.loopAcc(c64(0), c64(hw), []value.Value{init}, func(i value.Value, acc []value.Value) []value.Value {
-				x := k.load(ip, k.add(base, i))
-				if isMax {
-					return []value.Value{k.fmax(x, acc[0])}
-				}
-				return []value.Value{k.fadd(acc[0], x)}
-			})[0]
-			if !isMax {
-				s = k.fmul(s, cf(1/float64(hw)))
-			}
-			k.store(s, op, pl)
-		})
-	})
-	return nil
+		}
+	}
+	return out
 }
 
 func init() {
@@ -147,9 +135,7 @@ func init() {
 		return err
 	}
 	register(map[string]*opInfo{
-		"MaxPool":           {types: floatOnly, lower: (*gen).lowerPool, check: poolCheck},
-		"AveragePool":       {types: floatOnly, lower: (*gen).lowerPool, check: poolCheck},
-		"GlobalAveragePool": {types: floatOnly, lower: (*gen).lowerGlobalPool},
-		"GlobalMaxPool":     {types: floatOnly, lower: (*gen).lowerGlobalPool},
+		"MaxPool":     {types: floatOnly, lower: (*gen).lowerPool, check: poolCheck},
+		"AveragePool": {types: floatOnly, lower: (*gen).lowerPool, check: poolCheck},
 	})
 }

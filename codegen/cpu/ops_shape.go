@@ -35,13 +35,6 @@ func transposeIsView(g *gen, n *ir.Node) bool {
 	return true
 }
 
-func normAxis(a int64, rank int) int {
-	if a < 0 {
-		a += int64(rank)
-	}
-	return int(a)
-}
-
 func init() {
 	view := func() *opInfo { return &opInfo{types: anyFixed, view: true, lower: (*gen).lowerCopy} }
 	register(map[string]*opInfo{

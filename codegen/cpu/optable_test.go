@@ -73,15 +73,18 @@ func TestEveryLoweredOp(t *testing.T) {
 }
 
 // loweredOps maps each op the backend lowers to the element types of its
-// first input it declares.
+// first input it declares: its hand-written row's and, for nodes the row
+// refuses (handInfo), the kernel layer's.
 func loweredOps() map[string][]ir.DType {
 	out := map[string][]ir.DType{}
 	for name, info := range opTable {
-		out[name] = info.types
+		out[name] = slices.Clone(info.types)
 	}
 	for _, name := range kernel.Ops() {
-		if _, ok := out[name]; !ok {
-			out[name] = kernel.Lookup(name).Types
+		for _, d := range kernel.Lookup(name).Types {
+			if !slices.Contains(out[name], d) {
+				out[name] = append(out[name], d)
+			}
 		}
 	}
 	return out

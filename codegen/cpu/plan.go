@@ -26,7 +26,7 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 			if n.Domain != "" {
 				return false
 			}
-			if info := opTable[n.OpType]; info != nil {
+			if info := g.handInfo(n); info != nil {
 				return info.view || info.viewIf != nil && info.viewIf(g, n)
 			}
 			return n.OpType == "Transpose" && transposeIsView(g, n)
@@ -40,7 +40,7 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 		},
 		ConcatInPlace: func(n *ir.Node) bool { return g.fused[n] == nil },
 		Scratch: func(n *ir.Node) int64 {
-			if info := opTable[n.OpType]; info != nil {
+			if info := g.handInfo(n); info != nil {
 				if info.scratch != nil {
 					return info.scratch(g, n)
 				}

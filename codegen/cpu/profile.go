@@ -44,9 +44,6 @@ func (g *gen) emitProfileEntry(bar, clear *ll.Func) {
 	b := f.NewBlock("")
 	tid, nth, w, a, io, bp, times := f.Params[0], f.Params[1], f.Params[2], f.Params[3], f.Params[4], f.Params[5], f.Params[6]
 	row := b.NewGetElementPtr(i64, times, b.NewMul(tid, c64(int64(len(g.steps)+1))))
-	record := func(i int) {
-		b.NewStore(b.NewCall(counter), b.NewGetElementPtr(i64, row, c64(int64(i))))
-	}
 	senseP := b.NewGetElementPtr(i64, bp, c64(1))
 	ld := b.NewLoad(i64, senseP)
 	ld.Atomic, ld.Ordering, ld.Align = true, enum.AtomicOrderingAcquire, 8
@@ -55,18 +52,8 @@ func (g *gen) emitProfileEntry(bar, clear *ll.Func) {
 	if len(g.steps) == 1 && len(g.steps[0].counters) > 0 {
 		sense = b.NewCall(bar, nth, bp, sense)
 	}
-	record(0)
-	for i, s := range g.steps {
-		// Not inlined: the step bodies stay shared with kiln_run.
-		call := b.NewCall(s.f, tid, nth, w, a, io)
-		call.FuncAttrs = append(call.FuncAttrs, enum.FuncAttrNoInline)
-		if g.barrierAfter(i) || i+1 == len(g.steps) {
-			sense = b.NewCall(bar, nth, bp, sense)
-			if i+1 < len(g.steps) {
-				g.clearCounters(b, clear, i, tid, a)
-			}
-		}
-		record(i + 1)
-	}
+	p := &profiler{counter: counter, row: row}
+	p.record(b, 0, b.NewCall(counter))
+	b, _ = g.emitSteps(f, b, entryArgs{tid, nth, w, a, io, bp, sense}, bar, clear, p)
 	b.NewRet(nil)
 }

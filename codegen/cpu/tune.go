@@ -180,7 +180,7 @@ func (g *gen) convAlgorithm(c convGeom, wino *winoSpec) string {
 // one, codegen decides the same way.
 func (g *gen) chooseConvAlgorithms() error {
 	for _, n := range g.nodes {
-		if g.skip[n] || n.Domain != "" || n.OpType != "Conv" {
+		if g.skip[n] || n.Domain != "" || n.OpType != "Conv" || g.handInfo(n) == nil {
 			continue
 		}
 		c, err := g.convGeom(n)

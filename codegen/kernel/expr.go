@@ -645,3 +645,46 @@ func saturate(f float64, d ir.DType) int64 {
 	}
 	return wrapInt(d, int64(f))
 }
+
+// EvalInt evaluates an int64 index expression of constants and symbols
+// (env gives the symbols' values); ok is false for anything else.
+func EvalInt(e *Expr, env map[string]int64) (int64, bool) {
+	switch e.Op {
+	case OpConst:
+		return e.Int, !e.Type.IsFloat()
+	case OpSym:
+		v, ok := env[e.Name]
+		return v, ok
+	}
+	if len(e.Args) != 2 {
+		return 0, false
+	}
+	a, ok1 := EvalInt(e.Args[0], env)
+	b, ok2 := EvalInt(e.Args[1], env)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	switch e.Op {
+	case OpAdd:
+		return a + b, true
+	case OpSub:
+		return a - b, true
+	case OpMul:
+		return a * b, true
+	case OpDiv:
+		if b == 0 {
+			return 0, true
+		}
+		return a / b, true
+	case OpRem:
+		if b == 0 {
+			return 0, true
+		}
+		return a % b, true
+	case OpMax:
+		return max(a, b), true
+	case OpMin:
+		return min(a, b), true
+	}
+	return 0, false
+}

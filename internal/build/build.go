@@ -44,6 +44,9 @@ type Options struct {
 	// arena (zero fields: ir.DefaultLimits). They change what builds, never
 	// what is built, so the engine does not record them.
 	Limits ir.Limits
+	// Shapes pin inputs' dims or give the ranges of their dynamic dims.
+	Shapes Shapes
+	profile map[string]cpu.DimRange
 }
 
 // Output is what one build produced.
@@ -91,6 +94,9 @@ func Optimize(m *ir.Model, opts Options) (*passes.Context, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if opts.profile, err = opts.Shapes.apply(m); err != nil {
+		return nil, nil, err
+	}
 	c, err := optimize(m, opts, cache)
 	if err != nil {
 		return c, nil, err
@@ -112,7 +118,7 @@ func (o Options) cpuOptions(cache *cpu.TimingCache) cpu.Options {
 	if name == "" {
 		name = "native"
 	}
-	return cpu.Options{CPU: name, LLC: o.LLC, Winograd: o.Winograd, TimingCache: cache, Limits: o.Limits}
+	return cpu.Options{CPU: name, LLC: o.LLC, Winograd: o.Winograd, TimingCache: cache, Limits: o.Limits, Profile: o.profile}
 }
 
 func (o Options) timingCache() (*cpu.TimingCache, error) {
@@ -177,6 +183,9 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.profile, err = opts.Shapes.apply(m); err != nil {
+		return nil, err
+	}
 	pc, err := optimize(m, opts, cache)
 	if err != nil {
 		return nil, err
@@ -206,10 +215,13 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		MaxThreads:   code.MaxThreads,
 	}
 	for _, io := range code.Inputs {
-		meta.Inputs = append(meta.Inputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Index: io.Index})
+		meta.Inputs = append(meta.Inputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index})
 	}
 	for _, io := range code.Outputs {
-		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Index: io.Index})
+		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index})
+	}
+	for _, s := range code.Symbols {
+		meta.Symbols = append(meta.Symbols, engine.Symbol{Name: s.Name, Min: s.Min, Opt: s.Opt, Max: s.Max})
 	}
 	e := &engine.Engine{Meta: meta, Plan: []byte(plan), Weights: code.Weights,
 		Code: map[string][]byte{meta.Target.Triple: code.SharedObject}}
@@ -227,6 +239,18 @@ func (o Options) flags() []string {
 	}
 	for _, d := range o.Disabled {
 		f = append(f, "--disable="+d)
+	}
+	for _, s := range []struct {
+		flag   string
+		shapes map[string][]int64
+	}{{"--shape", o.Shapes.Pin}, {"--min", o.Shapes.Min}, {"--opt", o.Shapes.Opt}, {"--max", o.Shapes.Max}} {
+		for _, name := range sortedNames(s.shapes) {
+			dims := make([]string, len(s.shapes[name]))
+			for i, d := range s.shapes[name] {
+				dims[i] = fmt.Sprint(d)
+			}
+			f = append(f, s.flag+"="+name+"="+strings.Join(dims, "x"))
+		}
 	}
 	return f
 }

@@ -15,8 +15,10 @@ import (
 // whose metadata or sections disagree with it.
 const ABISymbol = "kiln_abi"
 
-// ABIVersion is the record layout this package writes and reads.
-const ABIVersion = 1
+// ABIVersion is the record layout this package writes and reads. Version
+// 2 added dynamic shapes: the symbols, and the dims table in the io slot
+// after the outputs.
+const ABIVersion = 2
 
 // maxABIBytes bounds the record a loader will read.
 const maxABIBytes = 1 << 20
@@ -34,8 +36,20 @@ type ABI struct {
 	Steps int `json:"steps"`
 	// Features are the CPU features the code was compiled for.
 	Features []string `json:"features"`
-	// Slots describe kiln_run's io array, in slot order.
+	// Slots describe kiln_run's io array, in slot order (the dims table,
+	// when there are symbols, follows them).
 	Slots []Slot `json:"io"`
+	// Symbols are the dynamic dims the code reads from the dims table, in
+	// its order, with the range the code was compiled for (its memory is
+	// planned for Max).
+	Symbols []SymbolRange `json:"symbols,omitempty"`
+}
+
+// SymbolRange is a dynamic dim of the code.
+type SymbolRange struct {
+	Name string `json:"name"`
+	Min  int64  `json:"min"`
+	Max  int64  `json:"max"`
 }
 
 // Slot is one entry of the io array.
@@ -47,6 +61,9 @@ type Slot struct {
 	// are the shape; a buffer the caller binds holds at least Bytes.
 	Dims  []int64 `json:"dims"`
 	Bytes int64   `json:"bytes"`
+	// DimNames, for a dynamic shape, name each dim's symbol or expression
+	// ("": static); Dims are then at the symbols' maxima.
+	DimNames []string `json:"dim_names,omitempty"`
 }
 
 // Marshal encodes the record as the bytes of the kiln_abi constant.

@@ -22,8 +22,11 @@ const (
 type Binding struct {
 	Name  string  `json:"name"`
 	DType string  `json:"dtype"` // ONNX text name: "float", "int64", ...
-	Shape []int64 `json:"shape"`
-	Index int     `json:"index"`
+	Shape []int64 `json:"shape"` // at the symbols' maxima (dims.go)
+	// Dims, for a dynamic shape, name each dim's symbol or expression ("":
+	// static).
+	Dims  []string `json:"dims,omitempty"`
+	Index int      `json:"index"`
 }
 
 // Target says what machine code the engine holds.
@@ -51,6 +54,9 @@ type Metadata struct {
 	// MaxThreads caps the threads a context uses (0: no cap): the code
 	// generator's judgement that more threads would only add overhead.
 	MaxThreads int `json:"max_threads,omitempty"`
+	// Symbols are the dynamic dims, in the order of the dims table the
+	// code reads (the io slot after the outputs).
+	Symbols []Symbol `json:"symbols,omitempty"`
 }
 
 // Engine is a decoded engine file.

@@ -67,6 +67,34 @@ func (m *Metadata) Validate() error {
 		}
 		bound[b.Index] = what
 	}
+	syms := map[string]bool{}
+	for _, sy := range m.Symbols {
+		if !validName(sy.Name) || !isSymbol(sy.Name) || syms[sy.Name] {
+			return bad("symbol %s is malformed or repeated", quote(sy.Name))
+		}
+		syms[sy.Name] = true
+		if sy.Min < 1 || sy.Min > sy.Opt || sy.Opt > sy.Max {
+			return bad("symbol %q has the range %d..%d (opt %d): want 1 <= min <= opt <= max", sy.Name, sy.Min, sy.Max, sy.Opt)
+		}
+	}
+	maxima := MaxValues(m.Symbols)
+	for _, b := range append(append([]Binding{}, m.Inputs...), m.Outputs...) {
+		if len(b.Dims) == 0 {
+			continue
+		}
+		if len(b.Dims) != len(b.Shape) {
+			return bad("binding %q has %d dim names for %d dims", b.Name, len(b.Dims), len(b.Shape))
+		}
+		at, err := b.DimsAt(m.Symbols, maxima)
+		if err != nil {
+			return bad("%v", err)
+		}
+		for d := range at {
+			if at[d] != b.Shape[d] {
+				return bad("binding %q dim %d (%s) is %d at the symbols' maxima, but its shape says %d", b.Name, d, b.Dims[d], at[d], b.Shape[d])
+			}
+		}
+	}
 	if m.ArenaBytes < 0 {
 		return bad("arena_bytes is negative (%d)", m.ArenaBytes)
 	}

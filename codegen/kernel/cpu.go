@@ -141,7 +141,13 @@ func EmitCPU(f *Fn, k *Kernel, s Schedule) {
 		if s.VL > 0 {
 			lane = s.Axis
 		}
-		emitRows(f, p, k, space, lane, k.Scan.Axis, s.Parallel, func(q *Point) { emitScan(q, k, space[k.Scan.Axis]) })
+		emitRows(f, p, k, space, lane, k.Scan.Axis, s.Parallel, func(q *Point) {
+			if lane < 0 {
+				emitScan(q, k, space[k.Scan.Axis])
+				return
+			}
+			laneLoop(f, q, lane, s.VL, space[lane], func(r *Point) { emitScan(r, k, space[k.Scan.Axis]) })
+		})
 	default:
 		lane := -1
 		if s.VL > 0 && !s.Reduction {
@@ -152,9 +158,12 @@ func EmitCPU(f *Fn, k *Kernel, s Schedule) {
 			vl = s.VL
 		}
 		emitLanes(f, p, k, space, lane, vl, s.Parallel, func(q *Point) {
-			v := q.Eval(k.Value)
+			// A reduction's value is evaluated inside its loops only.
+			var v value.Value
 			if k.Reduce != nil {
 				v = emitReduce(q, k, s)
+			} else {
+				v = q.Eval(k.Value)
 			}
 			emitStore(q, k, v)
 		})
@@ -174,30 +183,35 @@ func emitLanes(f *Fn, p *Point, k *Kernel, space []value.Value, lane, vl int, pa
 			body(q)
 			return
 		}
-		n := space[inner]
-		if vl == 0 {
-			f.Loop(I64(0), n, func(i value.Value) {
-				r := q.Scope()
-				r.Vars[inner] = i
-				body(r)
-			})
-			return
-		}
-		full := f.Mul(f.Div(n, I64(int64(vl))), I64(int64(vl)))
-		f.LoopStep(I64(0), full, int64(vl), func(i value.Value) {
+		laneLoop(f, q, inner, vl, space[inner], body)
+	})
+}
+
+// laneLoop runs body along axis inner (of extent n) of row q: in vectors of
+// vl (a masked vector for the rest), or one point at a time when vl is 0.
+func laneLoop(f *Fn, q *Point, inner, vl int, n value.Value, body func(q *Point)) {
+	if vl == 0 {
+		f.Loop(I64(0), n, func(i value.Value) {
 			r := q.Scope()
 			r.Vars[inner] = i
-			body(r.Vector(inner, false, vl, nil))
+			body(r)
 		})
-		tail := f.Sub(n, full)
-		if t, ok := intConst(tail); ok && t == 0 {
-			return
-		}
-		f.If(f.Lt(I64(0), tail), func() {
-			r := q.Scope()
-			r.Vars[inner] = full
-			body(r.Vector(inner, false, vl, f.LaneMask(tail, vl)))
-		})
+		return
+	}
+	full := f.Mul(f.Div(n, I64(int64(vl))), I64(int64(vl)))
+	f.LoopStep(I64(0), full, int64(vl), func(i value.Value) {
+		r := q.Scope()
+		r.Vars[inner] = i
+		body(r.Vector(inner, false, vl, nil))
+	})
+	tail := f.Sub(n, full)
+	if t, ok := intConst(tail); ok && t == 0 {
+		return
+	}
+	f.If(f.Lt(I64(0), tail), func() {
+		r := q.Scope()
+		r.Vars[inner] = full
+		body(r.Vector(inner, false, vl, f.LaneMask(tail, vl)))
 	})
 }
 

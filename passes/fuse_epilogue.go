@@ -82,7 +82,7 @@ func (f *fuser) pointwiseConv(gr group) bool {
 		return false
 	}
 	w, ok := staticDims(c.Inputs[1])
-	return ok && len(w) == 4 && w[2] == 1 && w[3] == 1 && attrInt(c, "group", 1) == 1 &&
+	return ok && f.constWeights(c) && len(w) == 4 && w[2] == 1 && w[3] == 1 && attrInt(c, "group", 1) == 1 &&
 		allEqual(attrInts(c, "strides"), 1) && allEqual(attrInts(c, "pads"), 0) && autoPadNotSet(c)
 }
 
@@ -94,7 +94,18 @@ func (f *fuser) depthwiseConv(n *ir.Node, x *ir.Value) bool {
 	}
 	xd, ok1 := staticDims(x)
 	w, ok2 := staticDims(n.Inputs[1])
-	return ok1 && ok2 && len(xd) == 4 && len(w) == 4 && w[1] == 1 && w[0] == xd[1] && attrInt(n, "group", 1) == xd[1]
+	return ok1 && ok2 && f.constWeights(n) && len(xd) == 4 && len(w) == 4 && w[1] == 1 && w[0] == xd[1] && attrInt(n, "group", 1) == xd[1]
+}
+
+// constWeights reports whether Conv n's weights and bias are known at
+// compile time: a conv-dw kernel packs them then.
+func (f *fuser) constWeights(n *ir.Node) bool {
+	for _, v := range n.Inputs[1:] {
+		if v != nil && f.constOf(v) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func attrInt(n *ir.Node, name string, def int64) int64 {

@@ -89,7 +89,9 @@ func (p *Point) Varies(e *Expr) bool {
 	if v, ok := p.varies[e]; ok {
 		return v
 	}
-	v := p.vec.is(e)
+	// A reduction's result (Acc, in Post) varies when it was reduced in
+	// lanes.
+	v := p.vec.is(e) || e.Op == OpAcc && p.Acc != nil && lanes(p.Acc) > 0
 	for _, a := range e.Args {
 		v = v || p.Varies(a)
 	}
@@ -244,7 +246,9 @@ func coef(e *Expr, a axisRef) (int64, bool) {
 }
 
 func dependsOn(e *Expr, a axisRef) bool {
-	if a.is(e) {
+	// A reduction's result (Acc, in Post) may vary along any axis: it was
+	// reduced in lanes when the space axis is in them.
+	if a.is(e) || e.Op == OpAcc {
 		return true
 	}
 	for _, x := range e.Args {

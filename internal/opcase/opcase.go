@@ -10,10 +10,11 @@
 // its values: "=[...]" makes a constant (an initializer), "~[...]" a graph
 // input with those values, "~KIND" a graph input drawn at random of a
 // kind (pos: > 0, nz: non-zero, unit: in (-1, 1), idx(N): indices in
-// [-N, N)); without values it is a random graph input. "_" is an omitted
-// optional input. Attributes are ints, floats (with a '.' or 'e'),
-// "strings", lists [1 2] or [0.5 1.5], or a dtype named by T. "-> N" sets
-// the number of outputs (default 1).
+// [-N, N)), "=rand" a constant drawn at random; without values it is a
+// random graph input. "_" is an omitted optional input. Attributes are
+// ints, floats (with a '.' or 'e'), "strings", lists [1 2], [0.5 1.5] or
+// ["a" "b"], or a dtype named by T. "-> N" sets the number of outputs
+// (default 1).
 package opcase
 
 import (
@@ -52,7 +53,7 @@ type inSpec struct {
 func Parse(line string) (*Case, error) {
 	c := &Case{Line: line, NOut: 1}
 	s := strings.TrimSpace(line)
-	if i := strings.LastIndex(s, "->"); i >= 0 {
+	if i := strings.LastIndex(s, "->"); i >= 0 && !strings.Contains(s[i:], `"`) { // not an Einsum equation's
 		n, err := strconv.Atoi(strings.TrimSpace(s[i+2:]))
 		if err != nil {
 			return nil, fmt.Errorf("%q: bad output count", line)
@@ -95,17 +96,20 @@ func Parse(line string) (*Case, error) {
 	return c, nil
 }
 
-// splitTop splits s at commas outside brackets and parentheses.
+// splitTop splits s at commas outside brackets, parentheses and quotes.
 func splitTop(s string) []string {
 	var out []string
-	depth, start := 0, 0
+	depth, start, quoted := 0, 0, false
 	for i, r := range s {
-		switch r {
-		case '[', '(':
+		switch {
+		case r == '"':
+			quoted = !quoted
+		case quoted:
+		case r == '[' || r == '(':
 			depth++
-		case ']', ')':
+		case r == ']' || r == ')':
 			depth--
-		case ',':
+		case r == ',':
 			if depth == 0 {
 				out = append(out, s[start:i])
 				start = i + 1
@@ -159,6 +163,8 @@ func parseInput(s string) (inSpec, error) {
 		spec.kind, spec.idxN = "idx", n
 	case vals == "~pos" || vals == "~nz" || vals == "~unit":
 		spec.kind = vals[1:]
+	case vals == "=rand":
+		spec.konst = true
 	default:
 		return spec, fmt.Errorf("bad values %q", vals)
 	}
@@ -235,6 +241,16 @@ func parseAttr(a attrSpec, t ir.DType) (*ir.Attribute, error) {
 	case strings.HasPrefix(v, `"`):
 		s, err := strconv.Unquote(v)
 		return ir.AttrS(a.name, s), err
+	case strings.HasPrefix(v, `["`):
+		var ss []string
+		for _, f := range strings.Fields(strings.Trim(v, "[]")) {
+			s, err := strconv.Unquote(f)
+			if err != nil {
+				return nil, err
+			}
+			ss = append(ss, s)
+		}
+		return &ir.Attribute{Name: a.name, Kind: ir.AttrStrings, Strings: ss}, nil
 	case strings.HasPrefix(v, "["):
 		fields := strings.Fields(strings.Trim(v, "[]"))
 		if strings.ContainsAny(v, ".e") {

@@ -106,8 +106,15 @@ func readWindow(a attrs, kernel []int64) (*windowSpec, error) {
 
 // Window is a convolution's or pooling's geometry on each spatial axis,
 // with auto_pad resolved against the input as inference resolves it:
-// backends read it here instead of redoing that arithmetic.
-type Window struct{ Strides, Dilations, PadBegin []int64 }
+// backends read it here instead of redoing that arithmetic. Kernel tap k
+// of output position o reads input o*Strides + k*Dilations - PadBegin;
+// for a ConvTranspose (TransposeWindow) input i reaches output
+// i*Strides + k*Dilations - PadBegin instead.
+type Window struct {
+	Kernel, Strides, Dilations []int64
+	PadBegin, PadEnd           []int64
+	Out                        []int64 // the output's spatial sizes
+}
 
 // Window reads the window attributes of the context's node, for the given
 // kernel sizes over an input of the given spatial sizes.
@@ -116,9 +123,29 @@ func (c *KernelContext) Window(kernel, in []int64) (Window, error) {
 	if err != nil {
 		return Window{}, fmt.Errorf("%s: %w", c.Node, err)
 	}
-	win := Window{Strides: w.strides, Dilations: w.dilations, PadBegin: make([]int64, len(kernel))}
-	for i := range kernel {
-		if _, win.PadBegin[i], _, err = w.axis(i, in[i]); err != nil {
+	return resolveWindow(c, w, w.axis, in)
+}
+
+// TransposeWindow is Window for a ConvTranspose: output_padding and
+// output_shape resolved as inference resolves them.
+func (c *KernelContext) TransposeWindow(kernel, in []int64) (Window, error) {
+	tw, err := readTransposeWindow(c.attrs, kernel)
+	if err != nil {
+		return Window{}, fmt.Errorf("%s: %w", c.Node, err)
+	}
+	return resolveWindow(c, tw.windowSpec, tw.axis, in)
+}
+
+func resolveWindow(c *KernelContext, w *windowSpec, resolve func(i int, in int64) (out, pb, pe int64, err error), in []int64) (Window, error) {
+	n := len(w.kernel)
+	win := Window{Kernel: w.kernel, Strides: w.strides, Dilations: w.dilations,
+		PadBegin: make([]int64, n), PadEnd: make([]int64, n), Out: make([]int64, n)}
+	if len(in) != n {
+		return Window{}, fmt.Errorf("%s: %d spatial axes for a window of %d", c.Node, len(in), n)
+	}
+	for i := range n {
+		var err error
+		if win.Out[i], win.PadBegin[i], win.PadEnd[i], err = resolve(i, in[i]); err != nil {
 			return Window{}, fmt.Errorf("%s: %w", c.Node, err)
 		}
 	}

@@ -549,23 +549,50 @@ func einsum[T number](s *einsumSpec, size []int64, dims [][]int64, data [][]T) [
 	return out
 }
 
+// Einsum is an Einsum equation resolved against static operand dims:
+// the label of each operand axis and of each output axis, and each
+// label's size (Sizes, indexed by label; labels no operand uses are -2).
+// Letters are labels 0-51; the axes an ellipsis stands for get labels from
+// 52 on, right-aligned across operands, and an operand axis of size 1
+// whose label is larger broadcasts. The output is, at each combination of
+// its labels, the sum over the other labels of the operands' product.
+type Einsum struct {
+	Inputs [][]int
+	Output []int
+	Sizes  []int64
+}
+
+// Einsum resolves the node's equation for operands of the given dims.
+func (c *KernelContext) Einsum(dims [][]int64) (*Einsum, error) {
+	ranks := make([]int, len(dims))
+	for i, d := range dims {
+		ranks[i] = len(d)
+	}
+	spec, err := parseEinsum(c.String("equation"), ranks)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	size, err := spec.sizes(dims)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &Einsum{Inputs: spec.inputs, Output: spec.output, Sizes: size}, nil
+}
+
 func runEinsum(c *KernelContext) error {
-	ranks := make([]int, len(c.Inputs))
 	dims := make([][]int64, len(c.Inputs))
 	for i, t := range c.Inputs {
 		if t == nil {
 			return c.Errorf("input %d is missing", i)
 		}
-		ranks[i], dims[i] = len(t.Dims), t.Dims
+		dims[i] = t.Dims
 	}
-	spec, err := parseEinsum(c.String("equation"), ranks)
+	e, err := c.Einsum(dims)
 	if err != nil {
-		return c.Errorf("%v", err)
+		return err
 	}
-	size, err := spec.sizes(dims)
-	if err != nil {
-		return c.Errorf("%v", err)
-	}
+	spec := &einsumSpec{inputs: e.Inputs, output: e.Output, labels: len(e.Sizes)}
+	size := e.Sizes
 	outDims := make([]int64, len(spec.output))
 	for i, l := range spec.output {
 		outDims[i] = size[l]

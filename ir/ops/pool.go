@@ -108,21 +108,11 @@ func runAveragePool(c *KernelContext) error {
 	includePad := c.attrs.declares("count_include_pad") && c.Int("count_include_pad") != 0
 	in, inPlane, outPlane := Float64s(x), g.inSize(), g.outSize()
 	y := make([]float64, ir.Product(dims))
-	// The divisor factorizes over the axes: per axis and output position,
-	// the taps inside the input, or inside the padded input with
-	// count_include_pad (windows that ceil_mode extends past the end
-	// padding do not count the overhang).
-	var count [3][]int
+	var count [3][]int64
 	for a := range 3 {
-		count[a] = make([]int, g.out[a])
-		for o := range g.out[a] {
-			for k := range g.k[a] {
-				i := g.tap(a, o, k)
-				if includePad && i >= -g.pb[a] && i < g.in[a]+g.pe[a] || i >= 0 && i < g.in[a] {
-					count[a][o]++
-				}
-			}
-		}
+		w := Window{Kernel: []int64{int64(g.k[a])}, Strides: []int64{int64(g.s[a])}, Dilations: []int64{int64(g.d[a])},
+			PadBegin: []int64{int64(g.pb[a])}, PadEnd: []int64{int64(g.pe[a])}, Out: []int64{int64(g.out[a])}}
+		count[a] = AveragePoolCounts(w, []int64{int64(g.in[a])}, includePad)[0]
 	}
 	parallelFor(int(dims[0]*dims[1]), func(p int) {
 		xp, yp := in[p*inPlane:][:inPlane], y[p*outPlane:][:outPlane]
@@ -138,6 +128,47 @@ func runAveragePool(c *KernelContext) error {
 	})
 	c.Set(0, FromFloat64s(x.DType, dims, y))
 	return nil
+}
+
+// AveragePoolCounts returns AveragePool's divisor, which factorizes over
+// the spatial axes: per axis and output position, the taps inside the
+// input (of spatial sizes in), or with includePad (count_include_pad)
+// inside the padded input; a window that ceil_mode extends past the end
+// padding does not count the overhang. An output is its window's sum
+// divided by the product of its positions' counts.
+func AveragePoolCounts(w Window, in []int64, includePad bool) [][]int64 {
+	counts := make([][]int64, len(in))
+	for a := range in {
+		counts[a] = make([]int64, w.Out[a])
+		for o := range w.Out[a] {
+			for k := range w.Kernel[a] {
+				i := o*w.Strides[a] + k*w.Dilations[a] - w.PadBegin[a]
+				if includePad && i >= -w.PadBegin[a] && i < in[a]+w.PadEnd[a] || i >= 0 && i < in[a] {
+					counts[a][o]++
+				}
+			}
+		}
+	}
+	return counts
+}
+
+// PoolIndexStrides returns, for MaxPool's Indices output, each spatial
+// axis' stride in the numbering of an input plane of spatial sizes in:
+// row-major, or with storage_order=1 column-major (the first spatial axis
+// fastest), as ONNX Runtime numbers them. An index is the plane's offset
+// (n*C + c times the plane's size) plus the strides times the coordinates.
+func PoolIndexStrides(in []int64, colMajor bool) []int64 {
+	st := make([]int64, len(in))
+	s := int64(1)
+	for i := range in {
+		a := len(in) - 1 - i
+		if colMajor {
+			a = i
+		}
+		st[a] = s
+		s *= in[a]
+	}
+	return st
 }
 
 // eachTap calls f with the in-plane flat index of every tap of the window
@@ -170,6 +201,7 @@ func runMaxPool(c *KernelContext) error {
 		return c.Errorf("%v", err)
 	}
 	colMajor := c.attrs.declares("storage_order") && c.Int("storage_order") != 0
+	st := PoolIndexStrides([]int64{int64(g.in[0]), int64(g.in[1]), int64(g.in[2])}, colMajor)
 	in, inPlane, outPlane := Float64s(x), g.inSize(), g.outSize()
 	y := make([]float64, ir.Product(dims))
 	idx := make([]int64, len(y))
@@ -189,7 +221,7 @@ func runMaxPool(c *KernelContext) error {
 					o := p*outPlane + (od*g.out[1]+oh)*g.out[2] + ow
 					y[o], idx[o] = best, -1
 					if at >= 0 {
-						idx[o] = int64(p*inPlane + g.storageIndex(at, colMajor))
+						idx[o] = int64(p*inPlane + g.storageIndex(at, st))
 					}
 				}
 			}
@@ -201,14 +233,10 @@ func runMaxPool(c *KernelContext) error {
 }
 
 // storageIndex converts a row-major in-plane index to the Indices output's
-// convention: row-major, or with storage_order=1 column-major (first
-// spatial axis fastest), as ONNX Runtime numbers them.
-func (g *grid) storageIndex(i int, colMajor bool) int {
-	if !colMajor {
-		return i
-	}
+// numbering, given the strides PoolIndexStrides returns for g.in.
+func (g *grid) storageIndex(i int, st []int64) int {
 	iw, ih, id := i%g.in[2], i/g.in[2]%g.in[1], i/(g.in[2]*g.in[1])
-	return id + g.in[0]*(ih+g.in[1]*iw)
+	return int(int64(id)*st[0] + int64(ih)*st[1] + int64(iw)*st[2])
 }
 
 func inferGlobalPool(c *InferContext) error {

@@ -390,11 +390,38 @@ var rnnActivationFuncs = map[string]rnnActivation{
 	"softplus": {f: func(x, _, _ float64) float64 { return math.Log1p(math.Exp(x)) }},
 }
 
-// rnnActivations resolves the node's activations per direction. Names are
-// case-insensitive; a unidirectional list serves both directions of a
-// bidirectional node. activation_alpha and activation_beta are consumed in
-// order by the functions that take them; the rest keep their defaults.
-func rnnActivations(a attrs, cell *rnnCell, dirs int) ([][]func(float64) float64, error) {
+// RNNActivation is one resolved activation of a recurrent op: its name in
+// lower case (relu, tanh, sigmoid, affine, leakyrelu, thresholdedrelu,
+// scaledtanh, hardsigmoid, elu, softsign, softplus) and its parameters.
+type RNNActivation struct {
+	Name        string
+	Alpha, Beta float64
+}
+
+// RNNActivations resolves the node's activations per direction (dirs of
+// them), each direction's in the cell's order (RNN: f; GRU: f, g; LSTM: f,
+// g, h). Names are case-insensitive; a unidirectional list serves both
+// directions of a bidirectional node. activation_alpha and
+// activation_beta are consumed in order by the functions that take them;
+// the rest keep their defaults.
+func (c *KernelContext) RNNActivations(dirs int) ([][]RNNActivation, error) {
+	var cell *rnnCell
+	for _, rc := range rnnCells {
+		if rc.name == c.Node.OpType {
+			cell = rc
+		}
+	}
+	if cell == nil {
+		return nil, c.Errorf("not a recurrent op")
+	}
+	acts, err := resolveRNNActivations(c.attrs, cell, dirs)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return acts, nil
+}
+
+func resolveRNNActivations(a attrs, cell *rnnCell, dirs int) ([][]RNNActivation, error) {
 	names := a.Strings("activations")
 	switch len(names) {
 	case 0:
@@ -409,9 +436,10 @@ func rnnActivations(a attrs, cell *rnnCell, dirs int) ([][]func(float64) float64
 		return nil, fmt.Errorf("%d activations, %s takes %d per direction", len(names), cell.name, len(cell.acts))
 	}
 	alphas, betas := a.Floats("activation_alpha"), a.Floats("activation_beta")
-	out := make([][]func(float64) float64, dirs)
+	out := make([][]RNNActivation, dirs)
 	for i, name := range names {
-		act, ok := rnnActivationFuncs[strings.ToLower(name)]
+		lower := strings.ToLower(name)
+		act, ok := rnnActivationFuncs[lower]
 		if !ok {
 			return nil, fmt.Errorf("unknown activation %q", name)
 		}
@@ -423,7 +451,24 @@ func rnnActivations(a attrs, cell *rnnCell, dirs int) ([][]func(float64) float64
 			beta, betas = float64(betas[0]), betas[1:]
 		}
 		d := i / len(cell.acts)
-		out[d] = append(out[d], func(x float64) float64 { return act.f(x, alpha, beta) })
+		out[d] = append(out[d], RNNActivation{Name: lower, Alpha: alpha, Beta: beta})
+	}
+	return out, nil
+}
+
+// rnnActivations resolves the node's activations per direction as
+// functions (resolveRNNActivations).
+func rnnActivations(a attrs, cell *rnnCell, dirs int) ([][]func(float64) float64, error) {
+	acts, err := resolveRNNActivations(a, cell, dirs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]func(float64) float64, dirs)
+	for d, list := range acts {
+		for _, ra := range list {
+			f, alpha, beta := rnnActivationFuncs[ra.Name].f, ra.Alpha, ra.Beta
+			out[d] = append(out[d], func(x float64) float64 { return f(x, alpha, beta) })
+		}
 	}
 	return out, nil
 }

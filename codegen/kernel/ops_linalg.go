@@ -1,0 +1,201 @@
+package kernel
+
+import (
+	"math"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// Linear algebra: each output element is a sum of products (a reduction
+// over the contracted axes). These are the general forms, for every type
+// and for operands known only at run time; a target's hand-tuned GEMM
+// takes the float32 forms it is built for. Integers accumulate in int64
+// and wrap to the output's width, floats in their compute type.
+
+// accType is the type products of d accumulate in.
+func accType(d ir.DType) ir.DType {
+	if t := computeType(d); t.IsFloat() {
+		return t
+	}
+	return ir.Int64
+}
+
+// broadcastPrefix indexes the leading (batch) dims of a buffer against
+// the batch part of a space (numpy rules, aligned at the last batch axis):
+// dims of static extent 1 read index 0, others the coordinate.
+func broadcastPrefix(dims, batch []*Expr) []*Expr {
+	off := len(batch) - len(dims)
+	idx := make([]*Expr, len(dims))
+	for i, d := range dims {
+		switch n, ok := d.IntValue(); {
+		case ok && n == 1:
+			idx[i] = C(0)
+		case sameExtent(d, batch[off+i]):
+			idx[i] = Var(off + i)
+		default:
+			idx[i] = Select(Eq(d, C(1)), C(0), Var(off+i))
+		}
+	}
+	return idx
+}
+
+// sumOfProducts is the kernel writing out = Post(Σ over extents of
+// Π loads), with products in acc type t.
+func sumOfProducts(out *Buffer, t ir.DType, extents []*Expr, loads []*Expr, post func(acc *Expr) *Expr) *Kernel {
+	v := CastTo(loads[0], t)
+	for _, l := range loads[1:] {
+		v = Mul(v, CastTo(l, t))
+	}
+	k := &Kernel{Out: out, Space: out.Dims}
+	if len(extents) == 0 {
+		k.Value = StoreAs(post(v), out.DType)
+		return k
+	}
+	k.Value = v
+	k.Reduce = &Reduce{Op: SumOp, Extents: extents}
+	if p := StoreAs(post(Acc(t)), out.DType); p.Op != OpAcc {
+		k.Reduce.Post = p
+	}
+	return k
+}
+
+// defMatMul is numpy's matmul: batch dims broadcast, a 1-D operand is a
+// row (left) or column (right) whose axis the output drops.
+func defMatMul(c *Ctx) error {
+	a, b, out := c.In[0], c.In[1], c.Out[0]
+	ar, br, r := a.Rank(), b.Rank(), out.Rank()
+	nb := r // the output's batch rank
+	if ar > 1 {
+		nb--
+	}
+	if br > 1 {
+		nb--
+	}
+	batch := out.Dims[:nb]
+	k := RVar(0)
+	aIdx := []*Expr{k}
+	if ar > 1 {
+		aIdx = append(broadcastPrefix(a.Dims[:ar-2], batch), Var(nb), k)
+	}
+	bIdx := []*Expr{k}
+	if br > 1 {
+		bIdx = append(broadcastPrefix(b.Dims[:br-2], batch), k, Var(r-1))
+	}
+	t := accType(out.DType)
+	c.Emit(sumOfProducts(out, t, []*Expr{a.Dims[ar-1]}, []*Expr{Load(a, aIdx...), Load(b, bIdx...)},
+		func(acc *Expr) *Expr { return CastTo(acc, computeType(out.DType)) }))
+	return nil
+}
+
+// defGemm is alpha·A'·B' + beta·C with A' and B' optionally transposed and
+// C broadcast to the output. Integers scale exactly by whole alpha and
+// beta, else in float64 truncated (as the reference).
+func defGemm(c *Ctx) error {
+	a, b, out := c.In[0], c.In[1], c.Out[0]
+	i, j, k := Var(0), Var(1), RVar(0)
+	aIdx, bIdx := []*Expr{i, k}, []*Expr{k, j}
+	kext := a.Dims[1]
+	if c.Int("transA") != 0 {
+		aIdx, kext = []*Expr{k, i}, a.Dims[0]
+	}
+	if c.Int("transB") != 0 {
+		bIdx = []*Expr{j, k}
+	}
+	alpha, beta := float64(c.Float("alpha")), float64(c.Float("beta"))
+	var bias *Expr
+	if cb := c.Input(2); cb != nil {
+		bias = Load(cb, Broadcast(cb, out.Dims)...)
+	}
+	t := accType(out.DType)
+	ct := computeType(out.DType)
+	post := func(acc *Expr) *Expr {
+		if t.IsFloat() {
+			v := acc
+			if alpha != 1 {
+				v = Mul(Const(t, alpha), v)
+			}
+			if bias != nil && beta != 0 {
+				bv := bias
+				if beta != 1 {
+					bv = Mul(Const(t, beta), bv)
+				}
+				v = Add(v, bv)
+			}
+			return v
+		}
+		var bv *Expr
+		if bias != nil {
+			bv = CastTo(bias, ir.Int64)
+		}
+		if alpha == math.Trunc(alpha) && beta == math.Trunc(beta) {
+			v := Mul(C(int64(alpha)), acc)
+			if bv != nil {
+				v = Add(v, Mul(C(int64(beta)), bv))
+			}
+			return CastTo(v, ct)
+		}
+		v := Mul(Const(ir.Float64, alpha), CastTo(acc, ir.Float64))
+		if bv != nil {
+			v = Add(v, Mul(Const(ir.Float64, beta), CastTo(bv, ir.Float64)))
+		}
+		return CastTo(CastTo(v, ir.Int64), ct)
+	}
+	c.Emit(sumOfProducts(out, t, []*Expr{kext}, []*Expr{Load(a, aIdx...), Load(b, bIdx...)}, post))
+	return nil
+}
+
+// defEinsum sums, at each combination of the output's labels, the product
+// of the operands over the other labels (ir/ops resolves the equation):
+// a repeated label within an operand reads its diagonal.
+func defEinsum(c *Ctx) error {
+	dims := make([][]int64, len(c.In))
+	for i, b := range c.In {
+		d, ok := b.Static()
+		if !ok {
+			return c.Unsupported("an Einsum of dynamic dims")
+		}
+		dims[i] = d
+	}
+	e, err := c.Einsum(dims)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	at := map[int]*Expr{}
+	for i, l := range e.Output {
+		at[l] = Var(i)
+	}
+	var extents []*Expr
+	for _, labels := range e.Inputs {
+		for _, l := range labels {
+			if at[l] == nil {
+				at[l] = RVar(len(extents))
+				extents = append(extents, C(e.Sizes[l]))
+			}
+		}
+	}
+	loads := make([]*Expr, len(c.In))
+	for i, b := range c.In {
+		idx := make([]*Expr, b.Rank())
+		for j, l := range e.Inputs[i] {
+			idx[j] = at[l]
+			if dims[i][j] != e.Sizes[l] { // an ellipsis axis of size 1, broadcast
+				idx[j] = C(0)
+			}
+		}
+		loads[i] = Load(b, idx...)
+	}
+	out := c.Out[0]
+	c.Emit(sumOfProducts(out, accType(out.DType), extents, loads,
+		func(acc *Expr) *Expr { return CastTo(acc, computeType(out.DType)) }))
+	return nil
+}
+
+func init() {
+	matmul := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16, ir.Int32, ir.Int64, ir.Uint32, ir.Uint64}
+	define(map[string]*OpDef{
+		"MatMul": {Types: matmul, Build: defMatMul},
+		"Gemm":   {Types: matmul, Build: defGemm},
+		"Einsum": {Types: []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.Int8, ir.Int16, ir.Int32, ir.Int64,
+			ir.Uint8, ir.Uint16, ir.Uint32, ir.Uint64}, Build: defEinsum},
+	})
+}

@@ -1,0 +1,317 @@
+package kernel
+
+import (
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+)
+
+// The recurrent ops (RNN, GRU, LSTM) as kernels: the input projection of
+// every time step at once, then per time step (unrolled: shapes are
+// static) the recurrent product and the cell update of every direction
+// and batch entry, the state in double-buffered scratch. Activations and
+// their parameters are resolved by ir/ops (RNNActivations), as the
+// reference resolves them; the cells follow ir/ops/rnn.go:
+//
+//	RNN:  H = f(Wx + RH + Wb + Rb)
+//	GRU:  z = f(Wz x + Rz H + b), r = f(Wr x + Rr H + b),
+//	      h = g(Wh x + Rh (r·H) + Rbh + Wbh)      (linear_before_reset = 0)
+//	      h = g(Wh x + r·(Rh H + Rbh) + Wbh)      (linear_before_reset = 1)
+//	      H = (1 - z)·h + z·H
+//	LSTM: i, o, f, c gates; C = f·C + i·g(c); H = o·h(C), peepholes on
+//	      i, f (old C) and o (new C); f = 1 - i with input_forget
+//
+// A batch entry past its sequence_lens keeps its state and gets zeros in
+// Y; a reverse direction runs from its last valid step back.
+
+// rnnAct returns activation a applied to x.
+func rnnAct(a ops.RNNActivation, x *Expr) *Expr {
+	alpha, beta := num(x, a.Alpha), num(x, a.Beta)
+	switch a.Name {
+	case "relu":
+		return Relu(x)
+	case "tanh":
+		return Tanh(x)
+	case "sigmoid":
+		return Sigmoid(x)
+	case "affine":
+		return Add(Mul(alpha, x), beta)
+	case "leakyrelu":
+		return Select(Ge(x, num(x, 0)), x, Mul(alpha, x))
+	case "thresholdedrelu":
+		return Select(Ge(x, alpha), x, num(x, 0))
+	case "scaledtanh":
+		return Mul(alpha, Tanh(Mul(beta, x)))
+	case "hardsigmoid":
+		return Clamp(Add(Mul(alpha, x), beta), num(x, 0), num(x, 1))
+	case "elu":
+		return Select(Ge(x, num(x, 0)), x, Mul(alpha, Expm1(x)))
+	case "softsign":
+		return Div(x, Add(num(x, 1), Abs(x)))
+	case "softplus":
+		return Softplus(x)
+	}
+	panic("kernel: activation " + a.Name)
+}
+
+// rnn is one recurrent node's sizes, settings and buffers.
+type rnn struct {
+	c                         *Ctx
+	op                        string
+	gates                     int64
+	seq, batch, in, hidden    int64
+	dirs                      int64
+	major                     bool // layout = 1
+	reverse                   bool // a unidirectional node running backwards
+	t                         ir.DType
+	clip                      *Expr // nil: no clipping
+	acts                      [][]ops.RNNActivation
+	linearBeforeReset, forget bool
+	x, w, r, b, lens, h0, c0  *Buffer
+	p                         *Buffer
+}
+
+func defRNN(c *Ctx) error {
+	x, w, r := c.In[0], c.In[1], c.In[2]
+	xd, ok1 := x.Static()
+	wd, ok2 := w.Static()
+	rd, ok3 := r.Static()
+	if !ok1 || !ok2 || !ok3 {
+		return c.Unsupported("a recurrence of dynamic dims")
+	}
+	n := &rnn{c: c, op: c.Node.OpType, t: computeType(x.DType), b: c.Input(3), lens: c.Input(4), h0: c.Input(5), c0: c.Input(6), p: c.Input(7), x: x, w: w, r: r}
+	n.gates = map[string]int64{"RNN": 1, "GRU": 3, "LSTM": 4}[n.op]
+	if len(xd) != 3 || len(wd) != 3 || len(rd) != 3 {
+		return c.Unsupported("X, W and R must have rank 3")
+	}
+	n.seq, n.batch, n.in, n.hidden, n.dirs = xd[0], xd[1], xd[2], rd[2], wd[0]
+	n.major = c.Node.Attr("layout") != nil && c.Int("layout") != 0
+	if n.major {
+		n.seq, n.batch = n.batch, n.seq
+	}
+	switch dir := c.String("direction"); {
+	case dir == "reverse" && n.dirs == 1:
+		n.reverse = true
+	case dir == "forward" && n.dirs == 1, dir == "bidirectional" && n.dirs == 2:
+	default:
+		return c.Unsupported("direction %q with W of %d directions", dir, n.dirs)
+	}
+	gh := n.gates * n.hidden
+	if wd[1] != gh || wd[2] != n.in || rd[0] != n.dirs || rd[1] != gh ||
+		c.Node.Attr("hidden_size") != nil && c.Int("hidden_size") != n.hidden {
+		return c.Unsupported("W %v and R %v do not fit %d gates of hidden size %d", wd, rd, n.gates, n.hidden)
+	}
+	var err error
+	if n.acts, err = c.RNNActivations(int(n.dirs)); err != nil {
+		return c.Unsupported("%v", err)
+	}
+	if c.Node.Attr("clip") != nil {
+		n.clip = Const(n.t, float64(c.Float("clip")))
+	}
+	n.linearBeforeReset = n.op == "GRU" && c.Int("linear_before_reset") != 0
+	n.forget = n.op == "LSTM" && c.Int("input_forget") != 0
+	n.emit()
+	return nil
+}
+
+// clipped applies the node's clip.
+func (n *rnn) clipped(x *Expr) *Expr {
+	if n.clip == nil {
+		return x
+	}
+	return Clamp(x, Neg(n.clip), n.clip)
+}
+
+// act is direction d's activation i (d an expression: bidirectional
+// nodes may differ per direction) of the clipped x.
+func (n *rnn) act(d *Expr, i int, x *Expr, clip bool) *Expr {
+	if clip {
+		x = n.clipped(x)
+	}
+	v := rnnAct(n.acts[0][i], x)
+	if n.dirs == 2 && n.acts[1][i] != n.acts[0][i] {
+		v = Select(Eq(d, C(1)), rnnAct(n.acts[1][i], x), v)
+	}
+	return v
+}
+
+// stateIdx is the index of state (d, b, j) in initial_h, Y_h and the like.
+func (n *rnn) stateIdx(d, b, j *Expr) []*Expr {
+	if n.major {
+		return []*Expr{b, d, j}
+	}
+	return []*Expr{d, b, j}
+}
+
+// bias returns B's element (d, part·G·H + j) (part 0: Wb, 1: Rb), or 0.
+func (n *rnn) bias(d *Expr, part int64, j *Expr) *Expr {
+	if n.b == nil {
+		return Const(n.t, 0)
+	}
+	return Load(n.b, d, Add(C(part*n.gates*n.hidden), j))
+}
+
+func (n *rnn) emit() {
+	c, t := n.c, n.t
+	D, B, S, H, gh := C(n.dirs), C(n.batch), C(n.seq), C(n.hidden), C(n.gates*n.hidden)
+	d, b, j := Var(0), Var(1), Var(2)
+	y, yh, yc := c.Output(0), c.Output(1), c.Output(2)
+	if n.op != "LSTM" {
+		yc = nil
+	}
+
+	// The input projection, every time step: gx[s, d, b, j] = W x + the
+	// biases that add to it (all but GRU's Rbh with linear_before_reset).
+	gx := c.Temp(t, S, D, B, gh)
+	{
+		s, d, b, j := Var(0), Var(1), Var(2), Var(3)
+		xIdx := []*Expr{s, b, RVar(0)}
+		if n.major {
+			xIdx = []*Expr{b, s, RVar(0)}
+		}
+		post := Add(Acc(t), n.bias(d, 0, j))
+		rb := n.bias(d, 1, j)
+		if n.linearBeforeReset {
+			rb = Select(Lt(j, C(2*n.hidden)), rb, Const(t, 0))
+		}
+		post = Add(post, rb)
+		c.Emit(&Kernel{Name: n.op + ".input", Out: gx, Space: gx.Dims, Value: Mul(Load(n.x, xIdx...), Load(n.w, d, j, RVar(0))),
+			Reduce: &Reduce{Op: SumOp, Extents: []*Expr{C(n.in)}, Post: post}})
+	}
+
+	// Double-buffered state: h[i%2] before step i, h[1-i%2] after it.
+	h := c.Temp(t, C(2), D, B, H)
+	var cell *Buffer
+	zero := Const(t, 0)
+	state := []*Expr{D, B, H}
+	initFrom := func(src *Buffer) *Expr {
+		if src == nil {
+			return zero
+		}
+		return Load(src, n.stateIdx(d, b, j)...)
+	}
+	c.Emit(&Kernel{Name: n.op + ".h0", Out: h, Space: state, Store: []*Expr{C(0), d, b, j}, Value: initFrom(n.h0)})
+	if n.op == "LSTM" {
+		cell = c.Temp(t, C(2), D, B, H)
+		c.Emit(&Kernel{Name: n.op + ".c0", Out: cell, Space: state, Store: []*Expr{C(0), d, b, j}, Value: initFrom(n.c0)})
+	}
+	if y != nil && n.lens != nil {
+		c.Emit(&Kernel{Name: n.op + ".y0", Out: y, Space: y.Dims, Value: zero})
+	}
+	var length *Expr = S // batch entry b's sequence length
+	if n.lens != nil {
+		length = Clamp(CastTo(Load(n.lens, b), ir.Int64), C(0), S)
+	}
+	gr := c.Temp(t, D, B, gh) // R H (+ Rbh) per step
+	var rh, gr2 *Buffer
+	if n.op == "GRU" && !n.linearBeforeReset {
+		rh, gr2 = c.Temp(t, D, B, H), c.Temp(t, D, B, H)
+	}
+	for i := int64(0); i < n.seq; i++ {
+		cur, nxt := C(i%2), C(1-i%2)
+		step := C(i)
+		valid := Lt(step, length)
+		back := Sub(Sub(length, C(1)), step)
+		var time *Expr = step
+		switch {
+		case n.reverse:
+			time = back
+		case n.dirs == 2:
+			time = Select(Eq(d, C(1)), back, step)
+		}
+		if n.lens != nil {
+			time = Select(valid, time, C(0)) // never read outside X
+		}
+		hc := Load(h, cur, d, b, j)
+		in := func(gate int64) *Expr { return Load(gx, time, d, b, Add(C(gate*n.hidden), j)) }
+		rec := func(gate int64) *Expr { return Load(gr, d, b, Add(C(gate*n.hidden), j)) }
+
+		// gr[d, b, j] = R[d, j] · h (GRU without linear_before_reset: the
+		// z and r rows only; its h row reads r·h, computed next).
+		rows := gh
+		if rh != nil {
+			rows = C(2 * n.hidden)
+		}
+		var post *Expr
+		if n.linearBeforeReset {
+			post = Add(Acc(t), Select(Ge(j, C(2*n.hidden)), n.bias(d, 1, j), zero))
+		}
+		c.Emit(&Kernel{Name: n.op + ".rec", Out: gr, Space: []*Expr{D, B, rows},
+			Value:  Mul(Load(h, cur, d, b, RVar(0)), Load(n.r, d, j, RVar(0))),
+			Reduce: &Reduce{Op: SumOp, Extents: []*Expr{H}, Post: post}})
+
+		var hn *Expr
+		switch n.op {
+		case "RNN":
+			hn = n.act(d, 0, Add(in(0), rec(0)), true)
+		case "GRU":
+			z := n.act(d, 0, Add(in(0), rec(0)), true)
+			r := n.act(d, 0, Add(in(1), rec(1)), true)
+			var hh *Expr
+			if rh == nil {
+				hh = n.act(d, 1, Add(in(2), Mul(r, rec(2))), true)
+			} else {
+				c.Emit(&Kernel{Name: n.op + ".rh", Out: rh, Space: state, Value: Mul(r, hc)})
+				c.Emit(&Kernel{Name: n.op + ".rec2", Out: gr2, Space: state,
+					Value:  Mul(Load(rh, d, b, RVar(0)), Load(n.r, d, Add(C(2*n.hidden), j), RVar(0))),
+					Reduce: &Reduce{Op: SumOp, Extents: []*Expr{H}}})
+				hh = n.act(d, 1, Add(in(2), Load(gr2, d, b, j)), true)
+			}
+			hn = Add(Mul(Sub(num(z, 1), z), hh), Mul(z, hc))
+		case "LSTM":
+			cc := Load(cell, cur, d, b, j)
+			peep := func(q int64, cv *Expr) *Expr {
+				if n.p == nil {
+					return zero
+				}
+				return Mul(Load(n.p, d, Add(C(q*n.hidden), j)), cv)
+			}
+			ig := n.act(d, 0, Add(Add(in(0), rec(0)), peep(0, cc)), true)
+			fg := Sub(num(ig, 1), ig)
+			if !n.forget {
+				fg = n.act(d, 0, Add(Add(in(2), rec(2)), peep(2, cc)), true)
+			}
+			cn := Add(Mul(fg, cc), Mul(ig, n.act(d, 1, Add(in(3), rec(3)), true)))
+			if n.lens != nil {
+				cn = Select(valid, cn, cc)
+			}
+			c.Emit(&Kernel{Name: n.op + ".c", Out: cell, Space: state, Store: []*Expr{nxt, d, b, j}, Value: cn})
+			cnew := Load(cell, nxt, d, b, j)
+			og := n.act(d, 0, Add(Add(in(1), rec(1)), peep(1, cnew)), true)
+			hn = Mul(og, n.act(d, 2, cnew, false))
+		}
+		if n.lens != nil {
+			hn = Select(valid, hn, hc)
+		}
+		c.Emit(&Kernel{Name: n.op + ".h", Out: h, Space: state, Store: []*Expr{nxt, d, b, j}, Value: hn})
+		if y != nil {
+			at := []*Expr{time, d, b, j}
+			if n.major {
+				at = []*Expr{b, time, d, j}
+			}
+			k := &Kernel{Name: n.op + ".y", Out: y, Space: state, Store: at, Value: StoreAs(Load(h, nxt, d, b, j), y.DType)}
+			if n.lens != nil {
+				k.When = valid
+			}
+			c.Emit(k)
+		}
+	}
+	last := C(n.seq % 2)
+	for _, o := range []struct {
+		out, from *Buffer
+	}{{yh, h}, {yc, cell}} {
+		if o.out == nil {
+			continue
+		}
+		c.Emit(&Kernel{Name: n.op + ".state", Out: o.out, Space: state, Store: n.stateIdx(d, b, j),
+			Value: StoreAs(Load(o.from, last, d, b, j), o.out.DType)})
+	}
+}
+
+func init() {
+	floats := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16}
+	define(map[string]*OpDef{
+		"RNN":  {Types: floats, Build: defRNN},
+		"GRU":  {Types: floats, Build: defRNN},
+		"LSTM": {Types: floats, Build: defRNN},
+	})
+}

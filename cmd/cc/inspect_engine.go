@@ -74,16 +74,27 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 		if i == 0 {
 			label = "inputs"
 		}
-		row(label, "%s %s%v", b.Name, b.DType, b.Shape)
+		row(label, "%s %s", b.Name, b.ShapeString())
 	}
 	for i, b := range m.Outputs {
 		label := ""
 		if i == 0 {
 			label = "outputs"
 		}
-		row(label, "%s %s%v", b.Name, b.DType, b.Shape)
+		row(label, "%s %s", b.Name, b.ShapeString())
 	}
-	row("memory", "arena %s bytes (all tensors %s bytes)", commas(m.ArenaBytes), commas(m.TensorBytes))
+	for i, sy := range m.Symbols {
+		label := ""
+		if i == 0 {
+			label = "dynamic"
+		}
+		row(label, "%s from %d to %d, tuned at %d", sy.Name, sy.Min, sy.Max, sy.Opt)
+	}
+	planned := ""
+	if len(m.Symbols) > 0 {
+		planned = ", at the dynamic dims' maxima"
+	}
+	row("memory", "arena %s bytes (all tensors %s bytes)%s", commas(m.ArenaBytes), commas(m.TensorBytes), planned)
 	threads := "any"
 	if m.MaxThreads > 0 {
 		threads = fmt.Sprint(m.MaxThreads)

@@ -45,6 +45,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 		duration := cli.PositiveFloat(fs, "duration", 3, "`seconds` of timed runs when --iterations is not given")
 		asJSON := fs.Bool("json", false, "print one JSON object")
 		perLayer := fs.Bool("per-layer", false, "also profile each kernel step")
+		shapes := cli.Shapes(fs, "shape", "`NAME=DIMS`: the shape of random data for a dynamic input not given by --input (default: the shape the engine was tuned at)")
 		return func(env *cli.Env, args []string) error {
 			if cli.WasSet(fs, "iterations") && cli.WasSet(fs, "duration") {
 				return cli.Usagef("--iterations and --duration both given: one decides how long to run")
@@ -55,7 +56,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 				return err
 			}
 			loadMS := ms(time.Since(start))
-			feeds, err := loadInputs(eng, inputs, 1)
+			feeds, err := loadInputs(eng, inputs, shapes, 1)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/kiln-ml/kiln/frontend/onnx"
@@ -17,6 +18,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
+	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
 var tool = &cli.Tool{
@@ -85,6 +87,7 @@ run); otherwise a summary is printed. An input name given twice is a usage error
 		var inputs inputList
 		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
 		outDir := fs.String("output-dir", "", "write outputs here as output_N.pb")
+		shapes := cli.Shapes(fs, "shape", "`NAME=DIMS`: the shape of random data for a dynamic input not given by --input (default: the shape the engine was tuned at)")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
 		requireSigned := requireSignedFlag(fs)
 		limits := limitflags.Add(fs, limitflags.Tensor, limitflags.Arena)
@@ -102,7 +105,7 @@ run); otherwise a summary is printed. An input name given twice is a usage error
 					return err
 				}
 			}
-			feeds, err := loadInputs(eng, inputs, 1)
+			feeds, err := loadInputs(eng, inputs, shapes, 1)
 			if err != nil {
 				return err
 			}
@@ -205,7 +208,9 @@ func outputPath(dir string, i int) string {
 
 // loadInputs reads the --input files and fills the rest with seeded random
 // normal values.
-func loadInputs(eng *runtime.Engine, specs inputList, seed int64) (map[string]*ir.Tensor, error) {
+// A dynamic input without --input gets the shape --shape gives it, or the
+// shape the engine was tuned at (its profile's opt).
+func loadInputs(eng *runtime.Engine, specs inputList, shapes map[string][]int64, seed int64) (map[string]*ir.Tensor, error) {
 	feeds := map[string]*ir.Tensor{}
 	for _, in := range specs {
 		name, file := in.name, in.file
@@ -227,9 +232,24 @@ func loadInputs(eng *runtime.Engine, specs inputList, seed int64) (map[string]*i
 		}
 		feeds[name] = t
 	}
+	for name := range shapes {
+		if !slices.ContainsFunc(eng.Inputs(), func(b engine.Binding) bool { return b.Name == name }) {
+			return nil, cli.Usagef("--shape %s: the engine has no input %q", name, name)
+		}
+		if feeds[name] != nil {
+			return nil, cli.Usagef("--shape %s: the input is given by --input", name)
+		}
+	}
 	for _, b := range eng.Inputs() {
 		if feeds[b.Name] == nil {
-			t, err := randomTensor(b.DType, b.Shape, seed)
+			dims, ok := shapes[b.Name]
+			if !ok {
+				var err error
+				if dims, err = b.DimsAt(eng.Meta.Symbols, engine.OptValues(eng.Meta.Symbols)); err != nil {
+					return nil, err
+				}
+			}
+			t, err := randomTensor(b.DType, dims, seed)
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,70 @@
+package build
+
+import (
+	"flag"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/runtime/reference"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/models/digits_cnn_dynamic")
+
+// dynamicDir holds digits_cnn with its batch dim made symbolic, as
+// PyTorch exports it with dynamic_axes: its PyTorch test set at batch 1
+// and a batch-4 set whose outputs are the reference executor's.
+const dynamicDir = "../../testdata/models/digits_cnn_dynamic"
+
+// TestDynamicDigitsTestdata checks (or with -update writes) the dynamic
+// model and its test sets.
+func TestDynamicDigitsTestdata(t *testing.T) {
+	m, err := onnx.ReadFile("../../testdata/models/digits_cnn.onnx")
+	require.NoError(t, err)
+	m.Graph.Inputs[0].Type.Shape.Dims[0] = ir.Sym("batch")
+	m.Graph.Outputs[0].Type.Shape.Dims[0] = ir.Sym("batch")
+	model, err := onnx.Write(m) // before the reference annotates types
+	require.NoError(t, err)
+	set0, err := onnx.ReadTensorFile("../../testdata/models/digits_cnn/test_data_set_0/input_0.pb")
+	require.NoError(t, err)
+	want0, err := onnx.ReadTensorFile("../../testdata/models/digits_cnn/test_data_set_0/output_0.pb")
+	require.NoError(t, err)
+	r := rand.New(rand.NewSource(4))
+	x4 := ir.NewTensor(ir.Float32, 4, 1, 8, 8)
+	for i := range x4.Float32s() {
+		x4.Float32s()[i] = float32(r.Float64() * 16) // the UCI digits' pixel range
+	}
+	ref, err := reference.New(m)
+	require.NoError(t, err)
+	out, err := ref.Run(map[string]*ir.Tensor{"input": x4})
+	require.NoError(t, err)
+	want4 := out["output"]
+	sets := map[string][2]*ir.Tensor{"test_data_set_0": {set0, want0}, "test_data_set_1": {x4, want4}}
+	if *update {
+		require.NoError(t, os.MkdirAll(dynamicDir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dynamicDir, "model.onnx"), model, 0o644))
+		for name, s := range sets {
+			dir := filepath.Join(dynamicDir, name)
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			for i, file := range []string{"input_0.pb", "output_0.pb"} {
+				b, err := onnx.WriteTensor(s[i])
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(dir, file), b, 0o644))
+			}
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(dynamicDir, "model.onnx"))
+	require.NoError(t, err, "run go test ./internal/build -run TestDynamicDigitsTestdata -update")
+	require.Equal(t, model, got, "the model differs from digits_cnn with a dynamic batch")
+	for name, s := range sets {
+		for i, file := range []string{"input_0.pb", "output_0.pb"} {
+			stored, err := onnx.ReadTensorFile(filepath.Join(dynamicDir, name, file))
+			require.NoError(t, err)
+			require.True(t, stored.Equal(s[i]), "%s/%s differs from what the reference gives", name, file)
+		}
+	}
+}

@@ -45,7 +45,7 @@ type Options struct {
 	// what is built, so the engine does not record them.
 	Limits ir.Limits
 	// Shapes pin inputs' dims or give the ranges of their dynamic dims.
-	Shapes Shapes
+	Shapes  Shapes
 	profile map[string]cpu.DimRange
 }
 

@@ -579,10 +579,11 @@ type TopK struct {
 	Largest bool
 }
 
-// TopKSpec resolves a TopK node for an input of shape dims, as every
-// backend must: k from the attribute (before opset 10) or input 1 (which
-// must then be known, c.In), at most the axis' size; a negative axis;
-// largest from opset 11. The selection is always sorted.
+// TopKSpec resolves a TopK node for an input of shape dims (a dim below 0
+// is unknown), as every backend must: k from the attribute (before opset
+// 10) or input 1 (which must then be known, c.In), at most the axis'
+// size; a negative axis; largest from opset 11. The selection is always
+// sorted.
 func (c *KernelContext) TopKSpec(dims []int64) (*TopK, error) {
 	axis, err := NormAxis(c.Int("axis"), len(dims))
 	if err != nil {
@@ -595,7 +596,7 @@ func (c *KernelContext) TopKSpec(dims []int64) (*TopK, error) {
 	if !known {
 		return nil, c.Errorf("K is not known")
 	}
-	if k > dims[axis] {
+	if dims[axis] >= 0 && k > dims[axis] {
 		return nil, c.Errorf("k = %d exceeds the axis size %d", k, dims[axis])
 	}
 	return &TopK{Axis: axis, K: k, Largest: !c.declares("largest") || c.Int("largest") != 0}, nil

@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"fmt"
-
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -43,19 +41,5 @@ func init() {
 		"Squeeze":   view(),
 		"Unsqueeze": view(),
 		"Identity":  view(),
-		"Dropout": {types: floats, view: true, lower: (*gen).lowerCopy, check: func(g *gen, n *ir.Node) error {
-			if len(n.Outputs) > 1 && n.Outputs[1] != nil {
-				return fmt.Errorf("mask output not supported")
-			}
-			// Only inference mode is a copy: training_mode must be absent or
-			// a constant false.
-			if t := n.Input(2); t != nil {
-				c := g.constOf(t)
-				if c == nil || c.Len() != 1 || c.Int64At(0) != 0 {
-					return fmt.Errorf("training mode not supported")
-				}
-			}
-			return nil
-		}},
 	})
 }

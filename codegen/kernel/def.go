@@ -141,6 +141,15 @@ func (c *Ctx) Input(i int) *Buffer {
 	return nil
 }
 
+// Output returns output i's buffer, or nil when the node does not
+// produce it.
+func (c *Ctx) Output(i int) *Buffer {
+	if i < len(c.Out) {
+		return c.Out[i]
+	}
+	return nil
+}
+
 // Const returns input i's compile-time value, or nil.
 func (c *Ctx) Const(i int) *ir.Tensor {
 	if i < len(c.Consts) {

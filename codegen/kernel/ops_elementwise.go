@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // Elementwise ops: each output element is a function of the inputs'
@@ -308,7 +309,8 @@ func init() {
 			c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return Select(xs[0], xs[1], xs[2]) }, c.In...))
 			return nil
 		}},
-		"Clip": {Types: numeric, Build: buildClip},
+		"Clip":    {Types: numeric, Build: buildClip},
+		"Dropout": {Types: floats, Build: defDropout},
 	}
 	define(rows)
 }
@@ -346,4 +348,46 @@ func concat(sets ...[]ir.DType) []ir.DType {
 		out = append(out, s...)
 	}
 	return out
+}
+
+// defDropout is the identity outside training mode. In training mode the
+// mask compares the reference's own uniform draws for the node's seed (a
+// table computed at compile time) with the ratio, which, like the mode,
+// may be read at run time: y = u >= ratio ? x/(1-ratio) : 0.
+func defDropout(c *Ctx) error {
+	x, y := c.In[0], c.Out[0]
+	t := computeType(x.DType)
+	xv := Load(x, Vars(x.Rank())...)
+	keep := Bool(true)
+	v := xv
+	if c.Opset >= 12 {
+		train, ok := c.Scalar(2, ir.Bool)
+		if !ok {
+			train = Bool(false)
+		}
+		ratio, ok := c.Scalar(1, ir.Float64)
+		if !ok {
+			ratio = Const(ir.Float64, 0.5)
+		}
+		if !(train.Op == OpConst && train.Int == 0) {
+			dims, static := x.Static()
+			if !static {
+				return c.Unsupported("training-mode Dropout of dynamic dims")
+			}
+			n := int64(1)
+			for _, d := range dims {
+				n *= d
+			}
+			u := c.Table(ir.FromSlice(ir.Float64, dims, ops.DropoutUniforms(c.Int("seed"), n)))
+			active := And(train, Gt(ratio, Const(ir.Float64, 0)))
+			keep = Or(Not(active), Ge(Load(u, Vars(x.Rank())...), ratio))
+			scale := CastTo(Div(Const(ir.Float64, 1), Sub(Const(ir.Float64, 1), ratio)), t)
+			v = Select(active, Select(keep, Mul(xv, scale), Const(t, 0)), xv)
+		}
+	}
+	c.Emit(copyOf(y, StoreAs(v, y.DType)))
+	if m := c.Output(1); m != nil {
+		c.Emit(copyOf(m, StoreAs(CastTo(keep, computeType(m.DType)), m.DType)))
+	}
+	return nil
 }

@@ -150,15 +150,6 @@ func allSame(xs []int64) bool {
 
 // GlobalAveragePool and GlobalMaxPool are reductions: ops_reduce.go defines them.
 
-// Output returns output i's buffer, or nil when the node does not produce
-// it.
-func (c *Ctx) Output(i int) *Buffer {
-	if i < len(c.Out) {
-		return c.Out[i]
-	}
-	return nil
-}
-
 func init() {
 	floats := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16}
 	define(map[string]*OpDef{

@@ -230,6 +230,19 @@ func inferDropout(c *InferContext) error {
 	return nil
 }
 
+// DropoutUniforms are the n uniform draws in [0, 1) a training-mode
+// Dropout with this seed compares with its ratio (numpy's generator, as
+// ONNX's reference draws them): element k is kept when u[k] >= ratio.
+// Backends precompute them, so their masks agree with the reference.
+func DropoutUniforms(seed int64, n int64) []float64 {
+	rng := newNumpyRand(uint32(seed))
+	u := make([]float64, n)
+	for k := range u {
+		u[k] = rng.float64()
+	}
+	return u
+}
+
 func dropoutRatio(r *ir.Tensor) (float64, error) {
 	if r.Len() != 1 || !r.DType.IsFloat() {
 		return 0, fmt.Errorf("ratio must be a float scalar, got %s%v", r.DType, r.Dims)
@@ -273,10 +286,10 @@ func runDropout(c *KernelContext) error {
 	keep := make([]bool, x.Len())
 	y := x
 	if train && ratio > 0 {
-		rng := newNumpyRand(uint32(c.Int("seed")))
+		u := DropoutUniforms(c.Int("seed"), x.Len())
 		v := Float64s(x)
 		for k := range v {
-			keep[k] = rng.float64() >= ratio
+			keep[k] = u[k] >= ratio
 			if keep[k] {
 				v[k] /= 1 - ratio
 			} else {

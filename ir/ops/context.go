@@ -111,6 +111,12 @@ type InferContext struct {
 	// the inputs' data (Shape of a static shape, Size). Nodes whose inputs
 	// are all constant are evaluated by the driver instead.
 	Values []*ir.Tensor
+	// SymInputs holds each input's value as dims when inference follows
+	// it through a shape subgraph (Shape → Gather → Concat → ...), else
+	// nil; SymIn also gives a constant input's. See symvalue.go.
+	SymInputs []*SymTensor
+	// SymValues receives an output's value as dims (SetSym).
+	SymValues []*SymTensor
 	// limits are the driver's, for the bodies of ops that hold subgraphs.
 	limits ir.Limits
 }
@@ -197,7 +203,7 @@ func (c *KernelContext) Unsupported(d ir.DType) error {
 
 // NewInferContext prepares inference for node n under schema s.
 func NewInferContext(s *Schema, n *ir.Node, opset int64, inputs []ir.Type, consts []*ir.Tensor) *InferContext {
-	return &InferContext{attrs: attrs{n, s}, Node: n, Opset: opset, Inputs: inputs, Consts: consts, Outputs: make([]ir.Type, len(n.Outputs)), Values: make([]*ir.Tensor, len(n.Outputs))}
+	return &InferContext{attrs: attrs{n, s}, Node: n, Opset: opset, Inputs: inputs, Consts: consts, Outputs: make([]ir.Type, len(n.Outputs)), Values: make([]*ir.Tensor, len(n.Outputs)), SymValues: make([]*SymTensor, len(n.Outputs))}
 }
 
 // NewKernelContext prepares a reference kernel call for node n under s.

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 )
 
 // Conv and ConvTranspose, and the sliding-window arithmetic (auto_pad,
@@ -201,6 +202,45 @@ func (w *windowSpec) axis(i int, in int64) (out, padBegin, padEnd int64, err err
 	return out, padBegin, padEnd, nil
 }
 
+// axisDim is axis's output size for a symbolic input size: the same
+// arithmetic as an expression, (H + 1)//2 for a 3x3 window with stride 2
+// and pads 1; unknown when the input or the kernel is. The checks that
+// the window fits are left to run time.
+func (w *windowSpec) axisDim(i int, in ir.Dim) ir.Dim {
+	n := len(w.kernel)
+	k, s, d := w.kernel[i], w.strides[i], w.dilations[i]
+	x, ok := ir.DimExpr(in)
+	if !ok || k < 0 {
+		return ir.UnknownDim()
+	}
+	ek := (k-1)*d + 1
+	div := func(num *dimexpr.Expr) *dimexpr.Expr {
+		q, _ := num.FloorDiv(dimexpr.Const(s))
+		return q
+	}
+	switch w.autoPad {
+	case "VALID":
+		return ir.DimOf(div(x.AddConst(-ek)).AddConst(1))
+	case "SAME_UPPER", "SAME_LOWER":
+		return ir.DimOf(div(x.AddConst(s - 1)))
+	}
+	pb, pe := w.pads[i], w.pads[n+i]
+	span := x.AddConst(pb + pe - ek)
+	switch {
+	case !w.ceil:
+		return ir.DimOf(div(span).AddConst(1))
+	case pe+s <= ek:
+		// No window can start in the end padding: ceil(span/s) + 1.
+		return ir.DimOf(div(span.AddConst(s - 1)).AddConst(1))
+	case pe < ek:
+		// The last window is dropped exactly when it would start in the
+		// end padding, which leaves the windows starting before
+		// in + pb: ceil((in + pb)/s) of them.
+		return ir.DimOf(div(x.AddConst(pb + s - 1)))
+	}
+	return ir.UnknownDim()
+}
+
 // transposeWindow is a ConvTranspose's window: the forward attributes plus
 // output_padding and the spatial part of output_shape (-1s when absent).
 type transposeWindow struct {
@@ -238,6 +278,27 @@ func (w *transposeWindow) axis(i int, in int64) (out, padBegin, padEnd int64, er
 	// extra positions at the end get only the bias (as in ONNX Runtime).
 	padBegin, padEnd = w.splitPad(max(0, full-out))
 	return out, padBegin, padEnd, nil
+}
+
+// axisDim is axis's output size for a symbolic input size.
+func (w *transposeWindow) axisDim(i int, in ir.Dim) ir.Dim {
+	n := len(w.kernel)
+	k, s, d, want := w.kernel[i], w.strides[i], w.dilations[i], w.outShape[i]
+	if want >= 0 {
+		return ir.D(want)
+	}
+	x, ok := ir.DimExpr(in)
+	if !ok || k < 0 {
+		return ir.UnknownDim()
+	}
+	if w.same() {
+		return ir.DimOf(x.MulConst(s))
+	}
+	full := x.AddConst(-1).MulConst(s).AddConst(w.outPad[i] + (k-1)*d + 1)
+	if w.autoPad == "VALID" {
+		return ir.DimOf(full)
+	}
+	return ir.DimOf(full.AddConst(-w.pads[i] - w.pads[n+i]))
 }
 
 // grid is a resolved window normalized to three spatial axes (1- and 2-D
@@ -479,8 +540,8 @@ func convShape(a attrs, x, w ir.Shape) (*windowSpec, ir.Shape, error) {
 func (w *windowSpec) shape(n, c ir.Dim, in []ir.Dim) (ir.Shape, error) {
 	out := ir.ShapeOf(n, c)
 	for i, d := range in {
-		if !d.IsStatic() && w.same() && w.strides[i] == 1 {
-			out.Dims = append(out.Dims, d) // SAME with stride 1 keeps a symbolic size
+		if !d.IsStatic() {
+			out.Dims = append(out.Dims, w.axisDim(i, d))
 			continue
 		}
 		size, _, _, err := w.axis(i, dimValue(d))
@@ -611,6 +672,10 @@ func convTransposeShape(a attrs, x, w ir.Shape) (*transposeWindow, ir.Shape, err
 	xdims := dimsOf(x, rank)
 	out := ir.ShapeOf(xdims[0], dimOf(m))
 	for i, d := range xdims[2:] {
+		if !d.IsStatic() {
+			out.Dims = append(out.Dims, tw.axisDim(i, d))
+			continue
+		}
 		o, _, _, err := tw.axis(i, dimValue(d))
 		if err != nil {
 			return nil, ir.Shape{}, err

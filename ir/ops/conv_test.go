@@ -286,6 +286,16 @@ func TestConvShapesGolden(t *testing.T) {
 		{op: "ConvTranspose", opset: 22, ins: []ir.Type{tt(ir.BFloat16, 1, 2, 5), tt(ir.BFloat16, 2, 3, 4)}, nOut: 1,
 			attrs: []*ir.Attribute{ir.AttrIs("dilations", 2), ir.AttrIs("pads", 1, 2)}},
 		{op: "ConvTranspose", opset: 11, ins: []ir.Type{tt(f, 1, 2, 5, 5), tt(f, 3, 3, 3, 3)}, nOut: 1},
+		// Symbolic spatial dims: the output sizes as floor divisions.
+		{op: "Conv", opset: 11, ins: []ir.Type{sym(f, "N", 3, "H", "W"), tt(f, 64, 3, 7, 7)}, nOut: 1,
+			attrs: []*ir.Attribute{ir.AttrIs("strides", 2, 2), ir.AttrIs("pads", 3, 3, 3, 3)}},
+		{op: "Conv", opset: 11, ins: []ir.Type{sym(f, "N", 8, "H", "W"), tt(f, 8, 8, 3, 3)}, nOut: 1,
+			attrs: []*ir.Attribute{ir.AttrIs("dilations", 2, 3), ir.AttrIs("strides", 1, 2)}},
+		{op: "Conv", opset: 11, ins: []ir.Type{sym(f, "N", 8, "(H + 1)//2"), tt(f, 8, 8, 3)}, nOut: 1, attrs: []*ir.Attribute{ir.AttrIs("strides", 2), ir.AttrIs("pads", 1, 1)}},
+		{op: "Conv", opset: 11, ins: []ir.Type{sym(f, "N", 8, "L"), tt(f, 4, 8, 5)}, nOut: 1, attrs: []*ir.Attribute{ir.AttrS("auto_pad", "VALID"), ir.AttrIs("strides", 3)}},
+		{op: "ConvTranspose", opset: 11, ins: []ir.Type{sym(f, "N", 8, "H", "W"), tt(f, 8, 4, 3, 3)}, nOut: 1,
+			attrs: []*ir.Attribute{ir.AttrIs("strides", 2, 2), ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrIs("output_padding", 1, 0)}},
+		{op: "ConvTranspose", opset: 11, ins: []ir.Type{sym(f, "N", 8, "L"), tt(f, 8, 4, 4)}, nOut: 1, attrs: []*ir.Attribute{ir.AttrS("auto_pad", "VALID"), ir.AttrIs("strides", 2)}},
 	})
 }
 

@@ -69,6 +69,13 @@ func TestElementwiseShapes(t *testing.T) {
 		{op: "Dropout", opset: 13, ins: []ir.Type{xs, tt(f), tt(b)}, nOut: 2},
 		{op: "Dropout", opset: 13, ins: []ir.Type{x, tt(f)}, consts: []*ir.Tensor{nil, ir.Scalar(ir.Float32, float32(1))}, nOut: 1},
 		one("Identity", 16, nil, tt(ir.String, 2)),
+		// Symbolic broadcasting.
+		one("Add", 14, nil, sym(f, "B", "S", 6), sym(f, 1, "min(16, S)", 6)),
+		one("Add", 14, nil, sym(f, "N", 1), sym(f, 1, "M")),
+		one("Add", 14, nil, sym(f, "N"), sym(f, "M")),
+		one("Add", 14, nil, sym(f, "S - 1"), sym(f, "S")),
+		one("Mul", 14, nil, sym(f, "2*N", 4), sym(f, "N*2", 1)),
+		one("Where", 16, nil, sym(b, 1, 1, "S", "S"), sym(f, "B", 4, "S", "S"), tt(f)),
 	}
 	checkShapeGolden(t, "elementwise", cases)
 }

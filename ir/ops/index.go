@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 )
 
 // Indexing ops: slicing, gathering, scattering, padding, one-hot, Trilu,
@@ -152,18 +153,22 @@ func sliceRange(dim, start, end, step int64) (first, count int64) {
 func inferSlice(c *InferContext) error {
 	x := c.In(0)
 	var a sliceArgs
+	var starts, ends []*dimexpr.Expr
 	known := true
 	if c.declares("starts") {
 		a = sliceArgs{starts: c.Ints("starts"), ends: c.Ints("ends"), axes: c.Ints("axes")}
+		starts, ends = exprsOf(a.starts), exprsOf(a.ends)
 	} else {
-		a.starts, a.ends = constInts(c, 1), constInts(c, 2)
-		known = a.starts != nil && a.ends != nil
+		starts, ends = c.SymInts(1), c.SymInts(2)
+		known = starts != nil && ends != nil
 		for i, p := range []*[]int64{&a.axes, &a.steps} {
 			if c.HasInput(3 + i) {
 				*p = constInts(c, 3+i)
 				known = known && *p != nil
 			}
 		}
+		// resolve checks lengths and axes; the values are read below.
+		a.starts, a.ends = make([]int64, len(starts)), make([]int64, len(ends))
 	}
 	if !x.Shape.Ranked {
 		c.Set(0, ir.TensorType(x.Elem, ir.Shape{}))
@@ -180,15 +185,94 @@ func inferSlice(c *InferContext) error {
 	out := x.Shape.Clone()
 	for i, ax := range axes {
 		d := out.Dims[ax]
-		if !d.IsStatic() {
+		s, sok := starts[i].Value()
+		e, eok := ends[i].Value()
+		if d.IsStatic() && sok && eok {
+			_, n := sliceRange(d.Value, s, e, a.steps[i])
+			out.Dims[ax] = ir.D(n)
+			continue
+		}
+		de, ok := ir.DimExpr(d)
+		if !ok {
 			out.Dims[ax] = ir.UnknownDim()
 			continue
 		}
-		_, n := sliceRange(d.Value, a.starts[i], a.ends[i], a.steps[i])
-		out.Dims[ax] = ir.D(n)
+		out.Dims[ax] = ir.DimOf(sliceCount(de, starts[i], ends[i], a.steps[i]))
 	}
 	c.Set(0, ir.TensorType(x.Elem, out))
 	return nil
+}
+
+// sliceEndless is the magnitude from which a constant start or end of a
+// slice of a symbolic dim means "the very end" (or, negative, "the very
+// beginning"): exporters write INT64_MAX or INT32_MAX for x[a:]. This
+// assumes symbolic dims stay below it.
+const sliceEndless = 1<<31 - 1
+
+// sliceCount is the length of a slice of a dim of size d from start to end
+// by a constant step, when d, start and end are expressions (nil where
+// unknown). It clamps as ONNX does (sliceRange), with min and max, which
+// simplify where the symbols' being at least 1 decides them: x[1:] of N is
+// N - 1, x[:-1] is N - 1, x[2:] is N - min(2, N), x[:S] of 512 is
+// min(512, S). A start or end whose sign is not known gives nil.
+func sliceCount(d, start, end *dimexpr.Expr, step int64) *dimexpr.Expr {
+	const (
+		finite = iota
+		minusInf
+		plusInf
+	)
+	dval, dconst := d.Value()
+	adjust := func(v *dimexpr.Expr) (*dimexpr.Expr, int) {
+		if c, ok := v.Value(); ok {
+			switch {
+			case c >= sliceEndless || dconst && c >= dval:
+				return nil, plusInf
+			case c <= -sliceEndless && !dconst:
+				return nil, minusInf
+			case c < 0:
+				return d.AddConst(c), finite
+			}
+			return v, finite
+		}
+		switch {
+		case v.NonNeg():
+			return v, finite
+		case v.Neg().AddConst(-1).NonNeg(): // v <= -1
+			return d.Add(v), finite
+		}
+		return nil, finite
+	}
+	clamp := func(v *dimexpr.Expr, inf int, lo, hi *dimexpr.Expr) *dimexpr.Expr {
+		switch inf {
+		case plusInf:
+			return hi
+		case minusInf:
+			return lo
+		}
+		return dimexpr.Min(dimexpr.Max(v, lo), hi)
+	}
+	if start == nil || end == nil || step == 0 {
+		return nil
+	}
+	s, sinf := adjust(start)
+	e, einf := adjust(end)
+	if s == nil && sinf == finite || e == nil && einf == finite {
+		return nil
+	}
+	zero := dimexpr.Const(0)
+	var span *dimexpr.Expr
+	if step > 0 {
+		span = clamp(e, einf, zero, d).Sub(clamp(s, sinf, zero, d))
+	} else {
+		last := d.AddConst(-1)
+		span = clamp(s, sinf, zero, last).Sub(clamp(e, einf, dimexpr.Const(-1), last))
+		step = -step
+	}
+	n, err := span.CeilDiv(dimexpr.Const(step))
+	if err != nil {
+		return nil
+	}
+	return dimexpr.Max(n, zero)
 }
 
 // sliceUnknown is Slice-10's output shape when starts, ends or steps are
@@ -844,9 +928,11 @@ func inferPad(c *InferContext) error {
 	if _, err := padMode(c.attrs, c.Opset); err != nil {
 		return c.Errorf("%v", err)
 	}
-	pads, ok := padsAttr(c.attrs)
-	if !ok {
-		pads = constInts(c, 1)
+	var pads []*dimexpr.Expr
+	if p, ok := padsAttr(c.attrs); ok {
+		pads = exprsOf(p)
+	} else {
+		pads = c.SymInts(1)
 	}
 	var axes []int64
 	if c.HasInput(3) {
@@ -858,23 +944,43 @@ func inferPad(c *InferContext) error {
 		c.Set(0, ir.TensorType(x.Elem, unknownDims(x.Shape.Rank())))
 		return nil
 	}
-	begin, end, err := padArgs(x.Shape.Rank(), pads, axes)
+	rank := x.Shape.Rank()
+	if axes == nil {
+		axes = make([]int64, rank)
+		for i := range axes {
+			axes[i] = int64(i)
+		}
+	}
+	if len(pads) != 2*len(axes) {
+		return c.Errorf("pads %s has %d entries for %d axes", exprList(pads), len(pads), len(axes))
+	}
+	norm, err := normAxes(axes, rank)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
+	begin, end := make([]*dimexpr.Expr, rank), make([]*dimexpr.Expr, rank)
+	for i := range begin {
+		begin[i], end[i] = dimexpr.Const(0), dimexpr.Const(0)
+	}
+	for i, ax := range norm {
+		begin[ax], end[ax] = pads[i], pads[len(axes)+i]
+	}
 	out := x.Shape.Clone()
 	for i, d := range out.Dims {
-		switch {
-		case begin[i] == 0 && end[i] == 0:
-		case d.IsStatic():
-			n := d.Value + begin[i] + end[i]
-			if n < 0 {
-				return c.Errorf("pads %v crop dim %d of %d below zero", pads, i, d.Value)
-			}
-			out.Dims[i] = ir.D(n)
-		default:
-			out.Dims[i] = ir.UnknownDim()
+		b, e := begin[i], end[i]
+		if isZero(b) && isZero(e) {
+			continue
 		}
+		de, ok := ir.DimExpr(d)
+		n := de.Add(b).Add(e)
+		if v, isConst := n.Value(); ok && isConst && v < 0 {
+			return c.Errorf("pads %s crop dim %d of %s below zero", exprList(pads), i, d)
+		}
+		if !ok {
+			out.Dims[i] = ir.UnknownDim()
+			continue
+		}
+		out.Dims[i] = symDim(n)
 	}
 	c.Set(0, ir.TensorType(x.Elem, out))
 	return nil
@@ -1129,7 +1235,7 @@ func planResize(r resizeAttrs, in ir.Shape, scalesT, sizesT *ir.Tensor) (*resize
 				p.lengths[ax] = s * float64(d.Value)
 				p.out[ax] = ir.D(int64(math.Floor(p.lengths[ax])))
 			} else if s != 1 {
-				p.out[ax] = ir.UnknownDim()
+				p.out[ax] = scaledDim(d, s)
 			}
 		}
 		return p, nil
@@ -1182,6 +1288,58 @@ func planResize(r resizeAttrs, in ir.Shape, scalesT, sizesT *ir.Tensor) (*resize
 	return nil, fmt.Errorf("one of scales and sizes is required")
 }
 
+// scaledDim is floor(d * s) for a symbolic d, as an expression when s,
+// a binary fraction p/2^k like every float scale, makes d * s exact in
+// float64 (the kernels' arithmetic) for dims below 2^31: 2.0 gives 2*H,
+// 0.5 gives H//2.
+func scaledDim(d ir.Dim, s float64) ir.Dim {
+	frac, exp := math.Frexp(s) // s = frac * 2^exp, frac in [0.5, 1)
+	num, shift := frac, exp
+	for num != math.Trunc(num) && shift > -40 {
+		num, shift = num*2, shift-1
+	}
+	if num != math.Trunc(num) || num > 1<<22 {
+		return ir.UnknownDim()
+	}
+	x, ok := ir.DimExpr(d)
+	if !ok {
+		return ir.UnknownDim()
+	}
+	n := int64(num)
+	if shift >= 0 {
+		if shift > 20 {
+			return ir.UnknownDim()
+		}
+		return ir.DimOf(x.MulConst(n << shift))
+	}
+	q, _ := x.MulConst(n).FloorDiv(dimexpr.Const(1 << -shift))
+	return ir.DimOf(q)
+}
+
+// resizeSymSizes is Resize's output when its sizes are known as
+// expressions (from a shape subgraph): those sizes on the resized axes,
+// under the default "stretch" policy; false otherwise.
+func resizeSymSizes(r resizeAttrs, in ir.Shape, sizes []*dimexpr.Expr) (ir.Shape, bool) {
+	axes := make([]int, in.Rank())
+	for i := range axes {
+		axes[i] = i
+	}
+	if r.axes != nil {
+		var err error
+		if axes, err = normAxes(r.axes, in.Rank()); err != nil {
+			return ir.Shape{}, false
+		}
+	}
+	if r.policy != "stretch" || len(sizes) != len(axes) {
+		return ir.Shape{}, false
+	}
+	out := in.Clone()
+	for i, ax := range axes {
+		out.Dims[ax] = symDim(sizes[i])
+	}
+	return out, true
+}
+
 // resizeArg returns a Resize input for inference: absent (or empty, the
 // pre-13 way of omitting it), present with a known value, or present but
 // unknown.
@@ -1207,6 +1365,12 @@ func inferResize(c *InferContext) error {
 	_, si, zi := resizeInputs(c.attrs)
 	scales, ok1 := resizeArg(c, si)
 	sizes, ok2 := resizeArg(c, zi)
+	if x.Shape.Ranked && ok1 && scales == nil && !ok2 {
+		if out, ok := resizeSymSizes(r, x.Shape, c.SymInts(zi)); ok {
+			c.Set(0, ir.TensorType(x.Elem, out))
+			return nil
+		}
+	}
 	if !x.Shape.Ranked || !ok1 || !ok2 {
 		c.Set(0, ir.TensorType(x.Elem, unknownDims(x.Shape.Rank())))
 		return nil

@@ -481,5 +481,22 @@ func TestIndexShapesGolden(t *testing.T) {
 		{op: "Resize", opset: 13, ins: []ir.Type{unranked, {}, {}, tt(i, 2)}, nOut: 1},
 		{op: "Resize", opset: 13, ins: []ir.Type{tt(f, 2, 2), {}, {}, tt(i, 3)}, consts: []*ir.Tensor{nil, nil, nil, i64s(1, 3, 5)}, nOut: 1},
 		{op: "Resize", opset: 13, ins: []ir.Type{tt(f, 2, 2), {}, {}, tt(i, 2)}, consts: []*ir.Tensor{nil, nil, nil, i64s(1, 3)}, nOut: 1, attrs: []*ir.Attribute{ir.AttrS("mode", "bilinear")}},
+		// Slices of symbolic dims clamp with min and max, which simplify
+		// where the symbols' being at least 1 decides them.
+		{op: "Slice", opset: 13, ins: []ir.Type{sym(f, "N", "S", 8), tt(i, 1), tt(i, 1), tt(i, 1)}, consts: []*ir.Tensor{nil, i64s(1), i64s(math.MaxInt64), i64s(1)}, nOut: 1},
+		{op: "Slice", opset: 13, ins: []ir.Type{sym(f, "N", "S", 8), tt(i, 1), tt(i, 1), tt(i, 1)}, consts: []*ir.Tensor{nil, i64s(0), i64s(-1), i64s(-2)}, nOut: 1},
+		{op: "Slice", opset: 13, ins: []ir.Type{sym(f, "N", "S", 8), tt(i, 1), tt(i, 1), tt(i, 1), tt(i, 1)}, consts: []*ir.Tensor{nil, i64s(-1), i64s(math.MinInt64), i64s(1), i64s(-1)}, nOut: 1},
+		{op: "Slice", opset: 13, ins: []ir.Type{sym(f, "N", "S", 8), tt(i, 1), tt(i, 1), tt(i, 1), tt(i, 1)}, consts: []*ir.Tensor{nil, i64s(0), i64s(math.MaxInt64), i64s(1), i64s(2)}, nOut: 1},
+		{op: "Slice", opset: 13, ins: []ir.Type{sym(f, "N", "S", 8), tt(i, 1), tt(i, 1), tt(i, 1)}, consts: []*ir.Tensor{nil, i64s(2), i64s(math.MaxInt64), i64s(1)}, nOut: 1},
+		{op: "Slice", opset: 13, ins: []ir.Type{tt(i, 1, 512), tt(i, 1), tt(i, 1), tt(i, 1)}, consts: []*ir.Tensor{nil, i64s(0), nil, i64s(1)}, syms: []*SymTensor{nil, nil, symInts("S"), nil}, nOut: 1},
+		{op: "Slice", opset: 13, ins: []ir.Type{sym(f, "B", "P + S", 8), tt(i, 1), tt(i, 1), tt(i, 1)}, consts: []*ir.Tensor{nil, nil, i64s(math.MaxInt64), i64s(1)}, syms: []*SymTensor{nil, symInts("P"), nil, nil}, nOut: 1},
+		{op: "Slice", opset: 13, ins: []ir.Type{sym(f, "N", "S"), tt(i, 1), tt(i, 1), tt(i, 1)}, consts: []*ir.Tensor{nil, nil, i64s(math.MaxInt64), i64s(1)}, syms: []*SymTensor{nil, symInts("3 - S"), nil, nil}, nOut: 1},
+		{op: "Slice", opset: 1, ins: []ir.Type{sym(f, "N", "S")}, nOut: 1, attrs: []*ir.Attribute{ir.AttrIs("starts", 0), ir.AttrIs("ends", 1), ir.AttrIs("axes", 1)}},
+		{op: "Pad", opset: 13, ins: []ir.Type{sym(f, "N", 3, "H", "W"), tt(i, 8)}, consts: []*ir.Tensor{nil, i64s(0, 0, 1, 2, 0, 0, 1, -1)}, nOut: 1},
+		{op: "Pad", opset: 13, ins: []ir.Type{sym(f, "N", "S", 8), tt(i, 6)}, syms: []*SymTensor{nil, symInts("0", "0", "0", "0", "64 - S", "0")}, nOut: 1},
+		{op: "Resize", opset: 13, ins: []ir.Type{sym(f, "N", 3, "H", "W"), {}, tt(f, 4)}, consts: []*ir.Tensor{nil, nil, ir.FromSlice(ir.Float32, []int64{4}, []float32{1, 1, 2, 0.5})}, nOut: 1},
+		{op: "Resize", opset: 13, ins: []ir.Type{sym(f, "N", 3, "H", "W"), {}, tt(f, 4)}, consts: []*ir.Tensor{nil, nil, ir.FromSlice(ir.Float32, []int64{4}, []float32{1, 1, 1.5, 0.3})}, nOut: 1},
+		{op: "Resize", opset: 13, ins: []ir.Type{sym(f, "N", 3, "H", "W"), {}, {}, tt(i, 4)}, syms: []*SymTensor{nil, nil, nil, symInts("N", "3", "2*H", "2*W")}, nOut: 1},
+		{op: "Resize", opset: 18, ins: []ir.Type{sym(f, "N", 3, "H", "W"), {}, {}, tt(i, 2)}, syms: []*SymTensor{nil, nil, nil, symInts("H + 1", "W")}, nOut: 1, attrs: []*ir.Attribute{ir.AttrIs("axes", 2, 3)}},
 	})
 }

@@ -42,15 +42,25 @@ func InferShapes(m *ir.Model) (map[*ir.Value]*ir.Tensor, error) {
 // InferShapesWithin is InferShapes under the given limits (zero fields take
 // their defaults).
 func InferShapesWithin(m *ir.Model, lim ir.Limits) (map[*ir.Value]*ir.Tensor, error) {
-	known := map[*ir.Value]*ir.Tensor{}
-	if err := CheckOpsets(m); err != nil {
-		return known, err
-	}
-	err := inferGraph(m.Graph, OpsetsOf(m), lim.OrDefaults(), known)
+	known, _, err := InferShapesSym(m, lim)
 	return known, err
 }
 
-func inferGraph(g *ir.Graph, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir.Tensor) error {
+// InferShapesSym is InferShapesWithin that also returns the values it
+// knows as expressions over the model's symbols (shape subgraphs whose
+// value depends on symbolic dims: the Concat feeding a Reshape holds
+// [N, -1]). A value in the first map is not in the second.
+func InferShapesSym(m *ir.Model, lim ir.Limits) (map[*ir.Value]*ir.Tensor, map[*ir.Value]*SymTensor, error) {
+	known := map[*ir.Value]*ir.Tensor{}
+	syms := map[*ir.Value]*SymTensor{}
+	if err := CheckOpsets(m); err != nil {
+		return known, syms, err
+	}
+	err := inferGraph(m.Graph, OpsetsOf(m), lim.OrDefaults(), known, syms)
+	return known, syms, err
+}
+
+func inferGraph(g *ir.Graph, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir.Tensor, syms map[*ir.Value]*SymTensor) error {
 	for _, v := range g.Inputs {
 		if err := lim.CheckType(fmt.Sprintf("input %q", v.Name), v.Type); err != nil {
 			return err
@@ -68,14 +78,14 @@ func inferGraph(g *ir.Graph, opsets Opsets, lim ir.Limits, known map[*ir.Value]*
 		delete(known, v) // an initializer that is also an input is overridable
 	}
 	for _, n := range g.Nodes {
-		if err := inferNode(n, opsets, lim, known); err != nil {
+		if err := inferNode(n, opsets, lim, known, syms); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir.Tensor) error {
+func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir.Tensor, syms map[*ir.Value]*SymTensor) error {
 	s, err := opsets.Schema(n)
 	if err != nil {
 		return fmt.Errorf("%s: %w", n, err)
@@ -85,6 +95,7 @@ func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir
 	}
 	types := make([]ir.Type, len(n.Inputs))
 	consts := make([]*ir.Tensor, len(n.Inputs))
+	symIns := make([]*SymTensor, len(n.Inputs))
 	allConst := true
 	for i, v := range n.Inputs {
 		if v == nil {
@@ -92,12 +103,14 @@ func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir
 		}
 		types[i] = v.Type
 		consts[i] = known[v]
+		symIns[i] = syms[v]
 		allConst = allConst && consts[i] != nil
 	}
 	opset := opsets[n.Domain]
 	c := NewInferContext(s, n, opset, types, consts)
 	c.Opsets = opsets
 	c.limits = lim
+	c.SymInputs = symIns
 	if err := s.Infer(c); err != nil {
 		return err
 	}
@@ -122,9 +135,17 @@ func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir
 			return err
 		}
 	}
+	inferSymValues(c)
 	for i, o := range n.Outputs {
 		if o == nil {
 			continue
+		}
+		if sv := c.SymValues[i]; sv != nil && c.Values[i] == nil {
+			if t := sv.Const(); t != nil {
+				c.Values[i] = t // every element turned out constant
+			} else {
+				syms[o] = sv
+			}
 		}
 		if val := c.Values[i]; val != nil {
 			known[o] = val
@@ -144,7 +165,9 @@ func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir
 }
 
 // MergeTypes combines a declared type with an inferred one, keeping the
-// most precise information of each; conflicting facts are an error.
+// most precise information of each; conflicting facts are an error. Of a
+// declared and an inferred symbolic dim the inferred one stays: it is an
+// expression over the model's input symbols, which engines bind.
 func MergeTypes(declared, inferred ir.Type) (ir.Type, error) {
 	if declared.Kind == ir.UnknownKind {
 		return inferred, nil
@@ -175,12 +198,34 @@ func MergeTypes(declared, inferred ir.Type) (ir.Type, error) {
 			switch {
 			case d.IsStatic() && o.IsStatic() && d.Value != o.Value:
 				return declared, fmt.Errorf("declared %s but inferred %s", declared, inferred)
-			case d.IsStatic() || !o.IsStatic() && d.IsSymbolic():
+			case d.IsStatic() || o.Value < 0 && o.Param == "" && d.IsSymbolic():
 				*o = d
+			case d.IsSymbolic() && o.IsSymbolic():
+				// The inferred expression is over the model's input
+				// symbols; a declared name ("unk__12") is not.
+				o.Denotation = d.Denotation
 			}
 		}
 	}
 	return out, nil
+}
+
+// inferSymValues applies the node's symbolic-value rule (symvalue.go) to
+// the outputs inference did not find constant.
+func inferSymValues(c *InferContext) {
+	if c.Node.Domain != "" && c.Node.Domain != "ai.onnx" {
+		return
+	}
+	rule := symRules[c.Node.OpType]
+	if rule == nil {
+		return
+	}
+	for _, v := range c.Values {
+		if v == nil {
+			rule(c)
+			return
+		}
+	}
 }
 
 // smallOutputs reports whether every inferred output is static and small

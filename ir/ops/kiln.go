@@ -77,8 +77,14 @@ func inferFusionGroup(c *InferContext) error {
 			known[v] = t
 		}
 	}
+	syms := map[*ir.Value]*SymTensor{}
+	for i, v := range c.Node.Inputs {
+		if i < len(c.SymInputs) && c.SymInputs[i] != nil {
+			syms[v] = c.SymInputs[i]
+		}
+	}
 	for _, n := range body.Nodes {
-		if err := inferNode(n, c.Opsets, c.limits, known); err != nil {
+		if err := inferNode(n, c.Opsets, c.limits, known, syms); err != nil {
 			return fmt.Errorf("%s body: %w", c.Node, err)
 		}
 	}

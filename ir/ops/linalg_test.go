@@ -230,5 +230,13 @@ func TestLinalgShapesGolden(t *testing.T) {
 		{op: "Einsum", opset: 12, ins: []ir.Type{tt(f, 3, 3)}, nOut: 1, attrs: eq("ii->i")},
 		{op: "Einsum", opset: 12, ins: []ir.Type{tt(f, 2, 3), ir.TensorType(f, ir.Shape{})}, nOut: 1, attrs: eq("ij,jk->ik")},
 		{op: "Einsum", opset: 12, ins: []ir.Type{tt(ir.Int64, 2, 3)}, nOut: 1, attrs: eq("ij->ji")},
+		// Symbolic broadcasting: a dim against 1 is the dim; min(512, S)
+		// against S is S; two unrelated symbols are unknown.
+		{op: "MatMul", opset: 13, ins: []ir.Type{sym(f, "N", 1, "S", 8), sym(f, 1, "H", 8, "S")}, nOut: 1},
+		{op: "MatMul", opset: 13, ins: []ir.Type{sym(f, "min(512, S)", "S", 8), sym(f, "S", 8, 4)}, nOut: 1},
+		{op: "MatMul", opset: 13, ins: []ir.Type{sym(f, "N", "S", 8), sym(f, "M", 8, 4)}, nOut: 1},
+		{op: "MatMul", opset: 13, ins: []ir.Type{sym(f, "B*S", 8), tt(f, 8, 4)}, nOut: 1},
+		{op: "Gemm", opset: 13, ins: []ir.Type{sym(f, "B*S", 64), sym(f, 64, "V")}, nOut: 1},
+		{op: "Einsum", opset: 12, ins: []ir.Type{sym(f, "B", "S", "4*D"), sym(f, "4*D", "E")}, nOut: 1, attrs: eq("bsd,de->bse")},
 	})
 }

@@ -214,5 +214,15 @@ func TestPoolShapesGolden(t *testing.T) {
 		{op: "GlobalAveragePool", opset: 1, ins: []ir.Type{sym(f, "N", 2048, 7, 7)}, nOut: 1},
 		{op: "GlobalMaxPool", opset: 22, ins: []ir.Type{sym(ir.BFloat16, "N", "C", "D", 3, 4)}, nOut: 1},
 		{op: "GlobalMaxPool", opset: 1, ins: []ir.Type{tt(f, 5)}, nOut: 1},
+		// Symbolic spatial dims.
+		{op: "MaxPool", opset: 12, ins: []ir.Type{sym(f, "N", 64, "H", "W")}, nOut: 1,
+			attrs: []*ir.Attribute{k(3, 3), ir.AttrIs("strides", 2, 2), ir.AttrIs("pads", 1, 1, 1, 1)}},
+		{op: "MaxPool", opset: 12, ins: []ir.Type{sym(f, "N", 64, "H", "W")}, nOut: 1,
+			attrs: []*ir.Attribute{k(3, 3), ir.AttrIs("strides", 2, 2), ir.AttrI("ceil_mode", 1)}},
+		{op: "MaxPool", opset: 12, ins: []ir.Type{sym(f, "N", 64, "H", "W")}, nOut: 1,
+			attrs: []*ir.Attribute{k(2, 2), ir.AttrIs("strides", 2, 2), ir.AttrIs("pads", 0, 0, 1, 1), ir.AttrI("ceil_mode", 1)}},
+		{op: "AveragePool", opset: 19, ins: []ir.Type{sym(f, "N", 8, "L")}, nOut: 1,
+			attrs: []*ir.Attribute{k(4), ir.AttrIs("strides", 4), ir.AttrS("auto_pad", "SAME_LOWER")}},
+		{op: "GlobalAveragePool", opset: 1, ins: []ir.Type{sym(f, "N", 16, "(H + 7)//8", "(W + 7)//8")}, nOut: 1},
 	})
 }

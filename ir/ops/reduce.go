@@ -560,6 +560,9 @@ func inferTopK(c *InferContext) error {
 		switch {
 		case !known:
 			*d = ir.UnknownDim()
+			if ks := c.SymInts(1); len(ks) == 1 { // topk(x, min(10, S))
+				*d = symDim(ks[0])
+			}
 		case d.IsStatic() && k > d.Value:
 			return c.Errorf("k = %d exceeds the axis size %d", k, d.Value)
 		default:

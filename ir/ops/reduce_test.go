@@ -368,6 +368,8 @@ func TestReduceShapes(t *testing.T) {
 		{op: "TopK", opset: 11, ins: []ir.Type{xs, tt(ir.Int64, 1)}, nOut: 2},
 		{op: "TopK", opset: 1, ins: []ir.Type{x}, nOut: 2, attrs: []*ir.Attribute{ir.AttrI("k", 4)}},
 		{op: "TopK", opset: 10, ins: []ir.Type{x, tt(ir.Int64, 1)}, consts: []*ir.Tensor{nil, i64s(5)}, nOut: 2},
+		{op: "TopK", opset: 11, ins: []ir.Type{sym(f, "B", "S"), tt(ir.Int64, 1)}, syms: []*SymTensor{nil, symInts("min(10, S)")}, nOut: 2},
+		{op: "ReduceSum", opset: 13, ins: []ir.Type{sym(f, "B", "S", 8), tt(ir.Int64, 1)}, consts: []*ir.Tensor{nil, i64s(1)}, nOut: 1},
 		{op: "CumSum", opset: 14, ins: []ir.Type{xs, tt(ir.Int32)}, nOut: 1},
 		{op: "CumSum", opset: 14, ins: []ir.Type{xs, tt(ir.Float32)}, nOut: 1},
 	}

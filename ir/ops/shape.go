@@ -3,8 +3,10 @@ package ops
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 )
 
 // Shape and tensor-manipulation ops. Their inference is what gives real
@@ -193,28 +195,40 @@ func runSize(c *KernelContext) error {
 // --- Reshape, Flatten, Squeeze, Unsqueeze -------------------------------------
 
 // reshapeShape applies a Reshape target to a possibly symbolic shape: 0
-// copies the input dim (unless allowzero), one -1 takes what is left.
-// Symbolic dims copied by 0 cancel against the same symbol in the input,
-// so [N,12] -> [0,-1] still infers [N,12].
-func reshapeShape(in ir.Shape, target []int64, allowzero bool) (ir.Shape, error) {
+// copies the input dim (unless allowzero), one -1 takes what is left. The
+// target's elements are expressions (a shape subgraph's [N, -1]), nil
+// where unknown. The -1 is the input's element count divided by the other
+// dims' product when that divides exactly ([N,S,512] to [0,0,8,-1] gives
+// [N,S,8,64]; [N,12] to [0,-1] gives [N,12]). A symbolic element that might
+// be 0 or -1 at run time makes its dim, and the -1's, unknown.
+func reshapeShape(in ir.Shape, target []*dimexpr.Expr, allowzero bool) (ir.Shape, error) {
 	out := make([]ir.Dim, len(target))
-	infer, hasZero := -1, false
-	for i, v := range target {
+	infer, hasZero, uncertain := -1, false, false
+	for i, e := range target {
+		v, isConst := e.Value()
 		switch {
+		case e == nil:
+			out[i], uncertain = ir.UnknownDim(), true
+		case !isConst:
+			if !e.GE(dimexpr.Const(1)) {
+				out[i], uncertain = ir.UnknownDim(), true
+				continue
+			}
+			out[i] = ir.DimOf(e)
 		case v == -1:
 			if infer >= 0 {
-				return ir.Shape{}, fmt.Errorf("shape %v has more than one -1", target)
+				return ir.Shape{}, fmt.Errorf("shape %s has more than one -1", exprList(target))
 			}
 			infer = i
 			out[i] = ir.UnknownDim()
 		case v < -1:
-			return ir.Shape{}, fmt.Errorf("shape %v has a negative dim", target)
+			return ir.Shape{}, fmt.Errorf("shape %s has a negative dim", exprList(target))
 		case v == 0 && !allowzero:
 			switch {
 			case !in.Ranked:
 				out[i] = ir.UnknownDim()
 			case i >= len(in.Dims):
-				return ir.Shape{}, fmt.Errorf("shape %v copies dim %d of a rank-%d input", target, i, len(in.Dims))
+				return ir.Shape{}, fmt.Errorf("shape %s copies dim %d of a rank-%d input", exprList(target), i, len(in.Dims))
 			default:
 				out[i] = in.Dims[i]
 			}
@@ -224,59 +238,64 @@ func reshapeShape(in ir.Shape, target []int64, allowzero bool) (ir.Shape, error)
 		}
 	}
 	if allowzero && hasZero && infer >= 0 {
-		return ir.Shape{}, fmt.Errorf("shape %v has both 0 and -1 with allowzero", target)
+		return ir.Shape{}, fmt.Errorf("shape %s has both 0 and -1 with allowzero", exprList(target))
 	}
-	if !in.Ranked {
+	if !in.Ranked || uncertain {
 		return ir.ShapeOf(out...), nil
 	}
-	// Products of what remains after cancelling equal symbols.
-	inProd, inStatic := int64(1), true
-	syms := map[string]int{}
-	for _, d := range in.Dims {
-		switch {
-		case d.IsStatic():
-			inProd *= d.Value
-		case d.IsSymbolic():
-			syms[d.Param]++
-		default:
-			inStatic = false
-		}
-	}
-	outProd, outStatic := int64(1), true
+	rest := make([]ir.Dim, 0, len(out))
 	for i, d := range out {
-		switch {
-		case i == infer:
-		case d.IsStatic():
-			outProd *= d.Value
-		case d.IsSymbolic() && syms[d.Param] > 0:
-			syms[d.Param]--
-		default:
-			outStatic = false
+		if i != infer {
+			rest = append(rest, d)
 		}
 	}
-	for _, n := range syms {
-		inStatic = inStatic && n == 0
-	}
-	if !inStatic || !outStatic {
+	total, have := ir.DimProduct(in.Dims...), ir.DimProduct(rest...)
+	if total.IsStatic() && have.IsStatic() {
+		if infer >= 0 {
+			if have.Value == 0 || total.Value%have.Value != 0 {
+				return ir.Shape{}, fmt.Errorf("cannot reshape %s to %s", in, exprList(target))
+			}
+			out[infer] = ir.D(total.Value / have.Value)
+		} else if total.Value != have.Value {
+			return ir.Shape{}, fmt.Errorf("cannot reshape %s (%d elements) to %s", in, total.Value, exprList(target))
+		}
 		return ir.ShapeOf(out...), nil
 	}
 	if infer >= 0 {
-		if outProd == 0 || inProd%outProd != 0 {
-			return ir.Shape{}, fmt.Errorf("cannot reshape %s to %v", in, target)
+		out[infer] = ir.DimExactDiv(total, have)
+		if have.IsStatic() && have.Value > 0 && !out[infer].IsSymbolic() {
+			// A model that runs has the count divisible: [N,6] to [-1,4]
+			// is floor(6*N/4), printed N + N//2.
+			out[infer] = ir.DimFloorDiv(total, have)
 		}
-		out[infer] = ir.D(inProd / outProd)
-	} else if inProd != outProd {
-		return ir.Shape{}, fmt.Errorf("cannot reshape %s (%d elements) to %v", in, inProd, target)
 	}
 	return ir.ShapeOf(out...), nil
 }
 
+// exprList prints a target as [N, -1] (plain numbers when static).
+func exprList(es []*dimexpr.Expr) string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.String()
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// exprsOf turns int64s into constant expressions.
+func exprsOf(v []int64) []*dimexpr.Expr {
+	out := make([]*dimexpr.Expr, len(v))
+	for i, x := range v {
+		out[i] = dimexpr.Const(x)
+	}
+	return out
+}
+
 func inferReshape(c *InferContext) error {
 	x := c.In(0)
-	var target []int64
+	var target []*dimexpr.Expr
 	if c.declares("shape") {
-		target = c.Ints("shape")
-	} else if target = constInts(c, 1); target == nil {
+		target = exprsOf(c.Ints("shape"))
+	} else if target = c.SymInts(1); target == nil {
 		c.Set(0, ir.TensorType(x.Elem, unknownDims(vectorLen(c.In(1)))))
 		return nil
 	}
@@ -299,7 +318,7 @@ func runReshape(c *KernelContext) error {
 			return c.Errorf("%v", err)
 		}
 	}
-	s, err := reshapeShape(x.Shape(), target, c.declares("allowzero") && c.Int("allowzero") != 0)
+	s, err := reshapeShape(x.Shape(), exprsOf(target), c.declares("allowzero") && c.Int("allowzero") != 0)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -480,7 +499,7 @@ func runAxesReshape(reshape func(ir.Shape, []int64) (ir.Shape, error)) func(*Ker
 
 func inferExpand(c *InferContext) error {
 	x := c.In(0)
-	shape := constInts(c, 1)
+	shape := c.SymInts(1)
 	if shape == nil {
 		if n := vectorLen(c.In(1)); n >= 0 && x.Shape.Ranked {
 			c.Set(0, ir.TensorType(x.Elem, unknownDims(max(n, x.Shape.Rank()))))
@@ -489,12 +508,14 @@ func inferExpand(c *InferContext) error {
 		}
 		return nil
 	}
-	for _, d := range shape {
-		if d < 0 {
-			return c.Errorf("shape %v has a negative dim", shape)
+	target := ir.Shape{Ranked: true, Dims: make([]ir.Dim, len(shape))}
+	for i, d := range shape {
+		if v, ok := d.Value(); ok && v < 0 {
+			return c.Errorf("shape %s has a negative dim", exprList(shape))
 		}
+		target.Dims[i] = symDim(d)
 	}
-	s, err := BroadcastShape(x.Shape, ir.S(shape...))
+	s, err := BroadcastShape(x.Shape, target)
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
@@ -614,22 +635,18 @@ func inferConcat(c *InferContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	sum := int64(0)
+	sum := ir.D(0)
 	for i := range c.Inputs {
 		s := c.In(i).Shape
 		if !s.Ranked {
-			sum = -1
+			sum = ir.UnknownDim()
 			continue
 		}
 		for a, d := range s.Dims {
 			o := &out.Dims[a]
 			switch {
 			case a == axis:
-				if d.IsStatic() && sum >= 0 {
-					sum += d.Value
-				} else {
-					sum = -1
-				}
+				sum = ir.DimAdd(sum, d)
 			case d.IsStatic() && o.IsStatic() && d.Value != o.Value:
 				return c.Errorf("input %d has shape %s, which differs from %s off axis %d", i, s, out, axis)
 			case d.IsStatic() || !o.IsStatic() && d.IsSymbolic():
@@ -637,10 +654,7 @@ func inferConcat(c *InferContext) error {
 			}
 		}
 	}
-	out.Dims[axis] = ir.UnknownDim()
-	if sum >= 0 {
-		out.Dims[axis] = ir.D(sum)
-	}
+	out.Dims[axis] = sum
 	c.Set(0, ir.TensorType(elem, out))
 	return nil
 }
@@ -757,6 +771,9 @@ func inferSplit(c *InferContext) error {
 		sizes = c.Ints("split")
 	case c.HasInput(1):
 		if sizes = constInts(c, 1); sizes == nil {
+			if sym := c.SymInts(1); sym != nil && x.Shape.Ranked && len(sym) == n {
+				return splitSym(c, sym)
+			}
 			return unknown()
 		}
 	}
@@ -776,11 +793,47 @@ func inferSplit(c *InferContext) error {
 		return c.Errorf("%v", err)
 	}
 	if sizes == nil {
+		if e, ok := ir.DimExpr(x.Shape.Dims[axis]); ok {
+			return splitSym(c, splitEven(c.attrs, e, n))
+		}
 		return unknown()
 	}
 	for i, sz := range sizes {
 		s := x.Shape.Clone()
 		s.Dims[axis] = ir.D(sz)
+		c.Set(i, ir.TensorType(x.Elem, s))
+	}
+	return nil
+}
+
+// splitEven is the chunk sizes of a symbolic dim d split into n outputs
+// without explicit sizes: d/n each (a model that runs has d divisible by
+// n), or from Split-18 on ceil(d/n) each and the rest last.
+func splitEven(a attrs, d *dimexpr.Expr, n int) []*dimexpr.Expr {
+	out := make([]*dimexpr.Expr, n)
+	chunk, _ := d.FloorDiv(dimexpr.Const(int64(n)))
+	if a.declares("num_outputs") {
+		chunk, _ = d.CeilDiv(dimexpr.Const(int64(n)))
+	}
+	for i := range out {
+		out[i] = chunk
+	}
+	if a.declares("num_outputs") {
+		out[n-1] = d.Sub(chunk.MulConst(int64(n - 1)))
+	}
+	return out
+}
+
+// splitSym sets Split's outputs from chunk sizes known as expressions.
+func splitSym(c *InferContext, sizes []*dimexpr.Expr) error {
+	x := c.In(0)
+	axis, err := NormAxis(c.Int("axis"), x.Shape.Rank())
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
+	for i, sz := range sizes {
+		s := x.Shape.Clone()
+		s.Dims[axis] = symDim(sz)
 		c.Set(i, ir.TensorType(x.Elem, s))
 	}
 	return nil
@@ -829,7 +882,7 @@ func runSplit(c *KernelContext) error {
 
 func inferTile(c *InferContext) error {
 	x := c.In(0)
-	reps := constInts(c, 1)
+	reps := c.SymInts(1)
 	if !x.Shape.Ranked || reps == nil {
 		if x.Shape.Ranked {
 			c.Set(0, ir.TensorType(x.Elem, unknownDims(x.Shape.Rank())))
@@ -839,14 +892,14 @@ func inferTile(c *InferContext) error {
 		return nil
 	}
 	if len(reps) != x.Shape.Rank() {
-		return c.Errorf("repeats %v has %d entries for rank %d", reps, len(reps), x.Shape.Rank())
+		return c.Errorf("repeats %s has %d entries for rank %d", exprList(reps), len(reps), x.Shape.Rank())
 	}
 	out := x.Shape.Clone()
 	for i, r := range reps {
-		if r < 0 {
-			return c.Errorf("repeats %v has a negative entry", reps)
+		if v, ok := r.Value(); ok && v < 0 {
+			return c.Errorf("repeats %s has a negative entry", exprList(reps))
 		}
-		out.Dims[i] = mulDims([]ir.Dim{out.Dims[i], ir.D(r)})
+		out.Dims[i] = mulDims([]ir.Dim{out.Dims[i], symDim(r)})
 	}
 	c.Set(0, ir.TensorType(x.Elem, out))
 	return nil
@@ -904,17 +957,19 @@ func inferConstantOfShape(c *InferContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	dims := constInts(c, 0)
+	dims := c.SymInts(0)
 	if dims == nil {
 		c.Set(0, ir.TensorType(v.DType, unknownDims(vectorLen(c.In(0)))))
 		return nil
 	}
-	for _, d := range dims {
-		if d < 0 {
-			return c.Errorf("shape %v has a negative dim", dims)
+	out := ir.Shape{Ranked: true, Dims: make([]ir.Dim, len(dims))}
+	for i, d := range dims {
+		if v, ok := d.Value(); ok && v < 0 {
+			return c.Errorf("shape %s has a negative dim", exprList(dims))
 		}
+		out.Dims[i] = symDim(d)
 	}
-	c.Set(0, ir.TensorType(v.DType, ir.S(dims...)))
+	c.Set(0, ir.TensorType(v.DType, out))
 	return nil
 }
 
@@ -1097,9 +1152,38 @@ func inferRange(c *InferContext) error {
 			return c.Errorf("%v", err)
 		}
 		n = ir.D(v)
+	} else {
+		n = symRangeLen(c)
 	}
 	c.Set(0, ir.TensorType(elem, ir.ShapeOf(n)))
 	return nil
+}
+
+// symRangeLen is Range's length when start and limit are known as
+// expressions (arange(S) from a Shape) and delta is a constant:
+// max(ceil((limit - start) / delta), 0).
+func symRangeLen(c *InferContext) ir.Dim {
+	var v [3]*dimexpr.Expr
+	for i := range v {
+		s := c.SymIn(i)
+		if s == nil || s.Len() != 1 {
+			return ir.UnknownDim()
+		}
+		v[i] = s.Elems[0]
+	}
+	delta, ok := v[2].Value()
+	if !ok || delta == 0 {
+		return ir.UnknownDim()
+	}
+	span := v[1].Sub(v[0])
+	if delta < 0 {
+		span, delta = span.Neg(), -delta
+	}
+	q, err := span.CeilDiv(dimexpr.Const(delta))
+	if err != nil {
+		return ir.UnknownDim()
+	}
+	return ir.DimOf(dimexpr.Max(q, dimexpr.Const(0)))
 }
 
 func runRange(c *KernelContext) error {
@@ -1199,13 +1283,11 @@ func inferDepthToSpace(c *InferContext) error {
 		return nil
 	}
 	d := x.Shape.Dims
-	ch := ir.UnknownDim()
-	if d[1].IsStatic() {
-		if d[1].Value%(bs*bs) != 0 {
-			return c.Errorf("%d channels do not divide by blocksize² = %d", d[1].Value, bs*bs)
-		}
-		ch = ir.D(d[1].Value / (bs * bs))
+	if d[1].IsStatic() && d[1].Value%(bs*bs) != 0 {
+		return c.Errorf("%d channels do not divide by blocksize² = %d", d[1].Value, bs*bs)
 	}
+	// A model that runs has channels divisible by blocksize².
+	ch := ir.DimFloorDiv(d[1], ir.D(bs*bs))
 	c.Set(0, ir.TensorType(x.Elem, ir.ShapeOf(d[0], ch, mulDims([]ir.Dim{d[2], ir.D(bs)}), mulDims([]ir.Dim{d[3], ir.D(bs)}))))
 	return nil
 }
@@ -1251,12 +1333,10 @@ func inferSpaceToDepth(c *InferContext) error {
 	d := x.Shape.Dims
 	out := []ir.Dim{d[0], mulDims([]ir.Dim{d[1], ir.D(bs * bs)}), ir.UnknownDim(), ir.UnknownDim()}
 	for i := 2; i < 4; i++ {
-		if d[i].IsStatic() {
-			if d[i].Value%bs != 0 {
-				return c.Errorf("spatial dim %d does not divide by blocksize %d", d[i].Value, bs)
-			}
-			out[i] = ir.D(d[i].Value / bs)
+		if d[i].IsStatic() && d[i].Value%bs != 0 {
+			return c.Errorf("spatial dim %d does not divide by blocksize %d", d[i].Value, bs)
 		}
+		out[i] = ir.DimFloorDiv(d[i], ir.D(bs)) // divisible in a model that runs
 	}
 	c.Set(0, ir.TensorType(x.Elem, ir.ShapeOf(out...)))
 	return nil

@@ -86,7 +86,7 @@ func TestReshapeInference(t *testing.T) {
 		{tt(f, 2, 3, 4), []int64{4, -1}, 0, "float[4,6]"},
 		{tt(f, 2, 3, 4), []int64{0, 0, -1, 1}, 0, "float[2,3,4,1]"},
 		{sym(f, "N", 12), []int64{0, -1, 4}, 0, "float[N,3,4]"}, // N cancels
-		{sym(f, "N", 12), []int64{-1, 6}, 0, "float[?,6]"},      // N does not
+		{sym(f, "N", 12), []int64{-1, 6}, 0, "float[2*N,6]"},    // 12*N/6
 		{sym(f, "B", "S", 256), []int64{0, 0, 4, 64}, 0, "float[B,S,4,64]"},
 		{tt(f, 0, 3), []int64{0, 3}, 1, "float[0,3]"},
 		{tt(f, 2, 3), []int64{3, 0}, 1, "error"}, // allowzero: 0 is 0
@@ -474,5 +474,32 @@ func TestShapeShapesGolden(t *testing.T) {
 		{op: "DepthToSpace", opset: 13, ins: []ir.Type{sym(f, "N", 16, "H", 5)}, nOut: 1, attrs: []*ir.Attribute{ir.AttrI("blocksize", 2)}},
 		{op: "DepthToSpace", opset: 13, ins: []ir.Type{tt(f, 1, 6, 2, 2)}, nOut: 1, attrs: []*ir.Attribute{ir.AttrI("blocksize", 2)}},
 		{op: "SpaceToDepth", opset: 13, ins: []ir.Type{sym(f, "N", 3, 8, "W")}, nOut: 1, attrs: []*ir.Attribute{ir.AttrI("blocksize", 4)}},
+		// Symbolic dims and shape values (a shape subgraph's [N, -1]).
+		{op: "Reshape", opset: 14, ins: []ir.Type{sym(f, "N", 4, 3, 5), tt(i, 2)}, syms: []*SymTensor{nil, symInts("N", "-1")}, nOut: 1},
+		{op: "Reshape", opset: 14, ins: []ir.Type{sym(f, "B", "S", 32), tt(i, 4)}, syms: []*SymTensor{nil, symInts("B", "S", "4", "8")}, nOut: 1},
+		{op: "Reshape", opset: 14, ins: []ir.Type{sym(f, "B", "S", 4, 8), tt(i, 3)}, syms: []*SymTensor{nil, symInts("B", "S", "-1")}, nOut: 1},
+		{op: "Reshape", opset: 14, ins: []ir.Type{sym(f, "B", "S", 32), tt(i, 2)}, syms: []*SymTensor{nil, symInts("-1", "32")}, nOut: 1},
+		{op: "Reshape", opset: 14, ins: []ir.Type{sym(f, "B", "S", 32), tt(i, 3)}, syms: []*SymTensor{nil, symInts("B", "?", "-1")}, nOut: 1},
+		{op: "Reshape", opset: 14, ins: []ir.Type{sym(f, "N", 6), tt(i, 2)}, syms: []*SymTensor{nil, symInts("N - 1", "-1")}, nOut: 1},
+		{op: "Reshape", opset: 14, ins: []ir.Type{sym(f, "N", 6), tt(i, 2)}, syms: []*SymTensor{nil, symInts("M", "-1")}, nOut: 1},
+		{op: "Reshape", opset: 14, ins: []ir.Type{sym(f, "N", 6), tt(i, 2)}, syms: []*SymTensor{nil, symInts("-1", "4")}, nOut: 1},
+		{op: "Flatten", opset: 13, ins: []ir.Type{sym(f, "N", "C", "H", "W")}, nOut: 1},
+		{op: "Flatten", opset: 13, ins: []ir.Type{sym(f, "N", 3, -1)}, nOut: 1},
+		{op: "Concat", opset: 13, ins: []ir.Type{sym(f, "N", "S", 4), sym(f, "N", "T", 4), sym(f, "N", "S", 4)}, nOut: 1, attrs: []*ir.Attribute{ir.AttrI("axis", 1)}},
+		{op: "Split", opset: 13, ins: []ir.Type{sym(f, "N", "3*S")}, nOut: 3, attrs: []*ir.Attribute{ir.AttrI("axis", 1)}},
+		{op: "Split", opset: 18, ins: []ir.Type{sym(f, "S")}, nOut: 2, attrs: []*ir.Attribute{ir.AttrI("num_outputs", 2)}},
+		{op: "Split", opset: 13, ins: []ir.Type{sym(f, "S + T", 2), tt(i, 2)}, syms: []*SymTensor{nil, symInts("S", "T")}, nOut: 2},
+		{op: "Tile", opset: 13, ins: []ir.Type{sym(f, "N", 3), tt(i, 2)}, syms: []*SymTensor{nil, symInts("1", "M")}, nOut: 1},
+		{op: "Expand", opset: 13, ins: []ir.Type{sym(f, 1, "S", 1), tt(i, 3)}, syms: []*SymTensor{nil, symInts("B", "1", "6")}, nOut: 1},
+		{op: "Expand", opset: 13, ins: []ir.Type{sym(f, "N", 1), tt(i, 2)}, syms: []*SymTensor{nil, symInts("?", "4")}, nOut: 1},
+		{op: "Expand", opset: 13, ins: []ir.Type{tt(f, 3, 2), tt(i, 2)}, syms: []*SymTensor{nil, symInts("N", "3")}, nOut: 1},
+		{op: "ConstantOfShape", opset: 9, ins: []ir.Type{tt(i, 2)}, syms: []*SymTensor{symInts("N", "2*S")}, nOut: 1},
+		{op: "ConstantOfShape", opset: 9, ins: []ir.Type{tt(i, 2)}, syms: []*SymTensor{symInts("N", "S - 5")}, nOut: 1},
+		{op: "Range", opset: 11, ins: []ir.Type{tt(i), tt(i), tt(i)}, syms: []*SymTensor{symScalar("0"), symScalar("S"), symScalar("1")}, nOut: 1},
+		{op: "Range", opset: 11, ins: []ir.Type{tt(i), tt(i), tt(i)}, syms: []*SymTensor{symScalar("S"), symScalar("3*S"), symScalar("2")}, nOut: 1},
+		{op: "Range", opset: 11, ins: []ir.Type{tt(i), tt(i), tt(i)}, syms: []*SymTensor{symScalar("S"), symScalar("0"), symScalar("-1")}, nOut: 1},
+		{op: "Range", opset: 11, ins: []ir.Type{tt(i), tt(i), tt(i)}, syms: []*SymTensor{symScalar("0"), symScalar("S"), symScalar("D")}, nOut: 1},
+		{op: "DepthToSpace", opset: 13, ins: []ir.Type{sym(f, "N", "4*C", "H", "W")}, nOut: 1, attrs: []*ir.Attribute{ir.AttrI("blocksize", 2)}},
+		{op: "SpaceToDepth", opset: 13, ins: []ir.Type{sym(f, "N", "C", "2*H", "W")}, nOut: 1, attrs: []*ir.Attribute{ir.AttrI("blocksize", 2)}},
 	})
 }

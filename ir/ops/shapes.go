@@ -4,12 +4,17 @@ import (
 	"fmt"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 )
 
 // BroadcastShape applies ONNX's multidirectional (numpy) broadcasting to
 // possibly symbolic shapes. An unknown rank anywhere gives an unknown rank;
-// a symbolic dim against 1 keeps the symbol; two different unknowns give an
-// unknown dim.
+// a symbolic dim against 1 keeps the symbol, and against a static size
+// other than 1 is that size. Two different expressions give the one that
+// is provably at least the other when both are provably at least 1 (for a
+// model that runs, that is the broadcast size: min(512, S) against S is
+// S); otherwise the dim is unknown, not an error, since either may be 1
+// at run time. Executors check the real sizes.
 func BroadcastShape(shapes ...ir.Shape) (ir.Shape, error) {
 	rank := 0
 	for _, s := range shapes {
@@ -34,16 +39,35 @@ func BroadcastShape(shapes ...ir.Shape) (ir.Shape, error) {
 				if d.Value != cur.Value {
 					return ir.Shape{}, fmt.Errorf("shapes %v cannot broadcast (dim %d: %d vs %d)", shapes, off+i, cur.Value, d.Value)
 				}
-			case d == *cur:
+			case d == *cur || ir.DimEqual(d, *cur):
 			case d.IsStatic():
 				*cur = d // the symbol must equal the static size
 			case cur.IsStatic():
 			default:
-				*cur = ir.UnknownDim()
+				*cur = broadcastSymbolic(*cur, d)
 			}
 		}
 	}
 	return out, nil
+}
+
+// broadcastSymbolic broadcasts two different non-static dims: the larger
+// when one is provably at least the other and both are at least 1 (so
+// neither can be a 0 that a 1 broadcasts to), else unknown.
+func broadcastSymbolic(a, b ir.Dim) ir.Dim {
+	x, ok1 := ir.DimExpr(a)
+	y, ok2 := ir.DimExpr(b)
+	one := dimexpr.Const(1)
+	if !ok1 || !ok2 || !x.GE(one) || !y.GE(one) {
+		return ir.UnknownDim()
+	}
+	switch {
+	case x.GE(y):
+		return a
+	case y.GE(x):
+		return b
+	}
+	return ir.UnknownDim()
 }
 
 // BroadcastDims is BroadcastShape for static shapes.

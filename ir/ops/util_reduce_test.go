@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 )
 
 // Test helpers shared by the op families' tests (written with the
@@ -23,6 +24,11 @@ import (
 // (the zero Type for an omitted optional input) with the given constant
 // values (nil where unknown), after checking the node against its schema.
 func callInfer(op string, opset int64, ins []ir.Type, consts []*ir.Tensor, nOut int, attrs ...*ir.Attribute) ([]ir.Type, error) {
+	return callInferSym(op, opset, ins, consts, nil, nOut, attrs...)
+}
+
+// callInferSym is callInfer with symbolic input values (nil where none).
+func callInferSym(op string, opset int64, ins []ir.Type, consts []*ir.Tensor, syms []*SymTensor, nOut int, attrs ...*ir.Attribute) ([]ir.Type, error) {
 	s, err := Lookup("", op, opset)
 	if err != nil {
 		return nil, err
@@ -43,6 +49,7 @@ func callInfer(op string, opset int64, ins []ir.Type, consts []*ir.Tensor, nOut 
 	}
 	consts = append(consts, make([]*ir.Tensor, len(ins))...)[:len(ins)]
 	c := NewInferContext(s, n, opset, ins, consts)
+	c.SymInputs = syms
 	if err := s.Infer(c); err != nil {
 		return nil, err
 	}
@@ -142,6 +149,7 @@ type shapeCase struct {
 	opset  int64
 	ins    []ir.Type
 	consts []*ir.Tensor
+	syms   []*SymTensor // symbolic input values, nil where none
 	nOut   int
 	attrs  []*ir.Attribute
 }
@@ -164,10 +172,13 @@ func checkShapeGolden(t *testing.T, family string, cases []shapeCase) {
 			if i < len(c.consts) && c.consts[i] != nil {
 				s += "=" + fmt.Sprint(Int64s(c.consts[i]))
 			}
+			if i < len(c.syms) && c.syms[i] != nil {
+				s += "=" + fmt.Sprint(c.syms[i].Elems)
+			}
 			ins = append(ins, s)
 		}
 		fmt.Fprintf(&b, "%s-%d(%s) %s -> ", c.op, c.opset, strings.Join(attrs, ", "), strings.Join(ins, ", "))
-		outs, err := callInfer(c.op, c.opset, c.ins, c.consts, c.nOut, c.attrs...)
+		outs, err := callInferSym(c.op, c.opset, c.ins, c.consts, c.syms, c.nOut, c.attrs...)
 		if err != nil {
 			fmt.Fprintf(&b, "error: %v\n", err)
 			continue
@@ -204,6 +215,31 @@ func attrString(a *ir.Attribute) string {
 		return fmt.Sprintf("%q", a.Strings)
 	}
 	return a.Kind.String()
+}
+
+// symInts is a symbolic int64 vector value: elements are dimexpr strings
+// ("N", "-1", "2*S"), or "?" for unknown.
+func symInts(elems ...string) *SymTensor {
+	s := &SymTensor{DType: ir.Int64, Dims: []int64{int64(len(elems))}}
+	for _, e := range elems {
+		if e == "?" {
+			s.Elems = append(s.Elems, nil)
+			continue
+		}
+		x, err := dimexpr.Parse(e)
+		if err != nil {
+			panic(err)
+		}
+		s.Elems = append(s.Elems, x)
+	}
+	return s
+}
+
+// symScalar is a symbolic int64 scalar value.
+func symScalar(e string) *SymTensor {
+	s := symInts(e)
+	s.Dims = nil
+	return s
 }
 
 func tt(elem ir.DType, dims ...int64) ir.Type { return ir.TensorType(elem, ir.S(dims...)) }

@@ -183,28 +183,16 @@ func vectorLen(t ir.Type) int {
 	return -1
 }
 
-// mulDims multiplies dims: static when all are, else unknown (a product
-// with a symbol is not that symbol unless the rest is 1).
+// mulDims multiplies dims: static when all are, an expression when some
+// are symbolic, unknown when one is unknown (unless a static 0 makes the
+// product 0).
 func mulDims(ds []ir.Dim) ir.Dim {
-	p := int64(1)
-	var sym []ir.Dim
 	for _, d := range ds {
-		switch {
-		case d.IsStatic():
-			p *= d.Value
-		default:
-			sym = append(sym, d)
+		if d.IsStatic() && d.Value == 0 {
+			return ir.D(0)
 		}
 	}
-	switch {
-	case len(sym) == 0:
-		return ir.D(p)
-	case p == 0:
-		return ir.D(0)
-	case len(sym) == 1 && p == 1:
-		return sym[0]
-	}
-	return ir.UnknownDim()
+	return ir.DimProduct(ds...)
 }
 
 // normAxes resolves possibly negative axes against rank and rejects

@@ -28,6 +28,8 @@ func init() {
 			`ConvTranspose-22(auto_pad="SAME_LOWER", strides=[2 2 1]) T[1,2,2,3,2], T[2,2,3,2,2]`,
 			"ConvTranspose-22(strides=[2 2], output_shape=[1 2 9 9]) T[1,1,4,4], T[1,2,3,3], T[2]",
 			"ConvTranspose-22(strides=[2 2], pads=[1 1 1 1]) T[1,2,5,5], T[2,1,3,3]=rand, T[1]=rand",
+			"ConvTranspose-22(strides=[3 3], dilations=[2 1], pads=[2 1 0 3]) T[1,2,3,4], T[2,2,4,5], T[2]",
+			"ConvTranspose-22(strides=[9 8], pads=[0 1 2 0]) T[1,2,2,3], T[2,1,3,10], T[1]",
 		},
 		"MaxPool": {
 			"MaxPool-22(kernel_shape=[3 3], pads=[1 1 1 1], strides=[2 2]) T[2,3,7,7]",

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // Convolutions: each output element is its window's sum of products with
@@ -94,114 +95,170 @@ func RVars(n int) []*Expr {
 // defConvTranspose: input i reaches output i·s + k·d - pad through tap k,
 // so y[n, m, o...] = b[m] + Σ x[n, c, i...] · w[c, m', k...] over the
 // group's channels c (m' is m within its group) and the (i, k) that reach
-// o. Where taps never overlap ((K-1)·d < s on every axis), each input
-// position and tap writes one output: a scatter over the input, whose rows
-// are contiguous; elsewhere each output gathers its (i, k), the taps
-// stepping by s when d is 1 (only those of o's phase reach it).
+// o. Outputs of one phase (o mod s on every axis) are reached by the same
+// taps, each from the input at o div s minus a fixed offset: one kernel
+// per phase computes its outputs q (o = q·s + phase) reading the input
+// contiguously along q, the taps in the reduction. Strides whose phases
+// would be too many kernels gather per output instead.
 func defConvTranspose(c *Ctx) error {
 	xd, wd, yd, err := convShapes(c)
 	if err != nil {
 		return err
 	}
-	x, w, y := c.In[0], c.In[1], c.Out[0]
 	r := len(xd) - 2
 	win, err := c.TransposeWindow(wd[2:], xd[2:])
 	if err != nil {
 		return c.Unsupported("%v", err)
 	}
+	ct := &convT{c: c, xd: xd, wd: wd, yd: yd, win: win, t: computeType(c.Out[0].DType)}
 	group := max(c.Int("group"), 1)
-	cg, mg := xd[1]/group, wd[1]
-	t := computeType(y.DType)
-	ch := Add(Mul(Div(Var(1), C(mg)), C(cg)), RVar(0)) // the input channel
-	wm := Rem(Var(1), C(mg))
-	scatter, covered := true, true
-	for a := range r {
-		s, d, k := win.Strides[a], win.Dilations[a], wd[2+a]
-		scatter = scatter && (k-1)*d < s
-		covered = covered && coversAxis(xd[2+a], k, s, d, win.PadBegin[a], yd[2+a])
+	ct.cg, ct.mg = xd[1]/group, wd[1]
+	phases := int64(1)
+	for _, s := range win.Strides {
+		phases *= s
 	}
-	if scatter {
-		// Space [n, m, k..., i...]: the input's last axis innermost.
-		xIdx, wIdx := []*Expr{Var(0), ch}, []*Expr{ch, wm}
-		store := []*Expr{Var(0), Var(1)}
-		when := Bool(true)
-		space := []*Expr{y.Dims[0], y.Dims[1]}
-		for a := range r {
-			space = append(space, C(wd[2+a]))
-		}
-		for a := range r {
-			space = append(space, C(xd[2+a]))
-			ka, ia := Var(2+a), Var(2+r+a)
-			xIdx, wIdx = append(xIdx, ia), append(wIdx, ka)
-			s, d, pb, out := win.Strides[a], win.Dilations[a], win.PadBegin[a], yd[2+a]
-			pos := Sub(Add(Mul(ia, C(s)), Mul(ka, C(d))), C(pb))
-			store = append(store, pos)
-			when = And(when, inRange(pos, out, pb == 0 && (xd[2+a]-1)*s+(wd[2+a]-1)*d < out))
-		}
-		if !covered {
-			var fill *Expr = Const(t, 0)
-			if b := c.Input(2); b != nil {
-				fill = Load(b, Var(1))
-			}
-			c.Emit(&Kernel{Out: y, Space: y.Dims, Value: fill})
-		}
-		k := &Kernel{Out: y, Space: space, Store: store, Value: Mul(Load(x, xIdx...), Load(w, wIdx...)),
-			Reduce: &Reduce{Op: SumOp, Extents: []*Expr{C(cg)}}}
-		if b := c.Input(2); b != nil {
-			k.Reduce.Post = Add(Acc(t), Load(b, Var(1)))
-		}
-		if when.Op != OpConst {
-			k.When = when
-		}
-		c.Emit(k)
+	if phases > maxPhases {
+		ct.gather()
 		return nil
 	}
-	xIdx, wIdx := []*Expr{Var(0), ch}, []*Expr{ch, wm}
-	valid := Bool(true)
-	extents := []*Expr{C(cg)}
-	for a := range r {
-		s, d, pb, k, in := win.Strides[a], win.Dilations[a], win.PadBegin[a], wd[2+a], xd[2+a]
-		j := RVar(1 + a)
-		q := Add(Var(2+a), C(pb)) // o + pad = i·s + k·d
-		var tap, i *Expr
-		if d == 1 {
-			// Only taps k ≡ q (mod s) reach o: k = q mod s + j·s.
-			tap = Add(Rem(q, C(s)), Mul(j, C(s)))
-			i = Sub(Div(q, C(s)), j)
-			valid = And(valid, And(Lt(tap, C(k)), And(Ge(i, C(0)), Lt(i, C(in)))))
-			extents = append(extents, C((k+s-1)/s))
-		} else {
-			tap = j
-			qk := Sub(q, Mul(j, C(d)))
-			i = Div(qk, C(s))
-			valid = And(valid, And(And(Ge(qk, C(0)), Eq(Rem(qk, C(s)), C(0))), Lt(i, C(in))))
-			extents = append(extents, C(k))
+	ph := make([]int64, r)
+	for {
+		ct.phase(ph)
+		a := r - 1
+		for a >= 0 && ph[a] == win.Strides[a]-1 {
+			ph[a] = 0
+			a--
 		}
-		xIdx, wIdx = append(xIdx, i), append(wIdx, tap)
+		if a < 0 {
+			return nil
+		}
+		ph[a]++
 	}
-	zero := Const(t, 0)
-	c.Emit(&Kernel{Out: y, Space: y.Dims, Value: Mul(LoadOr(valid, x, zero, xIdx...), LoadOr(valid, w, zero, wIdx...)),
-		Reduce: &Reduce{Op: SumOp, Extents: extents, Post: biasPost(c, t)}})
+}
+
+// maxPhases bounds the kernels a ConvTranspose runs as phases.
+const maxPhases = 64
+
+// convT is a ConvTranspose being defined.
+type convT struct {
+	c          *Ctx
+	xd, wd, yd []int64
+	win        ops.Window
+	t          ir.DType
+	cg, mg     int64 // input channels per group, output channels per group
+}
+
+// channel is the input channel the reduction's first axis stands for (in
+// output channel Var(1)'s group), and wm the weights' output channel.
+func (ct *convT) channel() (ch, wm *Expr) {
+	return Add(Mul(Div(Var(1), C(ct.mg)), C(ct.cg)), RVar(0)), Rem(Var(1), C(ct.mg))
+}
+
+func (ct *convT) bias() *Expr {
+	if b := ct.c.Input(2); b != nil {
+		return Load(b, Var(1))
+	}
 	return nil
 }
 
-// coversAxis reports whether every output position 0 <= o < out is
-// reached by some input i in [0, in) through some tap k in [0, K).
-func coversAxis(in, K, s, d, pb, out int64) bool {
-	hit := make([]bool, out)
-	for i := range in {
-		for k := range K {
-			if o := i*s + k*d - pb; o >= 0 && o < out {
-				hit[o] = true
+// phase emits the kernel of the outputs o ≡ ph (mod s) on every axis. On
+// an axis, tap k reaches them when k·d ≡ ph + pad (mod s): the taps
+// k0 + j·s/g (g = gcd(d, s)), each from input q + base - j·d/g.
+func (ct *convT) phase(ph []int64) {
+	c, x, w, y := ct.c, ct.c.In[0], ct.c.In[1], ct.c.Out[0]
+	r := len(ph)
+	ch, wm := ct.channel()
+	space := []*Expr{y.Dims[0], y.Dims[1]}
+	store := []*Expr{Var(0), Var(1)}
+	xIdx, wIdx := []*Expr{Var(0), ch}, []*Expr{ch, wm}
+	extents := []*Expr{C(ct.cg)}
+	inside := Bool(true)
+	empty := false
+	for a := range r {
+		s, d, pb, K, in, out := ct.win.Strides[a], ct.win.Dilations[a], ct.win.PadBegin[a], ct.wd[2+a], ct.xd[2+a], ct.yd[2+a]
+		if ph[a] >= out {
+			return // no output of this phase
+		}
+		q := Var(2 + a)
+		space = append(space, C((out-ph[a]+s-1)/s))
+		store = append(store, Add(Mul(q, C(s)), C(ph[a])))
+		g := gcd(d, s)
+		k0 := int64(-1)
+		for k := int64(0); k < s/g && k < K; k++ {
+			if (k*d-ph[a]-pb)%s == 0 {
+				k0 = k
+				break
 			}
 		}
-	}
-	for _, h := range hit {
-		if !h {
-			return false
+		if k0 < 0 {
+			empty = true
+			continue
 		}
+		step := s / g
+		J := (K - k0 + step - 1) / step
+		base := floorDiv(ph[a]+pb-k0*d, s)
+		j := RVar(1 + a)
+		i := Sub(Add(q, C(base)), Mul(j, C(d/g)))
+		extents = append(extents, C(J))
+		xIdx, wIdx = append(xIdx, i), append(wIdx, Add(C(k0), Mul(j, C(step))))
+		// i stays in range for every q and j when base - (J-1)·d/g >= 0
+		// and (Q-1) + base < in.
+		qn := (out - ph[a] + s - 1) / s
+		inside = And(inside, inRange(i, in, base-(J-1)*(d/g) >= 0 && qn-1+base < in))
 	}
-	return true
+	k := &Kernel{Name: "ConvTranspose", Out: y, Space: space, Store: store}
+	if empty {
+		// No tap reaches these outputs: the bias alone.
+		k.Value = Const(ct.t, 0)
+		if b := ct.bias(); b != nil {
+			k.Value = b
+		}
+		c.Emit(k)
+		return
+	}
+	xv := Load(x, xIdx...)
+	if inside.Op != OpConst {
+		xv = LoadOr(inside, x, Const(ct.t, 0), xIdx...)
+	}
+	k.Value = Mul(xv, Load(w, wIdx...))
+	k.Reduce = &Reduce{Op: SumOp, Extents: extents}
+	if b := ct.bias(); b != nil {
+		k.Reduce.Post = Add(Acc(ct.t), b)
+	}
+	c.Emit(k)
+}
+
+// gather emits one kernel in which each output sums over every tap the
+// inputs that reach it through that tap.
+func (ct *convT) gather() {
+	c, x, w, y := ct.c, ct.c.In[0], ct.c.In[1], ct.c.Out[0]
+	ch, wm := ct.channel()
+	xIdx, wIdx := []*Expr{Var(0), ch}, []*Expr{ch, wm}
+	valid := Bool(true)
+	extents := []*Expr{C(ct.cg)}
+	for a := range len(ct.xd) - 2 {
+		s, d, pb, K, in := ct.win.Strides[a], ct.win.Dilations[a], ct.win.PadBegin[a], ct.wd[2+a], ct.xd[2+a]
+		j := RVar(1 + a)
+		qk := Sub(Add(Var(2+a), C(pb)), Mul(j, C(d))) // i·s
+		i := Div(qk, C(s))
+		valid = And(valid, And(And(Ge(qk, C(0)), Eq(Rem(qk, C(s)), C(0))), Lt(i, C(in))))
+		xIdx, wIdx = append(xIdx, i), append(wIdx, j)
+		extents = append(extents, C(K))
+	}
+	zero := Const(ct.t, 0)
+	var post *Expr
+	if b := ct.bias(); b != nil {
+		post = Add(Acc(ct.t), b)
+	}
+	c.Emit(&Kernel{Out: y, Space: y.Dims, Value: Mul(LoadOr(valid, x, zero, xIdx...), LoadOr(valid, w, zero, wIdx...)),
+		Reduce: &Reduce{Op: SumOp, Extents: extents, Post: post}})
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 func init() {

@@ -245,3 +245,29 @@ func (g *Graph) TopoSort() error {
 	g.Nodes = order
 	return nil
 }
+
+// PinInput turns graph input name into a constant holding t (its dtype and
+// static dims must be the input's): compilers that need the input's value
+// (ops.ShapeTensorInputs) then have it.
+func (g *Graph) PinInput(name string, t *Tensor) error {
+	for i, v := range g.Inputs {
+		if v.Name != name {
+			continue
+		}
+		if v.Type.Elem != t.DType || !v.Type.Shape.Ranked || len(v.Type.Shape.Dims) != len(t.Dims) {
+			return fmt.Errorf("input %q is %s; a value of %s%v does not fit", name, v.Type, t.DType, t.Dims)
+		}
+		for d, dim := range v.Type.Shape.Dims {
+			if dim.IsStatic() && dim.Value != t.Dims[d] {
+				return fmt.Errorf("input %q is %s; a value of %s%v does not fit", name, v.Type, t.DType, t.Dims)
+			}
+		}
+		g.Inputs = append(g.Inputs[:i:i], g.Inputs[i+1:]...)
+		t.Name = name
+		v.Type = t.Type()
+		v.Const = t
+		g.Initializers = append(g.Initializers, v)
+		return nil
+	}
+	return fmt.Errorf("no input %q", name)
+}

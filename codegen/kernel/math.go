@@ -222,7 +222,20 @@ func (f *Fn) Pow(x, y value.Value) value.Value {
 	atZero := f.sel(f.fcmp(enum.FPredOGT, y, c(0)), c(0), c(math.Inf(1)))
 	r = f.sel(f.fcmp(enum.FPredOEQ, x, c(0)), atZero, r)
 	r = f.sel(f.fcmp(enum.FPredOEQ, x, c(1)), c(1), r)
-	return f.sel(f.fcmp(enum.FPredOEQ, y, c(0)), c(1), r)
+	r = f.sel(f.fcmp(enum.FPredOEQ, y, c(0)), c(1), r)
+	// Integer exponents up to 127 multiply by squaring: exact where the
+	// result is representable (3^6 is 729, not 728.99997).
+	small := f.B.NewAnd(isInt, f.fcmp(enum.FPredOLE, f.intrinsic1("fabs", y), c(127)))
+	it := intTypeLike(y.Type())
+	e := f.B.NewFPToSI(f.FMin(f.intrinsic1("fabs", y), c(127)), it)
+	var acc, base value.Value = c(1), x
+	for bit := 0; bit < 7; bit++ {
+		set := f.B.NewICmp(enum.IPredNE, f.B.NewAnd(e, intConstLike(it, 1<<bit)), intConstLike(it, 0))
+		acc = f.sel(set, f.B.NewFMul(acc, base), acc)
+		base = f.B.NewFMul(base, base)
+	}
+	acc = f.sel(f.fcmp(enum.FPredOLT, y, c(0)), f.B.NewFDiv(c(1), acc), acc)
+	return f.sel(small, acc, r)
 }
 
 // isF64 reports whether v holds doubles.

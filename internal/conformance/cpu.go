@@ -2,10 +2,12 @@ package conformance
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/runtime"
 )
 
@@ -30,7 +32,9 @@ type CPU struct {
 func (b CPU) ReadLimits() ir.Limits { return b.Limits }
 
 // Prepare compiles the model when its inputs' shapes are static; a model
-// with symbolic dims waits for the first inputs to pin them.
+// with symbolic dims, or with inputs whose values set shapes (shape
+// tensors, ops.ShapeTensorInputs: a compiler takes their values as
+// constants, as cc build --value does), waits for the first inputs.
 func (b CPU) Prepare(m *ir.Model) (Runner, error) {
 	if b.Build == nil {
 		return nil, fmt.Errorf("the cpu backend needs the compiler (cc test --backend cpu)")
@@ -40,6 +44,12 @@ func (b CPU) Prepare(m *ir.Model) (Runner, error) {
 		return nil, err
 	}
 	r := &cpuRunner{backend: b, src: src, model: m}
+	for v := range ops.ShapeTensorInputs(m.Graph) {
+		r.pinned = append(r.pinned, v.Name)
+	}
+	if len(r.pinned) > 0 {
+		return r, nil
+	}
 	static := map[string]*ir.Tensor{}
 	for _, v := range m.Graph.Inputs {
 		if v.Const != nil {
@@ -54,7 +64,7 @@ func (b CPU) Prepare(m *ir.Model) (Runner, error) {
 	if err := r.compile(static); err != nil {
 		return nil, err
 	}
-	r.shapes = shapeKey(m, static)
+	r.shapes = r.shapeKey(static)
 	return r, nil
 }
 
@@ -62,6 +72,7 @@ type cpuRunner struct {
 	backend CPU
 	src     []byte
 	model   *ir.Model // as read, before the passes
+	pinned  []string  // inputs compiled as constants: their values set shapes
 	shapes  string    // the input shapes eng was compiled for
 	eng     *runtime.Engine
 	ctx     *runtime.Context
@@ -71,7 +82,7 @@ type cpuRunner struct {
 // compilation had them, then runs one inference. Outputs are named as the
 // model's (the passes may rename the values that produce them).
 func (r *cpuRunner) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
-	if shapes := shapeKey(r.model, inputs); r.eng == nil || shapes != r.shapes {
+	if shapes := r.shapeKey(inputs); r.eng == nil || shapes != r.shapes {
 		if err := r.compile(inputs); err != nil {
 			return nil, err
 		}
@@ -112,6 +123,13 @@ func (r *cpuRunner) compile(inputs map[string]*ir.Tensor) error {
 			v.Type.Shape = ir.S(t.Dims...)
 		}
 	}
+	for _, name := range r.pinned {
+		if t := inputs[name]; t != nil {
+			if err := m.Graph.PinInput(name, t.Clone()); err != nil {
+				return err
+			}
+		}
+	}
 	buf, err := r.backend.Build(m, r.src)
 	if err != nil {
 		return err
@@ -133,11 +151,16 @@ func (r *cpuRunner) Close() error {
 	return err
 }
 
-func shapeKey(m *ir.Model, inputs map[string]*ir.Tensor) string {
+// shapeKey names what an engine was compiled for: the inputs' shapes and
+// the pinned inputs' values.
+func (r *cpuRunner) shapeKey(inputs map[string]*ir.Tensor) string {
 	var b strings.Builder
-	for _, v := range m.Graph.Inputs {
+	for _, v := range r.model.Graph.Inputs {
 		if t := inputs[v.Name]; t != nil {
 			fmt.Fprintf(&b, "%s%v;", v.Name, t.Dims)
+			if slices.Contains(r.pinned, v.Name) {
+				fmt.Fprintf(&b, "=%x;", t.Raw)
+			}
 		}
 	}
 	return b.String()

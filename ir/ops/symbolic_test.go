@@ -23,7 +23,7 @@ import (
 // unknown dim when complete is set.
 func checkAgainstRun(t *testing.T, m *ir.Model, env map[string]int64, complete bool) {
 	t.Helper()
-	_, syms, err := InferShapesSym(m, ir.Limits{})
+	known, syms, err := InferShapesSym(m, ir.Limits{})
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(uint64(len(env)), 7))
 	vals := map[*ir.Value]*ir.Tensor{}
@@ -66,6 +66,9 @@ func checkAgainstRun(t *testing.T, m *ir.Model, env map[string]int64, complete b
 				v, err := d.Eval(env)
 				require.NoError(t, err, "%s: output %s dim %d = %s", n, o.Name, a, d)
 				assert.Equal(t, got.Dims[a], v, "%s: output %s dim %d = %s at %v", n, o.Name, a, d, env)
+			}
+			if k := known[o]; k != nil && (got.DType.IsInt() || got.DType == ir.Bool) {
+				assert.Equal(t, Int64s(got), Int64s(k), "%s: inferred constant %s", n, o.Name)
 			}
 			if sv := syms[o]; sv != nil {
 				want := Int64s(got)
@@ -394,5 +397,91 @@ func TestScaledDim(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, int64(math.Floor(s*float64(h))), got, "floor(%v*%d) = %s", s, h, d)
 		}
+	}
+}
+
+// TestShapeArithmetic runs exporters' shape arithmetic through every
+// symbolic-value rule and checks the values against the kernels' at
+// several sizes, and that the interesting ones are known.
+func TestShapeArithmetic(t *testing.T) {
+	g := ir.NewGraph("arith")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.ShapeOf(ir.Sym("B"), ir.Sym("S"), ir.D(8))))
+	shape := g.Apply("Shape", []*ir.Value{x})
+	c := func(name string, t *ir.Tensor) *ir.Value { return g.AddInitializer(name, t) }
+	seq := g.Apply("Gather", []*ir.Value{shape, c("i1", scalarInt(1))})
+	hw := g.Apply("Slice", []*ir.Value{shape, c("st", ints(1)), c("en", ints(3))})
+	size := g.Apply("Size", []*ir.Value{x})
+	prod := g.Apply("ReduceProd", []*ir.Value{shape}, ir.AttrI("keepdims", 0))
+	half := g.Apply("Div", []*ir.Value{seq, c("two", scalarInt(2))})
+	rem := g.Apply("Mod", []*ir.Value{seq, c("three", scalarInt(3))})
+	neg := g.Apply("Neg", []*ir.Value{seq})
+	abs := g.Apply("Abs", []*ir.Value{neg})
+	diff := g.Apply("Sub", []*ir.Value{seq, c("one", scalarInt(1))})
+	mx := g.Apply("Max", []*ir.Value{diff, c("zero", scalarInt(0))})
+	mn := g.Apply("Min", []*ir.Value{seq, c("ten", scalarInt(10))})
+	less := g.Apply("Less", []*ir.Value{seq, c("one2", scalarInt(1))})
+	geq := g.Apply("GreaterOrEqual", []*ir.Value{seq, c("one3", scalarInt(1))})
+	not := g.Apply("Not", []*ir.Value{less})
+	pick := g.Apply("Where", []*ir.Value{not, seq, c("m1", scalarInt(-1))})
+	// Through floats: floor(S * 2.0) as an int64, as upsampling exports.
+	sf := g.Apply("Cast", []*ir.Value{seq}, ir.AttrI("to", int64(ir.Float32)))
+	dbl := g.Apply("Mul", []*ir.Value{sf, c("twof", ir.Scalar(ir.Float32, float32(2)))})
+	fl := g.Apply("Floor", []*ir.Value{dbl})
+	back := g.Apply("Cast", []*ir.Value{fl}, ir.AttrI("to", int64(ir.Int64)))
+	i32 := g.Apply("Cast", []*ir.Value{shape}, ir.AttrI("to", int64(ir.Int32)))
+	sum := g.Apply("Add", []*ir.Value{g.Apply("Add", []*ir.Value{seq, back}), abs})
+	flat := g.Apply("Flatten", []*ir.Value{g.Apply("Unsqueeze", []*ir.Value{hw, c("ax", ints(0))})}, ir.AttrI("axis", 0))
+	id := g.Apply("Identity", []*ir.Value{flat})
+	sq := g.Apply("Squeeze", []*ir.Value{id, c("ax0", ints(0))})
+	wide := g.Apply("Expand", []*ir.Value{g.Apply("Unsqueeze", []*ir.Value{seq, c("ax1", ints(0))}), c("three1", ints(3))})
+	// The value feeds a shape: ones of [B, 2*S].
+	target := g.Apply("Concat", []*ir.Value{g.Apply("Unsqueeze", []*ir.Value{g.Apply("Gather", []*ir.Value{shape, c("i0", scalarInt(0))}), c("ax2", ints(0))}),
+		g.Apply("Unsqueeze", []*ir.Value{back, c("ax3", ints(0))})}, ir.AttrI("axis", 0))
+	ones := g.Apply("ConstantOfShape", []*ir.Value{target})
+	var cmps []*ir.Value
+	for _, op := range []string{"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"} {
+		for k, other := range []*ir.Value{c(g.UniqueName("k"), scalarInt(0)), c(g.UniqueName("k"), scalarInt(1)), c(g.UniqueName("k"), scalarInt(5)), diff, mx, seq} {
+			v := g.Apply(op, []*ir.Value{seq, other})
+			if k%2 == 0 {
+				v = g.Apply(op, []*ir.Value{other, seq})
+			}
+			cmps = append(cmps, v)
+		}
+	}
+	outs := append([]*ir.Value{size, prod, half, rem, mx, mn, geq, pick, i32, sum, sq, wide, ones}, cmps...)
+	g.SetOutputs(outs...)
+	m := ir.NewModel(g, 17)
+	known, syms, err := InferShapesSym(m, ir.Limits{})
+	require.NoError(t, err)
+	// Comparisons that the symbols' being at least 1 decides are constants.
+	for _, v := range []*ir.Value{less, geq, not} {
+		require.NotNil(t, known[v], "%s is constant", v.Name)
+	}
+	assert.Equal(t, []bool{false}, Bools(known[less]))
+	assert.Equal(t, []bool{true}, Bools(known[geq]))
+	want := map[*ir.Value]string{
+		size: "{8*B*S}", prod: "{8*B*S}", half: "{S//2}", rem: "{S - 3*(S//3)}", mx: "{S - 1}", mn: "{min(10, S)}",
+		pick: "{S}", i32: "{B, S, 8}", sum: "{4*S}", sq: "{S, 8}", wide: "{S, S, S}", target: "{B, 2*S}",
+	}
+	for v, w := range want {
+		got := "const"
+		if sv := syms[v]; sv != nil {
+			got = sv.String()
+			got = got[len(got)-len(w):]
+		}
+		assert.Equal(t, w, got, "value of %s", v.Name)
+	}
+	assert.Equal(t, "float[B,2*S]", ones.Type.String())
+	decided := 0
+	for _, v := range cmps {
+		if known[v] != nil {
+			decided++
+		}
+	}
+	// Against 0, S - 1 and S every comparison is decided; against 1 only
+	// S < 1 and S >= 1 (S may be 1); against 5 none.
+	assert.Equal(t, 22, decided)
+	for _, env := range []map[string]int64{{"B": 1, "S": 1}, {"B": 2, "S": 5}, {"B": 3, "S": 12}} {
+		checkAgainstRun(t, m, env, true)
 	}
 }

@@ -182,9 +182,9 @@ var symRules = map[string]func(c *InferContext){
 		return s
 	}),
 	"Equal":          symBinary(func(a, b *dimexpr.Expr, _ bool) *dimexpr.Expr { return truth(a.Equal(b), differ(a, b)) }),
-	"Less":           symBinary(func(a, b *dimexpr.Expr, _ bool) *dimexpr.Expr { return truth(lt(a, b), b.GE(a)) }),
+	"Less":           symBinary(func(a, b *dimexpr.Expr, _ bool) *dimexpr.Expr { return truth(lt(a, b), a.GE(b)) }),
 	"LessOrEqual":    symBinary(func(a, b *dimexpr.Expr, _ bool) *dimexpr.Expr { return truth(b.GE(a), lt(b, a)) }),
-	"Greater":        symBinary(func(a, b *dimexpr.Expr, _ bool) *dimexpr.Expr { return truth(lt(b, a), a.GE(b)) }),
+	"Greater":        symBinary(func(a, b *dimexpr.Expr, _ bool) *dimexpr.Expr { return truth(lt(b, a), b.GE(a)) }),
 	"GreaterOrEqual": symBinary(func(a, b *dimexpr.Expr, _ bool) *dimexpr.Expr { return truth(a.GE(b), lt(a, b)) }),
 	"Not":            symUnary(func(a *dimexpr.Expr) *dimexpr.Expr { return dimexpr.Const(1).Sub(a) }),
 	"Where":          symWhere,

@@ -17,6 +17,12 @@
 // and max(N - 1, 0) is N - 1. Nothing else assumes anything about the
 // symbols; every other rewrite holds for all integers.
 //
+// Canonical forms are equal for expressions equal by the laws of
+// polynomials, by the floor-division reductions above, and for mins and
+// maxes whose arguments compare; expressions equal only by deeper number
+// theory, such as N//2 + (N + 1)//2 and N, may print differently. Equal
+// strings always mean equal values.
+//
 // A nil *Expr is an unknown value: every operation with one gives nil, as
 // does arithmetic whose coefficients would overflow int64 or whose result
 // would grow past a few dozen terms. Inference treats nil as "unknown dim".
@@ -346,7 +352,7 @@ func (e *Expr) Mul(o *Expr) *Expr {
 	return sum(ts)
 }
 
-// AddConst, MulConst: shorthands for arithmetic with an int64.
+// AddConst returns e + v.
 func (e *Expr) AddConst(v int64) *Expr { return e.Add(Const(v)) }
 
 // MulConst returns e * v.

@@ -6,6 +6,7 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 )
 
@@ -421,8 +422,20 @@ func emitReduce(q *Point, k *Kernel, s Schedule) value.Value {
 		}
 		acc = nest(0, q, init)
 		if hlane >= 0 {
+			// Across the lanes as a tree (log2(VL) steps, not VL-1),
+			// halving while the width is even.
+			for w := s.VL / 2; w >= 1 && lanes(acc) == 2*w; w /= 2 {
+				lo, hi := make([]constant.Constant, w), make([]constant.Constant, w)
+				for i := range lo {
+					lo[i], hi[i] = constant.NewInt(i32, int64(i)), constant.NewInt(i32, int64(w+i))
+				}
+				mt := types.NewVector(uint64(w), i32)
+				undef := constant.NewUndef(acc.Type())
+				acc = combine(f, r.Op, t, f.B.NewShuffleVector(acc, undef, constant.NewVector(mt, lo...)),
+					f.B.NewShuffleVector(acc, undef, constant.NewVector(mt, hi...)))
+			}
 			h := f.ExtractLane(acc, 0)
-			for i := 1; i < s.VL; i++ {
+			for i := 1; i < lanes(acc); i++ {
 				h = combine(f, r.Op, t, h, f.ExtractLane(acc, i))
 			}
 			acc = h

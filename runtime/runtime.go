@@ -15,6 +15,7 @@
 package runtime
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
@@ -278,7 +279,13 @@ func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 // give and points c.io at both and at the dims table.
 func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
 	e := c.engine
-	for name := range inputs {
+	for name, t := range inputs {
+		if p := findPinned(e.Meta.Pinned, name); p != nil {
+			if t.DType.String() != p.DType || !slices.Equal(t.Dims, p.Shape) || !bytes.Equal(t.Raw, p.Data) {
+				return nil, fmt.Errorf("input %q: the engine was compiled for one value of it (cc build --value), and this is another: rebuild with --value %s=... for it", name, name)
+			}
+			continue
+		}
 		if findBinding(e.inputs, name) == nil {
 			return nil, fmt.Errorf("unknown input %q; the engine's inputs are %s", name, names(e.inputs))
 		}
@@ -423,6 +430,15 @@ func rawPointer(b []byte) unsafe.Pointer {
 		return nil
 	}
 	return unsafe.Pointer(&b[0])
+}
+
+func findPinned(ps []engine.Pinned, name string) *engine.Pinned {
+	for i := range ps {
+		if ps[i].Name == name {
+			return &ps[i]
+		}
+	}
+	return nil
 }
 
 func findBinding(bs []binding, name string) *binding {

@@ -49,6 +49,7 @@ such a build is refused before it starts.`,
 		pin := cli.Shapes(fs, "shape", "`NAME=DIMS` (e.g. input=4x3x224x224): compile input NAME for these dims only; repeat for several inputs")
 		minShape := cli.Shapes(fs, "min", "`NAME=DIMS`: the smallest shape of input NAME the engine accepts (its dynamic dims' minima; default 1)")
 		optShape := cli.Shapes(fs, "opt", "`NAME=DIMS`: the shape of input NAME to tune for (default: the minima)")
+		values := cli.Values(fs, "value", "`NAME=V,V,...`: compile input NAME as this constant; inputs whose values set shapes (a TopK's K, a Reshape's shape, ...) need one, and the engine then takes only this value for them")
 		maxShape := cli.Shapes(fs, "max", fmt.Sprintf("`NAME=DIMS`: the largest shape of input NAME the engine accepts; memory is planned for it (default: %d for each dynamic dim)", cpu.DefaultMaxDim))
 		return func(env *cli.Env, args []string) error {
 			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]
@@ -69,7 +70,7 @@ such a build is refused before it starts.`,
 			}
 			opts := build.Options{CPU: *cpuName, OptLevel: *opt, Disabled: split(*disable),
 				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache,
-				Limits: limits.Limits(), Shapes: build.Shapes{Pin: pin, Min: minShape, Opt: optShape, Max: maxShape}}
+				Limits: limits.Limits(), Shapes: build.Shapes{Pin: pin, Min: minShape, Opt: optShape, Max: maxShape, Values: values}}
 			if opts.TimingCache == "none" {
 				opts.TimingCache = ""
 			}

@@ -83,6 +83,13 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 		}
 		row(label, "%s %s", b.Name, b.ShapeString())
 	}
+	for i, p := range m.Pinned {
+		label := ""
+		if i == 0 {
+			label = "pinned"
+		}
+		row(label, "%s %s%v (compiled as a constant: cc build --value)", p.Name, p.DType, p.Shape)
+	}
 	for i, sy := range m.Symbols {
 		label := ""
 		if i == 0 {

@@ -47,6 +47,7 @@ type Options struct {
 	// Shapes pin inputs' dims or give the ranges of their dynamic dims.
 	Shapes  Shapes
 	profile map[string]cpu.DimRange
+	pinned  []engine.Pinned
 }
 
 // Output is what one build produced.
@@ -94,7 +95,7 @@ func Optimize(m *ir.Model, opts Options) (*passes.Context, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if opts.profile, err = opts.Shapes.apply(m); err != nil {
+	if opts.profile, opts.pinned, err = opts.Shapes.apply(m); err != nil {
 		return nil, nil, err
 	}
 	c, err := optimize(m, opts, cache)
@@ -183,7 +184,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.profile, err = opts.Shapes.apply(m); err != nil {
+	if opts.profile, opts.pinned, err = opts.Shapes.apply(m); err != nil {
 		return nil, err
 	}
 	pc, err := optimize(m, opts, cache)
@@ -220,6 +221,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	for _, io := range code.Outputs {
 		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index})
 	}
+	meta.Pinned = opts.pinned
 	for _, s := range code.Symbols {
 		meta.Symbols = append(meta.Symbols, engine.Symbol{Name: s.Name, Min: s.Min, Opt: s.Opt, Max: s.Max})
 	}
@@ -251,6 +253,13 @@ func (o Options) flags() []string {
 			}
 			f = append(f, s.flag+"="+name+"="+strings.Join(dims, "x"))
 		}
+	}
+	for _, name := range sortedNames(o.Shapes.Values) {
+		vals := make([]string, len(o.Shapes.Values[name]))
+		for i, v := range o.Shapes.Values[name] {
+			vals[i] = fmt.Sprint(v)
+		}
+		f = append(f, "--value="+name+"="+strings.Join(vals, ","))
 	}
 	return f
 }

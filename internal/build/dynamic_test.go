@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+	"github.com/kiln-ml/kiln/runtime"
 	"github.com/kiln-ml/kiln/runtime/reference"
 	"github.com/stretchr/testify/require"
 )
@@ -67,4 +70,50 @@ func TestDynamicDigitsTestdata(t *testing.T) {
 			require.True(t, stored.Equal(s[i]), "%s/%s differs from what the reference gives", name, file)
 		}
 	}
+}
+
+// TestShapeTensorValue: an input whose value sets a shape (TopK's K) must
+// be given with --value; the engine then takes that value only.
+func TestShapeTensorValue(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	model := func() *ir.Model {
+		g := ir.NewGraph("topk")
+		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(3, 7)))
+		k := g.AddInput("k", ir.TensorType(ir.Int64, ir.S(1)))
+		n := g.AddNode("TopK", []*ir.Value{x, k}, 2)
+		g.SetOutputs(n.Outputs...)
+		return ir.NewModel(g, 13)
+	}
+	_, err := BuildModel(model(), nil, Options{OptLevel: 2})
+	var ste *ops.ShapeTensorError
+	require.ErrorAs(t, err, &ste)
+	require.Contains(t, err.Error(), `input "k" sets shapes`)
+	out, err := BuildModel(model(), nil, Options{OptLevel: 2, Shapes: Shapes{Values: map[string][]float64{"k": {4}}}})
+	require.NoError(t, err)
+	e, err := runtime.LoadBytes(out.Engine)
+	require.NoError(t, err)
+	defer e.Close()
+	ctx, err := e.NewContext(runtime.Options{Threads: 1})
+	require.NoError(t, err)
+	x := ir.NewTensor(ir.Float32, 3, 7)
+	r := rand.New(rand.NewSource(1))
+	for i := range x.Float32s() {
+		x.Float32s()[i] = float32(r.NormFloat64())
+	}
+	got, err := ctx.Run(map[string]*ir.Tensor{"x": x, "k": ir.FromSlice(ir.Int64, []int64{1}, []int64{4})})
+	require.NoError(t, err)
+	ref, err := reference.New(model())
+	require.NoError(t, err)
+	want, err := ref.Run(map[string]*ir.Tensor{"x": x, "k": ir.FromSlice(ir.Int64, []int64{1}, []int64{4})})
+	require.NoError(t, err)
+	m := model()
+	for i, b := range e.Outputs() {
+		name := m.Graph.Outputs[i].Name
+		require.Equal(t, want[name].Dims, got[b.Name].Dims, name)
+		require.Equal(t, want[name].Raw, got[b.Name].Raw, name)
+	}
+	_, err = ctx.Run(map[string]*ir.Tensor{"x": x, "k": ir.FromSlice(ir.Int64, []int64{1}, []int64{2})})
+	require.ErrorContains(t, err, `input "k": the engine was compiled for one value of it`)
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
 // Shapes are the shape flags of cc build, per input name: Pin fixes an
@@ -15,10 +17,59 @@ import (
 // given as they are.
 type Shapes struct {
 	Pin, Min, Opt, Max map[string][]int64
+	// Values compile inputs as constants (--value): those whose values
+	// set shapes (ops.ShapeTensorInputs) must be given.
+	Values map[string][]float64
 }
 
-// apply pins m's inputs and returns the ranges of the symbols left dynamic.
-func (s Shapes) apply(m *ir.Model) (map[string]cpu.DimRange, error) {
+// apply pins m's inputs and returns the ranges of the symbols left dynamic
+// and the inputs compiled as constants.
+func (s Shapes) apply(m *ir.Model) (map[string]cpu.DimRange, []engine.Pinned, error) {
+	profile, err := s.applyShapes(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pinned []engine.Pinned
+	for _, name := range sortedNames(s.Values) {
+		var v *ir.Value
+		for _, in := range m.Graph.Inputs {
+			if in.Name == name && in.Const == nil {
+				v = in
+			}
+		}
+		if v == nil {
+			return nil, nil, fmt.Errorf("--value %s: the model has no input %q", name, name)
+		}
+		dims, ok := v.Type.Shape.Ints()
+		if !ok {
+			return nil, nil, fmt.Errorf("--value %s: the input's shape %s is not static (pin it with --shape)", name, v.Type)
+		}
+		vals := s.Values[name]
+		if int64(len(vals)) != ir.Product(dims) {
+			return nil, nil, fmt.Errorf("--value %s: %d values for an input of shape %s", name, len(vals), v.Type)
+		}
+		t := ops.FromFloat64s(v.Type.Elem, dims, vals)
+		if err := m.Graph.PinInput(name, t); err != nil {
+			return nil, nil, fmt.Errorf("--value %s: %v", name, err)
+		}
+		pinned = append(pinned, engine.Pinned{Name: name, DType: t.DType.String(), Shape: dims, Data: t.Raw})
+	}
+	shapeTensors := ops.ShapeTensorInputs(m.Graph)
+	var first *ir.Value
+	for v := range shapeTensors {
+		if first == nil || v.Name < first.Name {
+			first = v
+		}
+	}
+	if first != nil {
+		return nil, nil, &ops.ShapeTensorError{Input: first.Name, Use: shapeTensors[first]}
+	}
+	return profile, pinned, nil
+}
+
+// applyShapes pins inputs' dims and returns the ranges of the symbols
+// left dynamic.
+func (s Shapes) applyShapes(m *ir.Model) (map[string]cpu.DimRange, error) {
 	inputs := map[string]*ir.Value{}
 	for _, v := range m.Graph.Inputs {
 		if v.Const == nil {
@@ -98,7 +149,7 @@ func (s Shapes) apply(m *ir.Model) (map[string]cpu.DimRange, error) {
 	return profile, nil
 }
 
-func sortedNames(m map[string][]int64) []string {
+func sortedNames[V any](m map[string]V) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)

@@ -51,3 +51,47 @@ func (s shapesValue) Set(arg string) error {
 	s[name] = dims
 	return nil
 }
+
+// Values returns a repeatable flag of input values, NAME=V,V,... (cc
+// build --value). A name given twice is an error.
+func Values(fs *flag.FlagSet, name, usage string) map[string][]float64 {
+	v := valuesValue{}
+	fs.Var(v, name, usage)
+	return v
+}
+
+type valuesValue map[string][]float64
+
+func (s valuesValue) String() string {
+	var parts []string
+	for k, vals := range s {
+		vs := make([]string, len(vals))
+		for i, v := range vals {
+			vs[i] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		parts = append(parts, k+"="+strings.Join(vs, ","))
+	}
+	return strings.Join(parts, ";")
+}
+
+func (s valuesValue) Set(arg string) error {
+	name, spec, ok := strings.Cut(arg, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want NAME=VALUES (e.g. k=3 or shape=1,-1), got %q", arg)
+	}
+	if _, dup := s[name]; dup {
+		return fmt.Errorf("%q is given twice", name)
+	}
+	vals := []float64{}
+	if spec != "" {
+		for _, f := range strings.Split(spec, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil {
+				return fmt.Errorf("%q: %q is not a number", arg, f)
+			}
+			vals = append(vals, v)
+		}
+	}
+	s[name] = vals
+	return nil
+}

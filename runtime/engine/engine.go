@@ -57,6 +57,17 @@ type Metadata struct {
 	// Symbols are the dynamic dims, in the order of the dims table the
 	// code reads (the io slot after the outputs).
 	Symbols []Symbol `json:"symbols,omitempty"`
+	// Pinned are model inputs compiled as constants (cc build --value):
+	// a run may give them, with exactly these values, or leave them out.
+	Pinned []Pinned `json:"pinned,omitempty"`
+}
+
+// Pinned is an input whose value the engine was compiled for.
+type Pinned struct {
+	Name  string  `json:"name"`
+	DType string  `json:"dtype"`
+	Shape []int64 `json:"shape"`
+	Data  []byte  `json:"data"` // raw little-endian elements
 }
 
 // Engine is a decoded engine file.

@@ -67,6 +67,18 @@ func (m *Metadata) Validate() error {
 		}
 		bound[b.Index] = what
 	}
+	for _, p := range m.Pinned {
+		if !validName(p.Name) || names[p.Name] {
+			return bad("pinned input %s is malformed or also bound", quote(p.Name))
+		}
+		names[p.Name] = true
+		if !printable(p.DType, 32) {
+			return bad("pinned input %q has dtype %s", p.Name, quote(p.DType))
+		}
+		if _, err := Elements(p.Shape); err != nil {
+			return bad("pinned input %q: %v", p.Name, err)
+		}
+	}
 	syms := map[string]bool{}
 	for _, sy := range m.Symbols {
 		if !validName(sy.Name) || !isSymbol(sy.Name) || syms[sy.Name] {

@@ -2,12 +2,14 @@ package conformance
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 )
@@ -24,12 +26,40 @@ func TestBackends(t *testing.T) {
 func TestReferenceRunsBundledModels(t *testing.T) {
 	dirs, err := Discover([]string{"../../testdata/models"})
 	require.NoError(t, err)
-	require.Equal(t, []string{"digits_cnn", "digits_mlp"}, []string{filepath.Base(dirs[0]), filepath.Base(dirs[1])})
+	var names []string
+	for _, d := range dirs {
+		names = append(names, filepath.Base(d))
+	}
+	require.Equal(t, []string{"digits_cnn", "digits_cnn_dynamic", "digits_mlp"}, names)
 	for _, dir := range dirs {
 		r := RunTest(dir, Reference{}, Tolerance{RelL2: 1e-5})
 		assert.Equal(t, Pass, r.Status, "%s: %s", r.Name, r.Detail)
 	}
 }
+
+// TestSequenceDataUnsupported: a test whose inputs are sequences holds
+// SequenceProto data files, which are not read: UNSUPPORTED with the
+// reason, never FAIL.
+func TestSequenceDataUnsupported(t *testing.T) {
+	g := ir.NewGraph("g")
+	x := g.AddInput("x", ir.Type{Kind: ir.SequenceKind, Elem: ir.Float32})
+	g.SetOutputs(g.Apply("Identity", []*ir.Value{x}))
+	dir := t.TempDir()
+	require.NoError(t, onnx.WriteFile(filepath.Join(dir, "model.onnx"), ir.NewModel(g, 17)))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "test_data_set_0"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "test_data_set_0", "input_0.pb"), []byte{0x0a, 0x01, 'x'}, 0o644))
+	r := RunTest(dir, acceptAll{}, DefaultTolerance)
+	assert.Equal(t, Unsupported, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "SequenceProto")
+}
+
+// acceptAll is a backend that takes any model, so that a test reaches its
+// data files.
+type acceptAll struct{}
+
+func (acceptAll) Prepare(*ir.Model) (Runner, error) { return acceptAll{}, nil }
+
+func (acceptAll) Run(in map[string]*ir.Tensor) (map[string]*ir.Tensor, error) { return in, nil }
 
 func TestReferenceUnsupported(t *testing.T) {
 	g := ir.NewGraph("g")

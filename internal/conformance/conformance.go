@@ -131,7 +131,7 @@ func RunTest(dir string, b Backend, tol Tolerance) (res Result) {
 	for _, set := range sets {
 		inputs, want, err := loadSet(m, set, lim)
 		if err != nil {
-			return Result{res.Name, Fail, err.Error()}
+			return classify(res.Name, err)
 		}
 		got, err := runner.Run(inputs)
 		if err != nil {
@@ -181,9 +181,15 @@ func shapeAdmits(s ir.Shape, dims []int64) bool {
 	return true
 }
 
+// unreadData is test data kiln does not read: the test is UNSUPPORTED.
+type unreadData string
+
+func (e unreadData) Error() string { return string(e) }
+
 func classify(name string, err error) Result {
 	var ue *ops.UnsupportedError
-	if errors.As(err, &ue) {
+	var ud unreadData
+	if errors.As(err, &ue) || errors.As(err, &ud) {
 		return Result{name, Unsupported, err.Error()}
 	}
 	return Result{name, Fail, err.Error()}
@@ -200,6 +206,12 @@ func loadSet(m *ir.Model, set string, lim ir.Limits) (map[string]*ir.Tensor, []*
 	for _, v := range m.Graph.Inputs {
 		if !init[v] {
 			feeds = append(feeds, v)
+		}
+	}
+	for _, v := range append(append([]*ir.Value{}, feeds...), m.Graph.Outputs...) {
+		if k := v.Type.Kind; k != ir.TensorKind && k != ir.UnknownKind {
+			return nil, nil, unreadData(fmt.Sprintf(
+				"%q is %s: its data files hold SequenceProto, OptionalProto or MapProto messages, which kiln does not read (it computes with tensors)", v.Name, v.Type))
 		}
 	}
 	inputs := map[string]*ir.Tensor{}

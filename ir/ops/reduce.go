@@ -355,7 +355,7 @@ func (c *KernelContext) ReduceSpec(rank int) (*Reduce, error) {
 	var t *ir.Tensor
 	if axesInput && c.HasInput(1) {
 		if t = c.In(1); t == nil {
-			return nil, c.Errorf("axes is not known")
+			return nil, c.Errorf("axes (input 1) must be known at compile time")
 		}
 	}
 	axes, noop := reduceAxes(c.attrs, axesInput, t)
@@ -597,7 +597,7 @@ func (c *KernelContext) TopKSpec(dims []int64) (*TopK, error) {
 		return nil, c.Errorf("%v", err)
 	}
 	if !known {
-		return nil, c.Errorf("K is not known")
+		return nil, c.Errorf("K (input 1) must be known at compile time")
 	}
 	if dims[axis] >= 0 && k > dims[axis] {
 		return nil, c.Errorf("k = %d exceeds the axis size %d", k, dims[axis])
@@ -699,7 +699,7 @@ type CumSum struct {
 func (c *KernelContext) CumSumSpec(rank int) (*CumSum, error) {
 	t := c.In(1)
 	if t == nil {
-		return nil, c.Errorf("axis is not known")
+		return nil, c.Errorf("axis (input 1) must be known at compile time")
 	}
 	axis, err := cumSumAxis(t, rank)
 	if err != nil {

@@ -169,7 +169,7 @@ func engineTests(t *testing.T, run func(args ...string) (int, string, string)) {
 	code, _, stderr = run("run", path, "--input", out.Code.Inputs[0].Name+"="+bad)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "[1 63]")
-	assert.Contains(t, stderr, "[1 64]")
+	assert.Contains(t, stderr, "the engine takes float[1,64]")
 
 	// A flipped byte in the code section is refused, naming the section.
 	corrupt := append([]byte(nil), out.Engine...)

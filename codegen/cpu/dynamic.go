@@ -6,6 +6,7 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/value"
 )
@@ -133,18 +134,24 @@ func hasSymbolic(s ir.Shape) bool {
 }
 
 // dimSymbols lists the symbols a symbolic dim depends on.
-func dimSymbols(d ir.Dim) ([]string, error) { return []string{d.Param}, nil }
+func dimSymbols(d ir.Dim) ([]string, error) {
+	e, err := dimexpr.Parse(d.Param)
+	if err != nil {
+		return nil, err
+	}
+	return e.Symbols(), nil
+}
 
-// dimValue evaluates a symbolic dim.
+// dimValue evaluates a dim for the symbols' values.
 func dimValue(d ir.Dim, env map[string]int64) (int64, error) {
 	if d.IsStatic() {
 		return d.Value, nil
 	}
-	v, ok := env[d.Param]
-	if !ok {
-		return 0, fmt.Errorf("the dim %s is not one of the inputs' symbols", d.Param)
+	e, err := dimexpr.Parse(d.Param)
+	if err != nil {
+		return 0, err
 	}
-	return v, nil
+	return e.Eval(env)
 }
 
 // dimExpr is a dim as a kernel-layer expression over the symbols.
@@ -152,7 +159,43 @@ func (g *gen) dimExpr(d ir.Dim) *kernel.Expr {
 	if d.IsStatic() {
 		return kernel.C(d.Value)
 	}
-	return kernel.Sym(d.Param)
+	e, err := dimexpr.Parse(d.Param)
+	if err != nil {
+		panic(fmt.Sprintf("codegen/cpu: dim %q: %v", d.Param, err)) // specialize parsed it
+	}
+	return kernelOfDim(e.Tree())
+}
+
+// kernelOfDim converts a dim expression's tree.
+func kernelOfDim(n dimexpr.Node) *kernel.Expr {
+	switch n.Op {
+	case dimexpr.OpConst:
+		return kernel.C(n.Value)
+	case dimexpr.OpSym:
+		return kernel.Sym(n.Name)
+	}
+	args := make([]*kernel.Expr, len(n.Args))
+	for i, a := range n.Args {
+		args[i] = kernelOfDim(a)
+	}
+	r := args[0]
+	for _, a := range args[1:] {
+		switch n.Op {
+		case dimexpr.OpAdd:
+			r = kernel.Add(r, a)
+		case dimexpr.OpMul:
+			r = kernel.Mul(r, a)
+		case dimexpr.OpFloorDiv:
+			r = kernel.FloorDiv(r, a)
+		case dimexpr.OpMin:
+			r = kernel.Min(r, a)
+		case dimexpr.OpMax:
+			r = kernel.Max(r, a)
+		default:
+			panic(fmt.Sprintf("codegen/cpu: dim operation %v", n.Op))
+		}
+	}
+	return r
 }
 
 // dimNames is a value's dims as names: "" where static, the expression

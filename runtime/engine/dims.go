@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 )
 
 // Dynamic shapes. An engine's symbols are the dims its inputs leave to run
@@ -65,7 +67,7 @@ func Resolve(syms []Symbol, ins []Binding, shapes [][]int64) ([]int64, error) {
 			switch {
 			case name == "":
 				if n != b.Shape[d] {
-					return nil, fmt.Errorf("input %q: dim %d is %d, the engine takes %s", b.Name, d, n, b.ShapeString())
+					return nil, fmt.Errorf("input %q: got shape %v, the engine takes %s (dim %d differs)", b.Name, got, b.ShapeString(), d)
 				}
 			case isSymbol(name):
 				if v, ok := env[name]; ok && v != n {
@@ -142,13 +144,22 @@ func OptValues(syms []Symbol) []int64 {
 	return out
 }
 
-func isSymbol(name string) bool { return !strings.ContainsAny(name, "+-*/()") }
-
-// evalDim evaluates a dim's name: a symbol.
-func evalDim(name string, env map[string]int64) (int64, error) {
-	v, ok := env[name]
-	if !ok {
-		return 0, fmt.Errorf("%q is not one of the engine's symbols", name)
+// isSymbol reports whether a dim's name is one symbol (not an
+// expression over symbols).
+func isSymbol(name string) bool {
+	e, err := dimexpr.Parse(name)
+	if err != nil {
+		return false
 	}
-	return v, nil
+	_, ok := e.Symbol()
+	return ok
+}
+
+// evalDim evaluates a dim's name, a dimexpr expression.
+func evalDim(name string, env map[string]int64) (int64, error) {
+	e, err := dimexpr.Parse(name)
+	if err != nil {
+		return 0, err
+	}
+	return e.Eval(env)
 }

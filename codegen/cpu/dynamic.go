@@ -248,16 +248,25 @@ type slicing struct {
 	orig   map[*ir.Value]ir.Shape
 }
 
-// sliceFor returns how node n runs per sample when it touches symbolic
-// values (nil when it does not), or why it cannot.
-func (g *gen) sliceFor(n *ir.Node) (*slicing, error) {
+// sliceVals lists the tensors node n reads or writes that are not
+// constants.
+func (g *gen) sliceVals(n *ir.Node) []*ir.Value {
 	var vals []*ir.Value
 	for _, v := range append(append([]*ir.Value{}, g.reads(n)...), g.writesOf(n)...) {
 		if v != nil && g.constOf(v) == nil && !slices.Contains(vals, v) {
 			vals = append(vals, v)
 		}
 	}
+	return vals
+}
+
+// sliceLead returns the dynamic leading dim node n runs per sample of
+// ("" when n touches no dynamic dim), or why it cannot run so: every
+// dynamic dim it touches must be that leading dim of its tensors, and
+// what it writes must have it.
+func (g *gen) sliceLead(n *ir.Node) (string, error) {
 	lead := ""
+	vals := g.sliceVals(n)
 	for _, v := range vals {
 		s, ok := g.symShapes[v]
 		if !ok {
@@ -268,25 +277,37 @@ func (g *gen) sliceFor(n *ir.Node) (*slicing, error) {
 				continue
 			}
 			if i != 0 {
-				return nil, fmt.Errorf("%q has the dynamic dim %s at axis %d: this kernel runs per sample of a dynamic leading dim only (pin the dim with cc build --shape)", v.Name, d.Param, i)
+				return "", fmt.Errorf("%q has the dynamic dim %s at axis %d: this kernel runs per sample of a dynamic leading dim only (pin the dim with cc build --shape)", v.Name, d.Param, i)
 			}
 			if lead != "" && d.Param != lead {
-				return nil, fmt.Errorf("%q's leading dim is %s where others' is %s: this kernel runs per sample of one dynamic leading dim", v.Name, d.Param, lead)
+				return "", fmt.Errorf("%q's leading dim is %s where others' is %s: this kernel runs per sample of one dynamic leading dim", v.Name, d.Param, lead)
 			}
 			lead = d.Param
 		}
 	}
 	if lead == "" {
-		return nil, nil
+		return "", nil
+	}
+	for _, v := range g.writesOf(n) {
+		if _, ok := g.symShapes[v]; v != nil && !ok {
+			return "", fmt.Errorf("%q is static while the inputs' leading dim %s is dynamic", v.Name, lead)
+		}
+	}
+	return lead, nil
+}
+
+// sliceFor returns how node n runs per sample when it touches dynamic
+// dims (nil when it does not), or why it cannot, and gives the tensors it
+// touches their one-sample shapes until done.
+func (g *gen) sliceFor(n *ir.Node) (*slicing, error) {
+	lead, err := g.sliceLead(n)
+	if lead == "" || err != nil {
+		return nil, err
 	}
 	g.nslice++
 	sl := &slicing{n: g.dimExpr(ir.Dim{Param: lead, Value: -1}), group: g.nslice, stride: map[*ir.Value]int64{}, orig: map[*ir.Value]ir.Shape{}}
-	for _, v := range vals {
-		s, ok := g.symShapes[v]
-		if !ok {
-			if slices.Contains(g.writesOf(n), v) {
-				return nil, fmt.Errorf("%q is static while the inputs' leading dim %s is dynamic", v.Name, lead)
-			}
+	for _, v := range g.sliceVals(n) {
+		if _, ok := g.symShapes[v]; !ok {
 			continue // a static tensor every sample reads whole
 		}
 		d, _ := v.Type.Shape.Ints()
@@ -295,7 +316,6 @@ func (g *gen) sliceFor(n *ir.Node) (*slicing, error) {
 		one := v.Type.Shape.Clone()
 		one.Dims[0] = ir.D(1)
 		v.Type.Shape = one
-		_ = s
 	}
 	return sl, nil
 }

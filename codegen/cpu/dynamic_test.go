@@ -73,3 +73,47 @@ func TestDynamicBatch(t *testing.T) {
 		t.Fatalf("batch 7: want a refusal naming the dim and range, got %v", err)
 	}
 }
+
+// TestDynamicSequence: batch and sequence both dynamic, as an attention
+// block exports: projections, scores over the sequence, softmax, the
+// weighted sum and a layer-norm-like reduction.
+func TestDynamicSequence(t *testing.T) {
+	needLLC(t)
+	r := rand.New(rand.NewSource(3))
+	w := randTensor(r, 16, 16)
+	b := randTensor(r, 16)
+	model := func() *ir.Model {
+		g := ir.NewGraph("attn")
+		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.ShapeOf(ir.Sym("B"), ir.Sym("S"), ir.D(16))))
+		p := g.Apply("MatMul", []*ir.Value{x, g.AddInitializer("w", w.Clone())})
+		p = g.Apply("Relu", []*ir.Value{g.Apply("Add", []*ir.Value{p, g.AddInitializer("b", b.Clone())})})
+		kt := g.Apply("Transpose", []*ir.Value{x}, ir.AttrIs("perm", 0, 2, 1))
+		sc := g.Apply("Softmax", []*ir.Value{g.Apply("MatMul", []*ir.Value{p, kt})}, ir.AttrI("axis", -1))
+		o := g.Apply("MatMul", []*ir.Value{sc, x})
+		mean := g.Apply("ReduceMean", []*ir.Value{o}, ir.AttrIs("axes", -1))
+		g.SetOutputs(g.Apply("Sub", []*ir.Value{o, mean}))
+		return ir.NewModel(g, 13)
+	}
+	res, err := Compile(optimize(t, model()), Options{Winograd: WinogradOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Load(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, bs := range [][2]int64{{1, 1}, {1, 7}, {3, 5}, {2, 32}} {
+		in := map[string]*ir.Tensor{"x": randTensor(r, bs[0], bs[1], 16)}
+		want := runRef(t, model(), in)
+		got, err := e.Run(in, 2, nil)
+		if err != nil {
+			t.Fatalf("%v: %v", bs, err)
+		}
+		for name, w := range want {
+			if err := compareOut(got[name], w); err != nil {
+				t.Errorf("B, S = %v: %s: %v", bs, name, err)
+			}
+		}
+	}
+}

@@ -36,8 +36,8 @@ var opTable = map[string]*opInfo{}
 // decides: a node of an op in opTable runs on its row when the row takes
 // it (its element type is in types and check accepts it); a node the row
 // refuses runs on the kernel layer's definition of the op when there is
-// one (weights known only at run time, other ranks and types, ...); an op
-// without a row, only there.
+// one (weights known only at run time, other ranks and types, dynamic
+// dims it cannot run per sample, ...); an op without a row, only there.
 func (g *gen) handInfo(n *ir.Node) *opInfo {
 	info := opTable[n.OpType]
 	if info == nil || kernel.Lookup(n.OpType) == nil || n.Domain != "" && n.Domain != "ai.onnx" {
@@ -48,6 +48,8 @@ func (g *gen) handInfo(n *ir.Node) *opInfo {
 	}
 	if g.rowRefuses(info, n) != nil {
 		info = nil
+	} else if _, err := g.sliceLead(n); err != nil {
+		info = nil // dynamic dims the hand kernel cannot run per sample
 	}
 	g.hand[n] = info
 	return info

@@ -18,6 +18,7 @@ func init() {
 			"ReduceSum-13(keepdims=0) T[67,1,5], int64[2]=[0 1]",
 		},
 		"ReduceMean": {
+			"ReduceMean-18 float[40,1000], int64[1]=[1]", // split across threads
 			"ReduceMean-18 T[4,33], int64[1]=[-1]",
 			"ReduceMean-13(axes=[0 2]) T[3,4,5]",
 			"ReduceMean-18(keepdims=0) T[2,3,4,5], int64[2]=[3 2]",
@@ -30,6 +31,7 @@ func init() {
 			"ReduceProd-18 T[2,0], int64[1]=[-1]",
 		},
 		"ReduceMax": {
+			"ReduceMax-18 float[40,1000], int64[1]=[0]",
 			"ReduceMax-18(keepdims=0) T[3,17], int64[1]=[1]",
 			"ReduceMax-13(axes=[0]) T[5,7]",
 			"ReduceMax-18 T[4,0], int64[1]=[1]",
@@ -68,6 +70,7 @@ func init() {
 			"ReduceLogSumExp-18 float[3,2]~[1000 999 -1e300 -1e300 NaN 1], int64[1]=[1]",
 		},
 		"ArgMax": {
+			"ArgMax-13(axis=1) float[300,120]",
 			"ArgMax-13(axis=1) T[3,17]",
 			"ArgMax-13(axis=-1, keepdims=0, select_last_index=1) T[4,5]",
 			"ArgMax-11(axis=0) T[5,3]",
@@ -81,6 +84,7 @@ func init() {
 			"ArgMin-13(axis=1) float[2,4]~[1 NaN -3 NaN 2 -2 1 -2]",
 		},
 		"Softmax": {
+			"Softmax-13 float[64,600]", "Softmax-13(axis=0) float[600,64]",
 			"Softmax-13 T[3,17]", "Softmax-13 T[2,67]", "Softmax-13(axis=1) T[2,5,6]",
 			"Softmax-11(axis=1) T[2,3,4]", "Softmax-11(axis=0) T[5]",
 			"Softmax-13 float[2,3]~[1000 999 -1000 1 NaN 2]",
@@ -94,12 +98,14 @@ func init() {
 			"Hardmax-13 float[2,3]~[1 3 3 NaN 2 NaN]",
 		},
 		"CumSum": {
+			"CumSum-14 float[200,200], int64=[0]",
 			"CumSum-14 T[3,17], int64=[1]",
 			"CumSum-14(exclusive=1, reverse=1) T[4,5,3], int32=[-2]",
 			"CumSum-11(reverse=1) T[7], int64[1]=[0]",
 			"CumSum-11(exclusive=1) T[6,5], int32[1]=[0]",
 		},
 		"TopK": {
+			"TopK-11 float[300,120], int64[1]=[5] -> 2",
 			"TopK-11 T[3,17], int64[1]=[4] -> 2",
 			"TopK-11(axis=0, largest=0) T[6,5], int64[1]=[3] -> 2",
 			"TopK-1(k=2, axis=1) T[3,4] -> 2",
@@ -108,6 +114,7 @@ func init() {
 			"TopK-11(largest=0) float[2,4]~[1 NaN 3 NaN 2 2 1 2], int64[1]=[3] -> 2",
 		},
 		"GlobalAveragePool": {
+			"GlobalAveragePool-22 float[2,64,16,16]",
 			"GlobalAveragePool-22 T[2,3,5,7]", "GlobalAveragePool-22 T[1,4,3]",
 			"GlobalAveragePool-1 float[1,17,7,7]",
 		},
@@ -116,6 +123,7 @@ func init() {
 			"GlobalMaxPool-1 float[1,2,2,2]~[1 NaN 3 4 -1 -2 -3 -4]",
 		},
 		"BatchNormalization": {
+			"BatchNormalization-15(training_mode=1) float[4,8,40,40], float[8], float[8], float[8], float[8]~pos -> 3",
 			"BatchNormalization-15 T[2,3,4,5], T[3], T[3], T[3], T[3]~pos",
 			"BatchNormalization-9(epsilon=0.01) T[2,3,4], T[3]=[1 2 0.5], T[3]=[0 1 -1], T[3]=[0.25 0.5 -1], T[3]=[1 2 0.5]",
 			"BatchNormalization-15(training_mode=1) T[2,3,4,5], T[3], T[3], T[3], T[3]~pos -> 3",
@@ -128,6 +136,7 @@ func init() {
 			"InstanceNormalization-6(epsilon=0.01) T[1,2,17], T[2], T[2]",
 		},
 		"LayerNormalization": {
+			"LayerNormalization-17 float[64,600], float[600], float[600] -> 3",
 			"LayerNormalization-17 T[2,3,17], T[17], T[17]",
 			"LayerNormalization-17(axis=1) T[2,3,4], T[3,4], T[3,4] -> 3",
 			"LayerNormalization-17(axis=-2, epsilon=0.001) T[2,5,6], T[6] -> 3",

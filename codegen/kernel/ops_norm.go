@@ -124,6 +124,11 @@ func defInstanceNorm(c *Ctx) error {
 	if x.Rank() < 3 {
 		return c.Unsupported("input of rank %d, want N x C x D1 x ...", x.Rank())
 	}
+	for i := 1; i < 3; i++ {
+		if !sameSize(c.In[i].Numel(), x.Dims[1]) {
+			return c.Unsupported("input %d has %s values, want %s", i, c.In[i].Numel(), x.Dims[1])
+		}
+	}
 	t := computeType(x.DType)
 	xv, _, _ := perChannel(x, true)
 	l := &layout{in: xv, dims: xv.Dims, red: []bool{false, false, true}}

@@ -93,26 +93,40 @@ func TestConvAlgorithmRecorded(t *testing.T) {
 	assert.Contains(t, err.Error(), `algorithm "pointwise"`)
 }
 
-// TestConvChooserLeavesUncompilable checks the conv-layout hook names no
-// algorithm for a convolution this backend cannot compile (weights fed at
-// run time), so Compile is the one to say why.
-func TestConvChooserLeavesUncompilable(t *testing.T) {
+// TestConvChooserRuntimeWeightsAndLayerConvs checks the conv-layout hook:
+// a convolution whose weights are fed at run time gets an algorithm that
+// reads them as laid out (im2col, not Winograd), and one the hand kernels
+// do not take (3-D) none, so that it lowers through the kernel layer;
+// both compile and agree with the reference.
+func TestConvChooserRuntimeWeightsAndLayerConvs(t *testing.T) {
+	needLLC(t)
+	r := rand.New(rand.NewSource(5))
 	g := ir.NewGraph("runtime-weights")
-	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 4, 8, 8)))
-	w := g.AddInput("w", ir.TensorType(ir.Float32, ir.S(4, 4, 3, 3)))
-	y := g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{x, w})})
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 16, 12, 12)))
+	w := g.AddInput("w", ir.TensorType(ir.Float32, ir.S(16, 16, 3, 3)))
+	v := g.AddInput("v", ir.TensorType(ir.Float32, ir.S(1, 2, 4, 4, 4)))
+	y := g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{x, w}, ir.AttrIs("pads", 1, 1, 1, 1))})
 	y.Name = "y"
-	g.SetOutputs(y)
+	z := g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{v, g.AddInitializer("w3", randTensor(r, 3, 2, 3, 3, 3))})})
+	z.Name = "z"
+	g.SetOutputs(y, z)
 	m := ir.NewModel(g, 13)
-	choose, err := ConvChooser(Options{})
+	choose, err := ConvChooser(Options{Winograd: WinogradOn})
 	require.NoError(t, err)
 	c := &passes.Context{OptLevel: 2, Verify: true, ConvAlgorithm: choose}
 	require.NoError(t, passes.Run(c, passes.O2, m))
+	var algos []string
 	for _, n := range m.Graph.Nodes {
-		assert.Nil(t, n.Attr("algorithm"), "%s", n)
+		if a := n.Attr("algorithm"); a != nil {
+			algos = append(algos, a.S)
+		} else {
+			algos = append(algos, "")
+		}
 	}
-	_, err = Compile(m, Options{})
-	assert.ErrorContains(t, err, "non-constant weights")
+	assert.Equal(t, []string{algoIm2col, ""}, algos)
+	feeds := map[string]*ir.Tensor{"x": randTensor(r, 1, 16, 12, 12), "w": randTensor(r, 16, 16, 3, 3), "v": randTensor(r, 1, 2, 4, 4, 4)}
+	res := compileAndCompare(t, m, feeds, runRef(t, m, feeds), 1e-5)
+	assert.Zero(t, kernelsWith(res, "Winograd"), "kernels %v", res.Kernels)
 }
 
 // TestTimingCacheVersions: a cache file from an older format is measured

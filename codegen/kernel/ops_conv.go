@@ -12,16 +12,33 @@ import (
 // every rank, group, type and for weights known only at run time; a
 // target's hand-tuned convolutions take the forms they are built for.
 
-// convShapes returns the static dims of a convolution's input, weights
-// and output.
+// staticButBatch returns b's dims when all but the first (a batch, which
+// kernels take from Dims; -1 here when dynamic) are static.
+func staticButBatch(b *Buffer) ([]int64, bool) {
+	if b.Rank() == 0 {
+		return nil, true
+	}
+	d, ok := StaticInts(b.Dims[1:])
+	if !ok {
+		return nil, false
+	}
+	n, ok := b.Dims[0].IntValue()
+	if !ok {
+		n = -1
+	}
+	return append([]int64{n}, d...), true
+}
+
+// convShapes returns the dims of a convolution's input, weights and
+// output: static, but for the batch.
 func convShapes(c *Ctx) (xd, wd, yd []int64, err error) {
 	x, w, y := c.In[0], c.In[1], c.Out[0]
 	var ok1, ok2, ok3 bool
-	xd, ok1 = x.Static()
+	xd, ok1 = staticButBatch(x)
 	wd, ok2 = w.Static()
-	yd, ok3 = y.Static()
+	yd, ok3 = staticButBatch(y)
 	if !ok1 || !ok2 || !ok3 {
-		return nil, nil, nil, c.Unsupported("a convolution of dynamic dims")
+		return nil, nil, nil, c.Unsupported("a convolution of dynamic dims other than the batch")
 	}
 	if len(xd) < 3 || len(wd) != len(xd) || len(yd) != len(xd) {
 		return nil, nil, nil, c.Unsupported("input %v, weights %v: want [N, C, spatial...] and weights of the same rank", xd, wd)

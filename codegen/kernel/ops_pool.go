@@ -18,9 +18,9 @@ type poolWindow struct {
 }
 
 func (c *Ctx) poolWindow() (*poolWindow, error) {
-	xd, ok := c.In[0].Static()
+	xd, ok := staticButBatch(c.In[0])
 	if !ok {
-		return nil, c.Unsupported("a pool of dynamic dims")
+		return nil, c.Unsupported("a pool of dynamic dims other than the batch")
 	}
 	ks := c.Ints("kernel_shape")
 	if len(xd) != len(ks)+2 {

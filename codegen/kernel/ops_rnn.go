@@ -58,7 +58,8 @@ type rnn struct {
 	c                         *Ctx
 	op                        string
 	gates                     int64
-	seq, batch, in, hidden    int64
+	seq, in, hidden           int64
+	batchDim                  *Expr
 	dirs                      int64
 	major                     bool // layout = 1
 	reverse                   bool // a unidirectional node running backwards
@@ -72,22 +73,26 @@ type rnn struct {
 
 func defRNN(c *Ctx) error {
 	x, w, r := c.In[0], c.In[1], c.In[2]
-	xd, ok1 := x.Static()
 	wd, ok2 := w.Static()
 	rd, ok3 := r.Static()
-	if !ok1 || !ok2 || !ok3 {
-		return c.Unsupported("a recurrence of dynamic dims")
+	if x.Rank() != 3 || len(wd) != 3 || len(rd) != 3 {
+		return c.Unsupported("X, W and R must have rank 3")
 	}
 	n := &rnn{c: c, op: c.Node.OpType, t: computeType(x.DType), b: c.Input(3), lens: c.Input(4), h0: c.Input(5), c0: c.Input(6), p: c.Input(7), x: x, w: w, r: r}
 	n.gates = map[string]int64{"RNN": 1, "GRU": 3, "LSTM": 4}[n.op]
-	if len(xd) != 3 || len(wd) != 3 || len(rd) != 3 {
-		return c.Unsupported("X, W and R must have rank 3")
-	}
-	n.seq, n.batch, n.in, n.hidden, n.dirs = xd[0], xd[1], xd[2], rd[2], wd[0]
 	n.major = c.Node.Attr("layout") != nil && c.Int("layout") != 0
+	seqAxis := 0
 	if n.major {
-		n.seq, n.batch = n.batch, n.seq
+		seqAxis = 1
 	}
+	// The time steps are unrolled: the sequence length must be static;
+	// the batch may be known only at run time.
+	seq, ok1 := x.Dims[seqAxis].IntValue()
+	in, ok4 := x.Dims[2].IntValue()
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return c.Unsupported("a recurrence of dynamic dims other than the batch")
+	}
+	n.seq, n.batchDim, n.in, n.hidden, n.dirs = seq, x.Dims[1-seqAxis], in, rd[2], wd[0]
 	switch dir := c.String("direction"); {
 	case dir == "reverse" && n.dirs == 1:
 		n.reverse = true
@@ -152,7 +157,7 @@ func (n *rnn) bias(d *Expr, part int64, j *Expr) *Expr {
 
 func (n *rnn) emit() {
 	c, t := n.c, n.t
-	D, B, S, H, gh := C(n.dirs), C(n.batch), C(n.seq), C(n.hidden), C(n.gates*n.hidden)
+	D, B, S, H, gh := C(n.dirs), n.batchDim, C(n.seq), C(n.hidden), C(n.gates*n.hidden)
 	d, b, j := Var(0), Var(1), Var(2)
 	y, yh, yc := c.Output(0), c.Output(1), c.Output(2)
 	if n.op != "LSTM" {

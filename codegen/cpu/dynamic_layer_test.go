@@ -1,0 +1,62 @@
+package cpu
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// dynamicLayerNet has a dynamic batch N through ops the kernel layer
+// lowers (ConvTranspose, MaxPool with Indices, a 3-D Conv, GRU): their
+// kernels read N at run time.
+func dynamicLayerNet(r *rand.Rand) *ir.Model {
+	g := ir.NewGraph("dynlayer")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.ShapeOf(ir.Sym("N"), ir.D(2), ir.D(5), ir.D(6))))
+	up := g.Apply("ConvTranspose", []*ir.Value{x, g.AddInitializer("wt", randTensor(r, 2, 3, 3, 3)), g.AddInitializer("bt", randTensor(r, 3))},
+		ir.AttrIs("strides", 2, 2), ir.AttrIs("pads", 1, 1, 0, 0))
+	pool := &ir.Node{Name: "pool", OpType: "MaxPool", Inputs: []*ir.Value{up}, Attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("pads", 1, 1, 1, 1)}}
+	y, idx := &ir.Value{Name: "y", Producer: pool}, &ir.Value{Name: "idx", Producer: pool}
+	pool.Outputs = []*ir.Value{y, idx}
+	g.Nodes = append(g.Nodes, pool)
+	v := g.AddInput("v", ir.TensorType(ir.Float32, ir.ShapeOf(ir.Sym("N"), ir.D(2), ir.D(3), ir.D(4), ir.D(3))))
+	c3 := g.Apply("Conv", []*ir.Value{v, g.AddInitializer("w3", randTensor(r, 3, 2, 2, 3, 2))}, ir.AttrIs("pads", 1, 1, 0, 0, 1, 1))
+	s := g.AddInput("s", ir.TensorType(ir.Float32, ir.ShapeOf(ir.D(3), ir.Sym("N"), ir.D(4))))
+	gru := &ir.Node{Name: "gru", OpType: "GRU", Inputs: []*ir.Value{s, g.AddInitializer("wg", randTensor(r, 1, 6, 4)), g.AddInitializer("rg", randTensor(r, 1, 6, 2))},
+		Attrs: []*ir.Attribute{ir.AttrI("hidden_size", 2)}}
+	gy, gh := &ir.Value{Name: "gy", Producer: gru}, &ir.Value{Name: "gh", Producer: gru}
+	gru.Outputs = []*ir.Value{gy, gh}
+	g.Nodes = append(g.Nodes, gru)
+	g.SetOutputs(y, idx, c3, gy, gh)
+	return ir.NewModel(g, 14)
+}
+
+func TestDynamicBatchLayerOps(t *testing.T) {
+	needLLC(t)
+	r := rand.New(rand.NewSource(3))
+	m := optimize(t, dynamicLayerNet(rand.New(rand.NewSource(7))))
+	res, err := Compile(m, Options{Winograd: WinogradOff, Profile: map[string]DimRange{"N": {Min: 1, Opt: 2, Max: 5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Load(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, batch := range []int64{1, 5, 3} {
+		in := map[string]*ir.Tensor{"x": randTensor(r, batch, 2, 5, 6), "v": randTensor(r, batch, 2, 3, 4, 3), "s": randTensor(r, 3, batch, 4)}
+		want := runRef(t, dynamicLayerNet(rand.New(rand.NewSource(7))), in)
+		for _, threads := range []int{1, 2} {
+			got, err := e.Run(in, threads, nil)
+			if err != nil {
+				t.Fatalf("batch %d: %v", batch, err)
+			}
+			for name, w := range want {
+				if err := compareOut(got[name], w); err != nil {
+					t.Errorf("batch %d, %d threads, %s: %v", batch, threads, name, err)
+				}
+			}
+		}
+	}
+}

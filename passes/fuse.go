@@ -24,6 +24,8 @@ type fuser struct {
 	outSet map[*ir.Value]bool
 	order  map[*ir.Node]int
 	taken  map[*ir.Node]bool // already in a group
+	// fusible is the target's capability (Context.Fusible).
+	fusible func(n *ir.Node) bool
 }
 
 func newFuser(c *Context, m *ir.Model) (*fuser, error) {
@@ -32,7 +34,10 @@ func newFuser(c *Context, m *ir.Model) (*fuser, error) {
 		return nil, err
 	}
 	f := &fuser{m: m, g: m.Graph, opsets: ops.OpsetsOf(m), known: known, uses: m.Graph.Uses(),
-		outSet: map[*ir.Value]bool{}, order: map[*ir.Node]int{}, taken: map[*ir.Node]bool{}}
+		outSet: map[*ir.Value]bool{}, order: map[*ir.Node]int{}, taken: map[*ir.Node]bool{}, fusible: c.Fusible}
+	if f.fusible == nil {
+		f.fusible = f.opsets.Elementwise
+	}
 	for _, v := range m.Graph.Outputs {
 		f.outSet[v] = true
 	}

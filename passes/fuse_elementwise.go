@@ -10,8 +10,9 @@ import (
 // fuseElementwisePass groups elementwise nodes into FusionGroups a backend
 // computes in one pass over the output, intermediates in registers:
 //
-//   - kind "elementwise": a DAG of fusible nodes (fusibleUnary,
-//     fusibleBinary) over one output shape, inputs broadcast. Walking the
+//   - kind "elementwise": a DAG of fusible nodes (elementwise ops the
+//     target computes fused: Context.Fusible) over one output shape,
+//     inputs broadcast. Walking the
 //     nodes backwards, each ungrouped fusible node roots a group, which
 //     takes in every fusible producer of the same output shape whose
 //     readers are all in the group. A Transpose read only by the group and
@@ -65,38 +66,20 @@ func fuseElementwisePass(c *Context, m *ir.Model) error {
 	return nil
 }
 
-// fusibleUnary and fusibleBinary are the elementwise ops a group may hold:
-// those the backends compute in registers (codegen/cpu's ewFn). A backend
-// that meets another op in a group reports it; it never guesses.
-var (
-	fusibleUnary  = []string{"Relu", "Sqrt", "Erf", "Exp", "Log", "Sigmoid", "Tanh", "Neg", "Abs", "Reciprocal", "LeakyRelu", "HardSwish"}
-	fusibleBinary = []string{"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
-)
-
-// operands returns which inputs of n a group computes with, or nil when n
-// cannot join a group. Constant parameters (Clip's bounds, a scalar Pow
-// exponent) are not operands: the backend folds them into the code.
+// operands returns which inputs of n a group computes with (constants
+// among them are leaves, as any input produced outside the group), or nil
+// when n cannot join a group: the target must compute it fused.
 func (f *fuser) operands(n *ir.Node) []int {
-	if n.Domain != "" || f.taken[n] || len(n.Outputs) != 1 || n.Outputs[0].Type.Elem != ir.Float32 || !n.Outputs[0].Type.Shape.IsStatic() {
+	if f.taken[n] || len(n.Outputs) != 1 || !n.Outputs[0].Type.Shape.IsStatic() || !f.fusible(n) {
 		return nil
 	}
-	switch {
-	case slices.Contains(fusibleUnary, n.OpType):
-		return []int{0}
-	case n.OpType == "Clip":
-		if f.constClip(n) {
-			return []int{0}
-		}
-		return nil
-	case n.OpType == "Pow":
-		if _, ok := f.scalar(n.Input(1)); ok {
-			return []int{0}
+	var ins []int
+	for i, v := range n.Inputs {
+		if v != nil {
+			ins = append(ins, i)
 		}
 	}
-	if slices.Contains(fusibleBinary, n.OpType) && len(n.Inputs) == 2 {
-		return []int{0, 1}
-	}
-	return nil
+	return ins
 }
 
 // ewGroup is an elementwise DAG being formed.

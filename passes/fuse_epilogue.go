@@ -187,15 +187,21 @@ func other(a *ir.Node, v *ir.Value) *ir.Value {
 	return a.Inputs[0]
 }
 
-// isActivation reports whether n is an activation a store can apply.
+// isActivation reports whether n is an activation an epilogue can apply:
+// an elementwise op the target fuses with one non-constant operand (the
+// product), float32 in and out. Relu and a Clip with constant bounds are
+// applied by the store itself; the others run over the stored tile.
 func (f *fuser) isActivation(n *ir.Node) bool {
-	switch {
-	case f.is(n, "Relu"), f.is(n, "LeakyRelu"), f.is(n, "Sigmoid"), f.is(n, "HardSwish"):
-		return true
-	case f.is(n, "Clip"):
-		return f.constClip(n)
+	if n == nil || n.Domain != "" || len(n.Outputs) != 1 || !f.fusible(n) || n.Outputs[0].Type.Elem != ir.Float32 {
+		return false
 	}
-	return false
+	vars := 0
+	for _, v := range n.Inputs {
+		if v != nil && f.constOf(v) == nil {
+			vars++
+		}
+	}
+	return vars == 1 && n.Inputs[0] != nil && f.constOf(n.Inputs[0]) == nil
 }
 
 // constClip reports whether Clip n's bounds are known at compile time.

@@ -47,6 +47,10 @@ type Context struct {
 	// convolution group fg of m (conv-layout); nil: no target; "": none
 	// (the target cannot compile it).
 	ConvAlgorithm func(m *ir.Model, fg *ir.Node) (string, error)
+	// Fusible is the target backend's judgement that node n computes in a
+	// fused elementwise loop (fuse-elementwise, fuse-epilogue); nil: every
+	// elementwise op (ops.Opsets.Elementwise) does, as on the reference.
+	Fusible func(n *ir.Node) bool
 	// Limits bound every value's size (inference) and the arena (memplan);
 	// zero fields take ir.DefaultLimits.
 	Limits ir.Limits

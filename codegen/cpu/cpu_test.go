@@ -70,7 +70,7 @@ func checkO2(t *testing.T, m *ir.Model, inputs map[string]*ir.Tensor, tol float6
 // optimize runs the O2 pipeline on m in place.
 func optimize(t testing.TB, m *ir.Model) *ir.Model {
 	t.Helper()
-	if err := passes.Run(&passes.Context{OptLevel: 2, Verify: true}, passes.O2, m); err != nil {
+	if err := passes.Run(&passes.Context{OptLevel: 2, Verify: true, Fusible: Fusible}, passes.O2, m); err != nil {
 		t.Fatalf("passes: %v", err)
 	}
 	return m

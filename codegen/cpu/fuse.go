@@ -51,6 +51,7 @@ func (g *gen) prepareGroups() error {
 			var kern *kernel.Kernel
 			kern, err = g.fusedMap(body.Nodes, n.Outputs[0])
 			g.fused[n] = func() error { g.emitKernel(kern, nil); return nil }
+			g.layered[n] = true
 		case "layernorm":
 			var ln *layerNorm
 			ln, err = g.layerNormOf(body.Nodes, n.Outputs[0])
@@ -143,6 +144,7 @@ func (g *gen) prepareLayerEpilogue(base *ir.Node, rest []*ir.Node, out *ir.Value
 			return nil, err
 		}
 	}
+	g.layered[base] = true
 	g.fused[base] = func() error {
 		if err := g.lowerKernelOp(base); err != nil {
 			return err

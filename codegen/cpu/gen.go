@@ -105,8 +105,10 @@ type gen struct {
 	bufs    map[*ir.Value]*kernel.Buffer
 	bufVals []*ir.Value
 	kops    map[*ir.Node]*kernelOp
-	// hand caches handInfo's decisions (ops.go).
-	hand map[*ir.Node]*opInfo
+	// hand caches handInfo's decisions (ops.go); layered marks the fused
+	// nodes lowered through the kernel layer (fuse.go).
+	hand    map[*ir.Node]*opInfo
+	layered map[*ir.Node]bool
 
 	// syms are the model's symbolic dims (the dims table's order) and
 	// symIndex their positions; symShapes the symbolic shapes of values,
@@ -132,7 +134,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},
 		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{},
-		bufs: map[*ir.Value]*kernel.Buffer{}, kops: map[*ir.Node]*kernelOp{}, hand: map[*ir.Node]*opInfo{}}
+		bufs: map[*ir.Value]*kernel.Buffer{}, kops: map[*ir.Node]*kernelOp{}, hand: map[*ir.Node]*opInfo{}, layered: map[*ir.Node]bool{}}
 	g.vl, g.mr, g.nv = 8, 6, 2
 	if hasFeature(feats, "avx512f") {
 		g.vl, g.mr, g.nv = 16, 6, 4
@@ -411,7 +413,7 @@ func (g *gen) build() error {
 		if f := g.fused[n]; f != nil {
 			lower = f
 		}
-		if g.handInfo(n) != nil || g.fused[n] != nil {
+		if g.handInfo(n) != nil || g.fused[n] != nil && !g.layered[n] {
 			// Hand-written kernels take static shapes: a node touching
 			// dynamic dims runs per sample (dynamic.go).
 			sl, err := g.sliceFor(n)

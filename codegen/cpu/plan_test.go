@@ -17,13 +17,13 @@ func TestConcatInPlace(t *testing.T) {
 		name        string
 		batch       int64
 		withInput   bool
-		wantConcats int
+		copies      bool
 		graphOutput bool
 	}{
-		{"fire", 1, false, 0, false},
-		{"fire-as-output", 1, false, 0, true},
-		{"graph-input-operand", 1, true, 1, false},
-		{"batch-2", 2, false, 1, false},
+		{"fire", 1, false, false, false},
+		{"fire-as-output", 1, false, false, true},
+		{"graph-input-operand", 1, true, true, false},
+		{"batch-2", 2, false, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := ir.NewGraph("fire")
@@ -44,8 +44,8 @@ func TestConcatInPlace(t *testing.T) {
 			y.Name = "y"
 			g.SetOutputs(y)
 			res := check(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, c.batch, 8, 7, 7)}, 1e-5)
-			if n := kernelsWith(res, "Concat"); n != c.wantConcats {
-				t.Errorf("%d Concat kernels, want %d (kernels %v)", n, c.wantConcats, res.Kernels)
+			if n := kernelsWith(res, "Concat"); (n > 0) != c.copies {
+				t.Errorf("%d Concat kernels, want copies %v (kernels %v)", n, c.copies, res.Kernels)
 			}
 		})
 	}

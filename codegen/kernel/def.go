@@ -17,6 +17,9 @@ import (
 type OpDef struct {
 	Types []ir.DType
 	Build func(c *Ctx) error
+	// Elementwise defs build one map reading their inputs at the output's
+	// (broadcast) point: fusion passes may chain them (codegen inlines).
+	Elementwise bool
 }
 
 var defs = map[string]*OpDef{}

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"math"
+	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
@@ -65,7 +66,7 @@ func StoreAs(v *Expr, d ir.DType) *Expr {
 
 // unary defines an op y = f(x) computed in x's compute type.
 func unaryDef(types []ir.DType, f func(c *Ctx, x *Expr) *Expr) *OpDef {
-	return &OpDef{Types: types, Build: func(c *Ctx) error {
+	return &OpDef{Types: types, Elementwise: true, Build: func(c *Ctx) error {
 		c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return f(c, xs[0]) }, c.In[0]))
 		return nil
 	}}
@@ -83,7 +84,7 @@ func floatOp(types []ir.DType, f func(x *Expr) *Expr) *OpDef {
 }
 
 func binaryDef(types []ir.DType, f func(c *Ctx, x, y *Expr) *Expr) *OpDef {
-	return &OpDef{Types: types, Build: func(c *Ctx) error {
+	return &OpDef{Types: types, Elementwise: true, Build: func(c *Ctx) error {
 		c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return f(c, xs[0], xs[1]) }, c.In[0], c.In[1]))
 		return nil
 	}}
@@ -91,7 +92,7 @@ func binaryDef(types []ir.DType, f func(c *Ctx, x, y *Expr) *Expr) *OpDef {
 
 // variadic defines Max, Min, Sum and Mean over any number of inputs.
 func variadic(types []ir.DType, f func(x, y *Expr) *Expr, mean bool) *OpDef {
-	return &OpDef{Types: types, Build: func(c *Ctx) error {
+	return &OpDef{Types: types, Elementwise: true, Build: func(c *Ctx) error {
 		c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr {
 			acc := xs[0]
 			for _, x := range xs[1:] {
@@ -267,7 +268,13 @@ func init() {
 			}
 			return r
 		}),
-		"Cast": unaryDef(all, func(c *Ctx, x *Expr) *Expr { return CastTo(x, ir.DType(c.Int("to"))) }),
+		"Cast": {Types: all, Elementwise: true, Build: func(c *Ctx) error {
+			if to := ir.DType(c.Int("to")); !slices.Contains(all, to) {
+				return &ops.UnsupportedError{Op: "Cast", Opset: c.Opset, DType: to, Reason: "no kernel computes with this type"}
+			}
+			c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return CastTo(xs[0], ir.DType(c.Int("to"))) }, c.In[0]))
+			return nil
+		}},
 		"Add":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Add(x, y) }),
 		"Sub":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Sub(x, y) }),
 		"Mul":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Mul(x, y) }),
@@ -305,11 +312,11 @@ func init() {
 		"Sum":  variadic(floats, Add, false),
 		"Mean": variadic(floats, Add, true),
 
-		"Where": {Types: boolean, Build: func(c *Ctx) error {
+		"Where": {Types: boolean, Elementwise: true, Build: func(c *Ctx) error {
 			c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return Select(xs[0], xs[1], xs[2]) }, c.In...))
 			return nil
 		}},
-		"Clip":    {Types: numeric, Build: buildClip},
+		"Clip":    {Types: numeric, Elementwise: true, Build: buildClip},
 		"Dropout": {Types: floats, Build: defDropout},
 	}
 	define(rows)

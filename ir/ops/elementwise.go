@@ -58,7 +58,7 @@ func pure(f func(float64) float64) func(attrs) func(float64) float64 {
 func unaryRows(ops ...unaryOp) []*Schema {
 	rows := make([]*Schema, len(ops))
 	for k, op := range ops {
-		rows[k] = &Schema{Name: op.name, Since: op.since, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+		rows[k] = &Schema{Elementwise: true, Name: op.name, Since: op.since, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
 			Attrs: op.attrs, Types: op.types, Infer: op.infer, Run: op.run}
 	}
 	return rows
@@ -144,7 +144,7 @@ type binaryOp struct {
 func binaryRows(ops ...binaryOp) []*Schema {
 	rows := make([]*Schema, len(ops))
 	for k, op := range ops {
-		rows[k] = &Schema{Name: op.name, Since: op.since, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
+		rows[k] = &Schema{Elementwise: true, Name: op.name, Since: op.since, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
 			Attrs: op.attrs, Types: op.types, Infer: op.infer, Run: op.run}
 	}
 	return rows
@@ -248,7 +248,7 @@ func predicateRows(ops ...predicateOp) []*Schema {
 		if op.unary {
 			n = 1
 		}
-		rows[k] = &Schema{Name: op.name, Since: op.since, MinInputs: n, MaxInputs: n, MinOutputs: 1, MaxOutputs: 1,
+		rows[k] = &Schema{Elementwise: true, Name: op.name, Since: op.since, MinInputs: n, MaxInputs: n, MinOutputs: 1, MaxOutputs: 1,
 			Types: op.types, Infer: op.infer, Run: op.run}
 	}
 	return rows
@@ -340,7 +340,7 @@ type variadicOp struct {
 func variadicRows(ops ...variadicOp) []*Schema {
 	rows := make([]*Schema, len(ops))
 	for k, op := range ops {
-		rows[k] = &Schema{Name: op.name, Since: op.since, MinInputs: 1, MaxInputs: -1, MinOutputs: 1, MaxOutputs: 1,
+		rows[k] = &Schema{Elementwise: true, Name: op.name, Since: op.since, MinInputs: 1, MaxInputs: -1, MinOutputs: 1, MaxOutputs: 1,
 			Types: op.types, Infer: op.infer, Run: op.run}
 	}
 	return rows

@@ -23,7 +23,7 @@ var logicOps = concatRows(
 		predicateOp{name: "Xor", since: 7, types: boolTypes, logic: func(a, b bool) bool { return a != b }},
 		predicateOp{name: "Not", since: 1, types: boolTypes, logic: func(a, _ bool) bool { return !a }, unary: true},
 	),
-	[]*Schema{{Name: "Where", Since: 9, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+	[]*Schema{{Name: "Where", Elementwise: true, Since: 9, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
 		Types: boolTypes, Infer: inferWhere, Run: runWhere}},
 )
 

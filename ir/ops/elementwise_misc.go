@@ -27,10 +27,10 @@ var miscOps = []*Schema{
 
 	// Clip's bounds were attributes until opset 11, then optional inputs;
 	// opset 12 added the integer types.
-	{Name: "Clip", Since: 6, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+	{Name: "Clip", Elementwise: true, Since: 6, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: []AttrDef{defFloat("min", -math.MaxFloat32), defFloat("max", math.MaxFloat32)},
 		Types: floatTypes, Infer: SameAsInput, Run: runClip},
-	{Name: "Clip", Since: 11, MinInputs: 1, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+	{Name: "Clip", Elementwise: true, Since: 11, MinInputs: 1, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
 		Types: numericTypes, Infer: inferClip, Run: runClip},
 
 	// Dropout-10 made the mask bool (it had the data's type); Dropout-12

@@ -38,6 +38,17 @@ type Schema struct {
 	Infer func(c *InferContext) error
 	// Run is the reference kernel. Mandatory.
 	Run func(c *KernelContext) error
+
+	// Elementwise ops compute each output element from the inputs'
+	// elements at the same index (numpy broadcasting): fusion passes may
+	// chain them into one loop.
+	Elementwise bool
+}
+
+// Elementwise reports whether node n is an elementwise op (Schema).
+func (o Opsets) Elementwise(n *ir.Node) bool {
+	s, err := o.Schema(n)
+	return err == nil && s.Elementwise
 }
 
 // AttrDef declares one attribute. A nil Default with Required false means

@@ -275,10 +275,10 @@ func init() {
 			c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return CastTo(xs[0], ir.DType(c.Int("to"))) }, c.In[0]))
 			return nil
 		}},
-		"Add":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Add(x, y) }),
-		"Sub":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Sub(x, y) }),
-		"Mul":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Mul(x, y) }),
-		"Div":  binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Div(x, y) }),
+		"Add": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Add(x, y) }),
+		"Sub": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Sub(x, y) }),
+		"Mul": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Mul(x, y) }),
+		"Div": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Div(x, y) }),
 		"Mod": binaryDef(numeric, func(c *Ctx, x, y *Expr) *Expr {
 			if c.Int("fmod") != 0 {
 				return Rem(x, y)

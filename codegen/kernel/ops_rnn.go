@@ -6,9 +6,10 @@ import (
 )
 
 // The recurrent ops (RNN, GRU, LSTM) as kernels: the input projection of
-// every time step at once, then per time step (unrolled: shapes are
-// static) the recurrent product and the cell update of every direction
-// and batch entry, the state in double-buffered scratch. Activations and
+// every time step at once, then per time step (unrolled: the sequence
+// length is static) the recurrent product and the cell update of every
+// direction and batch entry, each step's hidden state kept in scratch, and
+// Y written from them at the end. Activations and
 // their parameters are resolved by ir/ops (RNNActivations), as the
 // reference resolves them; the cells follow ir/ops/rnn.go:
 //
@@ -183,8 +184,10 @@ func (n *rnn) emit() {
 			Reduce: &Reduce{Op: SumOp, Extents: []*Expr{C(n.in)}, Post: post}})
 	}
 
-	// Double-buffered state: h[i%2] before step i, h[1-i%2] after it.
-	h := c.Temp(t, C(2), D, B, H)
+	// The hidden state before step i is h[i] (h[0] the initial state):
+	// Y is written from it once the steps are done. The cell state is
+	// double-buffered: c[i%2] before step i.
+	h := c.Temp(t, C(n.seq+1), D, B, H)
 	var cell *Buffer
 	zero := Const(t, 0)
 	state := []*Expr{D, B, H}
@@ -199,71 +202,87 @@ func (n *rnn) emit() {
 		cell = c.Temp(t, C(2), D, B, H)
 		c.Emit(&Kernel{Name: n.op + ".c0", Out: cell, Space: state, Store: []*Expr{C(0), d, b, j}, Value: initFrom(n.c0)})
 	}
-	if y != nil && n.lens != nil {
-		c.Emit(&Kernel{Name: n.op + ".y0", Out: y, Space: y.Dims, Value: zero})
+	length := func(b *Expr) *Expr { // batch entry b's sequence length
+		if n.lens == nil {
+			return S
+		}
+		return Clamp(CastTo(Load(n.lens, b), ir.Int64), C(0), S)
 	}
-	var length *Expr = S // batch entry b's sequence length
-	if n.lens != nil {
-		length = Clamp(CastTo(Load(n.lens, b), ir.Int64), C(0), S)
-	}
-	gr := c.Temp(t, D, B, gh) // R H (+ Rbh) per step
-	var rh, gr2 *Buffer
-	if n.op == "GRU" && !n.linearBeforeReset {
-		rh, gr2 = c.Temp(t, D, B, H), c.Temp(t, D, B, H)
-	}
-	for i := int64(0); i < n.seq; i++ {
-		cur, nxt := C(i%2), C(1-i%2)
-		step := C(i)
-		valid := Lt(step, length)
-		back := Sub(Sub(length, C(1)), step)
-		var time *Expr = step
+	// timeOf is the time step direction d processes at step i (clamped
+	// into X where the step is past the entry's length).
+	timeOf := func(i, d, b *Expr) *Expr {
+		back := Sub(Sub(length(b), C(1)), i)
+		var time *Expr = i
 		switch {
 		case n.reverse:
 			time = back
 		case n.dirs == 2:
-			time = Select(Eq(d, C(1)), back, step)
+			time = Select(Eq(d, C(1)), back, i)
 		}
 		if n.lens != nil {
-			time = Select(valid, time, C(0)) // never read outside X
+			time = Select(Lt(i, length(b)), time, C(0))
 		}
+		return time
+	}
+	gr := c.Temp(t, D, B, gh) // R H (+ Rbh) per step
+	var rh *Buffer
+	if n.op == "GRU" && !n.linearBeforeReset {
+		rh = c.Temp(t, D, B, H)
+	}
+	for i := int64(0); i < n.seq; i++ {
+		cur, nxt := C(i), C(i+1)
+		step := C(i)
+		valid := Lt(step, length(b))
+		time := timeOf(step, d, b)
 		hc := Load(h, cur, d, b, j)
 		in := func(gate int64) *Expr { return Load(gx, time, d, b, Add(C(gate*n.hidden), j)) }
 		rec := func(gate int64) *Expr { return Load(gr, d, b, Add(C(gate*n.hidden), j)) }
-
-		// gr[d, b, j] = R[d, j] · h (GRU without linear_before_reset: the
-		// z and r rows only; its h row reads r·h, computed next).
-		rows := gh
-		if rh != nil {
-			rows = C(2 * n.hidden)
+		keep := func(v, old *Expr) *Expr { // a step past the entry's length keeps the state
+			if n.lens == nil {
+				return v
+			}
+			return Select(valid, v, old)
 		}
-		var post *Expr
-		if n.linearBeforeReset {
-			post = Add(Acc(t), Select(Ge(j, C(2*n.hidden)), n.bias(d, 1, j), zero))
+		// matvec is Σ_k from[d, b, k]·R[d, row0 + j, k] with Post.
+		matvec := func(name string, out *Buffer, rows int64, from *Expr, row0 int64, post *Expr) *Kernel {
+			return &Kernel{Name: n.op + "." + name, Out: out, Space: []*Expr{D, B, C(rows)},
+				Value:  Mul(from, Load(n.r, d, Add(C(row0), j), RVar(0))),
+				Reduce: &Reduce{Op: SumOp, Extents: []*Expr{H}, Post: post}}
 		}
-		c.Emit(&Kernel{Name: n.op + ".rec", Out: gr, Space: []*Expr{D, B, rows},
-			Value:  Mul(Load(h, cur, d, b, RVar(0)), Load(n.r, d, j, RVar(0))),
-			Reduce: &Reduce{Op: SumOp, Extents: []*Expr{H}, Post: post}})
-
-		var hn *Expr
+		hPrev := Load(h, cur, d, b, RVar(0))
 		switch n.op {
 		case "RNN":
-			hn = n.act(d, 0, Add(in(0), rec(0)), true)
+			// One kernel: the product and the cell in its Post.
+			k := matvec("step", h, n.hidden, hPrev, 0, keep(n.act(d, 0, Add(in(0), Acc(t)), true), hc))
+			k.Store = []*Expr{nxt, d, b, j}
+			c.Emit(k)
+			continue
 		case "GRU":
-			z := n.act(d, 0, Add(in(0), rec(0)), true)
-			r := n.act(d, 0, Add(in(1), rec(1)), true)
-			var hh *Expr
 			if rh == nil {
-				hh = n.act(d, 1, Add(in(2), Mul(r, rec(2))), true)
-			} else {
-				c.Emit(&Kernel{Name: n.op + ".rh", Out: rh, Space: state, Value: Mul(r, hc)})
-				c.Emit(&Kernel{Name: n.op + ".rec2", Out: gr2, Space: state,
-					Value:  Mul(Load(rh, d, b, RVar(0)), Load(n.r, d, Add(C(2*n.hidden), j), RVar(0))),
-					Reduce: &Reduce{Op: SumOp, Extents: []*Expr{H}}})
-				hh = n.act(d, 1, Add(in(2), Load(gr2, d, b, j)), true)
+				// gr = R h with Rbh on the h rows; then the cell.
+				c.Emit(matvec("rec", gr, n.gates*n.hidden, hPrev, 0,
+					Add(Acc(t), Select(Ge(j, C(2*n.hidden)), n.bias(d, 1, j), zero))))
+				z := n.act(d, 0, Add(in(0), rec(0)), true)
+				r := n.act(d, 0, Add(in(1), rec(1)), true)
+				hh := n.act(d, 1, Add(in(2), Mul(r, rec(2))), true)
+				c.Emit(&Kernel{Name: n.op + ".h", Out: h, Space: state, Store: []*Expr{nxt, d, b, j},
+					Value: keep(Add(Mul(Sub(num(z, 1), z), hh), Mul(z, hc)), hc)})
+				continue
 			}
-			hn = Add(Mul(Sub(num(z, 1), z), hh), Mul(z, hc))
+			// gr = R h on the z and r rows; rh = r·h; then Rh (r·h) and
+			// the cell in its Post.
+			c.Emit(matvec("rec", gr, 2*n.hidden, hPrev, 0, nil))
+			r := n.act(d, 0, Add(in(1), rec(1)), true)
+			c.Emit(&Kernel{Name: n.op + ".rh", Out: rh, Space: state, Value: Mul(r, hc)})
+			z := n.act(d, 0, Add(in(0), rec(0)), true)
+			hh := n.act(d, 1, Add(in(2), Acc(t)), true)
+			k := matvec("h", h, n.hidden, Load(rh, d, b, RVar(0)), 2*n.hidden, keep(Add(Mul(Sub(num(z, 1), z), hh), Mul(z, hc)), hc))
+			k.Store = []*Expr{nxt, d, b, j}
+			c.Emit(k)
 		case "LSTM":
-			cc := Load(cell, cur, d, b, j)
+			c.Emit(matvec("rec", gr, n.gates*n.hidden, hPrev, 0, nil))
+			cp, cn := C(i%2), C(1-i%2)
+			cc := Load(cell, cp, d, b, j)
 			peep := func(q int64, cv *Expr) *Expr {
 				if n.p == nil {
 					return zero
@@ -275,40 +294,40 @@ func (n *rnn) emit() {
 			if !n.forget {
 				fg = n.act(d, 0, Add(Add(in(2), rec(2)), peep(2, cc)), true)
 			}
-			cn := Add(Mul(fg, cc), Mul(ig, n.act(d, 1, Add(in(3), rec(3)), true)))
-			if n.lens != nil {
-				cn = Select(valid, cn, cc)
-			}
-			c.Emit(&Kernel{Name: n.op + ".c", Out: cell, Space: state, Store: []*Expr{nxt, d, b, j}, Value: cn})
-			cnew := Load(cell, nxt, d, b, j)
+			cv := Add(Mul(fg, cc), Mul(ig, n.act(d, 1, Add(in(3), rec(3)), true)))
+			c.Emit(&Kernel{Name: n.op + ".c", Out: cell, Space: state, Store: []*Expr{cn, d, b, j}, Value: keep(cv, cc)})
+			cnew := Load(cell, cn, d, b, j)
 			og := n.act(d, 0, Add(Add(in(1), rec(1)), peep(1, cnew)), true)
-			hn = Mul(og, n.act(d, 2, cnew, false))
-		}
-		if n.lens != nil {
-			hn = Select(valid, hn, hc)
-		}
-		c.Emit(&Kernel{Name: n.op + ".h", Out: h, Space: state, Store: []*Expr{nxt, d, b, j}, Value: hn})
-		if y != nil {
-			at := []*Expr{time, d, b, j}
-			if n.major {
-				at = []*Expr{b, time, d, j}
-			}
-			k := &Kernel{Name: n.op + ".y", Out: y, Space: state, Store: at, Value: StoreAs(Load(h, nxt, d, b, j), y.DType)}
-			if n.lens != nil {
-				k.When = valid
-			}
-			c.Emit(k)
+			c.Emit(&Kernel{Name: n.op + ".h", Out: h, Space: state, Store: []*Expr{nxt, d, b, j},
+				Value: keep(Mul(og, n.act(d, 2, cnew, false)), hc)})
 		}
 	}
-	last := C(n.seq % 2)
-	for _, o := range []struct {
-		out, from *Buffer
-	}{{yh, h}, {yc, cell}} {
-		if o.out == nil {
-			continue
+	if y != nil {
+		// Y[time] is the state after the step that processed it; steps
+		// past an entry's length leave zeros.
+		if n.lens != nil {
+			c.Emit(&Kernel{Name: n.op + ".y0", Out: y, Space: y.Dims, Value: zero})
 		}
-		c.Emit(&Kernel{Name: n.op + ".state", Out: o.out, Space: state, Store: n.stateIdx(d, b, j),
-			Value: StoreAs(Load(o.from, last, d, b, j), o.out.DType)})
+		i, d, b, j := Var(0), Var(1), Var(2), Var(3)
+		time := timeOf(i, d, b)
+		at := []*Expr{time, d, b, j}
+		if n.major {
+			at = []*Expr{b, time, d, j}
+		}
+		k := &Kernel{Name: n.op + ".y", Out: y, Space: []*Expr{S, D, B, H}, Store: at,
+			Value: StoreAs(Load(h, Add(i, C(1)), d, b, j), y.DType)}
+		if n.lens != nil {
+			k.When = Lt(i, length(b))
+		}
+		c.Emit(k)
+	}
+	if yh != nil {
+		c.Emit(&Kernel{Name: n.op + ".state", Out: yh, Space: state, Store: n.stateIdx(d, b, j),
+			Value: StoreAs(Load(h, S, d, b, j), yh.DType)})
+	}
+	if yc != nil {
+		c.Emit(&Kernel{Name: n.op + ".state", Out: yc, Space: state, Store: n.stateIdx(d, b, j),
+			Value: StoreAs(Load(cell, C(n.seq%2), d, b, j), yc.DType)})
 	}
 }
 

@@ -1,10 +1,12 @@
 package cpu
 
 // Cases of the convolution and pooling families: the hand-written kernels
-// (ops_conv*.go, winograd.go, ops_pool.go) take float32 1-D and 2-D
-// convolutions (weights known at compile time or not) and 2-D pools
-// without Indices; the kernel layer (codegen/kernel/ops_conv.go,
-// ops_pool.go) every other rank, type and output, and ConvTranspose.
+// (ops_conv*.go, winograd.go, ops_convtranspose.go, ops_pool.go) take
+// float32 1-D and 2-D convolutions (weights known at compile time or not),
+// ungrouped float32 ConvTransposes (a GEMM, then the kernel layer's sum)
+// and 2-D pools without Indices; the kernel layer
+// (codegen/kernel/ops_conv.go, ops_pool.go) every other rank, group, type
+// and output.
 func init() {
 	addCases(map[string][]string{
 		"Conv": {

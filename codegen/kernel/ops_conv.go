@@ -118,57 +118,107 @@ func RVars(n int) []*Expr {
 // contiguously along q, the taps in the reduction. Strides whose phases
 // would be too many kernels gather per output instead.
 func defConvTranspose(c *Ctx) error {
-	xd, wd, yd, err := convShapes(c)
+	ct, err := newConvT(c)
 	if err != nil {
 		return err
 	}
-	r := len(xd) - 2
-	win, err := c.TransposeWindow(wd[2:], xd[2:])
-	if err != nil {
-		return c.Unsupported("%v", err)
-	}
-	ct := &convT{c: c, xd: xd, wd: wd, yd: yd, win: win, t: computeType(c.Out[0].DType)}
+	x, w := c.In[0], c.In[1]
 	group := max(c.Int("group"), 1)
-	ct.cg, ct.mg = xd[1]/group, wd[1]
-	phases := int64(1)
-	for _, s := range win.Strides {
-		phases *= s
-	}
-	if phases > maxPhases {
-		ct.gather()
-		return nil
-	}
-	ph := make([]int64, r)
-	for {
-		ct.phase(ph)
-		a := r - 1
-		for a >= 0 && ph[a] == win.Strides[a]-1 {
-			ph[a] = 0
-			a--
+	cg, mg := ct.xd[1]/group, ct.wd[1]
+	ch := Add(Mul(Div(Var(1), C(mg)), C(cg)), RVar(0)) // the input channel, in m's group
+	wm := Rem(Var(1), C(mg))                           // m within its group
+	ct.channels = []*Expr{C(cg)}
+	ct.term = func(taps, pos []*Expr, inside *Expr) *Expr {
+		xIdx := append([]*Expr{Var(0), ch}, pos...)
+		wIdx := append([]*Expr{ch, wm}, taps...)
+		if inside.Op == OpConst {
+			return Mul(Load(x, xIdx...), Load(w, wIdx...))
 		}
-		if a < 0 {
-			return nil
-		}
-		ph[a]++
+		zero := Const(ct.t, 0)
+		return Mul(LoadOr(inside, x, zero, xIdx...), LoadOr(inside, w, zero, wIdx...))
 	}
+	ct.emit()
+	return nil
+}
+
+// ConvTransposeFromProducts appends to c (a ConvTranspose's context) the
+// kernels that compute its output from col, the products of each input
+// position with each tap summed over the input channels,
+// col[n, m, k..., i...] = Σ_c w[c, m, k...] · x[n, c, i...] (a GEMM of
+// the weights' transpose with the input gives it, for one group): each
+// output sums the entries that reach it, plus the bias.
+func ConvTransposeFromProducts(c *Ctx, col *Buffer) error {
+	ct, err := newConvT(c)
+	if err != nil {
+		return err
+	}
+	if max(c.Int("group"), 1) != 1 {
+		return c.Unsupported("products of a grouped ConvTranspose")
+	}
+	ct.term = func(taps, pos []*Expr, inside *Expr) *Expr {
+		idx := append(append([]*Expr{Var(0), Var(1)}, taps...), pos...)
+		if inside.Op == OpConst {
+			return Load(col, idx...)
+		}
+		return LoadOr(inside, col, Const(ct.t, 0), idx...)
+	}
+	ct.emit()
+	return nil
 }
 
 // maxPhases bounds the kernels a ConvTranspose runs as phases.
 const maxPhases = 64
 
-// convT is a ConvTranspose being defined.
+// convT is a ConvTranspose being defined: its geometry, and what it sums
+// at each input position and tap (term, reducing over channels too when
+// set: their extents come first in the reduction).
 type convT struct {
 	c          *Ctx
 	xd, wd, yd []int64
 	win        ops.Window
 	t          ir.DType
-	cg, mg     int64 // input channels per group, output channels per group
+	channels   []*Expr
+	// term is the summand for the taps and input positions given (one
+	// per spatial axis), read only where inside holds.
+	term func(taps, pos []*Expr, inside *Expr) *Expr
 }
 
-// channel is the input channel the reduction's first axis stands for (in
-// output channel Var(1)'s group), and wm the weights' output channel.
-func (ct *convT) channel() (ch, wm *Expr) {
-	return Add(Mul(Div(Var(1), C(ct.mg)), C(ct.cg)), RVar(0)), Rem(Var(1), C(ct.mg))
+func newConvT(c *Ctx) (*convT, error) {
+	xd, wd, yd, err := convShapes(c)
+	if err != nil {
+		return nil, err
+	}
+	win, err := c.TransposeWindow(wd[2:], xd[2:])
+	if err != nil {
+		return nil, c.Unsupported("%v", err)
+	}
+	return &convT{c: c, xd: xd, wd: wd, yd: yd, win: win, t: computeType(c.Out[0].DType)}, nil
+}
+
+// emit emits the kernels: one per phase, or one gathering.
+func (ct *convT) emit() {
+	r := len(ct.xd) - 2
+	phases := int64(1)
+	for _, s := range ct.win.Strides {
+		phases *= s
+	}
+	if phases > maxPhases {
+		ct.gather()
+		return
+	}
+	ph := make([]int64, r)
+	for {
+		ct.phase(ph)
+		a := r - 1
+		for a >= 0 && ph[a] == ct.win.Strides[a]-1 {
+			ph[a] = 0
+			a--
+		}
+		if a < 0 {
+			return
+		}
+		ph[a]++
+	}
 }
 
 func (ct *convT) bias() *Expr {
@@ -178,17 +228,26 @@ func (ct *convT) bias() *Expr {
 	return nil
 }
 
+// reduce emits the kernel summing v over extents into y, with the bias.
+func (ct *convT) reduce(k *Kernel, v *Expr, extents []*Expr) {
+	k.Value = v
+	k.Reduce = &Reduce{Op: SumOp, Extents: extents}
+	if b := ct.bias(); b != nil {
+		k.Reduce.Post = Add(Acc(ct.t), b)
+	}
+	ct.c.Emit(k)
+}
+
 // phase emits the kernel of the outputs o ≡ ph (mod s) on every axis. On
 // an axis, tap k reaches them when k·d ≡ ph + pad (mod s): the taps
 // k0 + j·s/g (g = gcd(d, s)), each from input q + base - j·d/g.
 func (ct *convT) phase(ph []int64) {
-	c, x, w, y := ct.c, ct.c.In[0], ct.c.In[1], ct.c.Out[0]
+	c, y := ct.c, ct.c.Out[0]
 	r := len(ph)
-	ch, wm := ct.channel()
 	space := []*Expr{y.Dims[0], y.Dims[1]}
 	store := []*Expr{Var(0), Var(1)}
-	xIdx, wIdx := []*Expr{Var(0), ch}, []*Expr{ch, wm}
-	extents := []*Expr{C(ct.cg)}
+	var taps, pos []*Expr
+	extents := append([]*Expr{}, ct.channels...)
 	inside := Bool(true)
 	empty := false
 	for a := range r {
@@ -214,10 +273,10 @@ func (ct *convT) phase(ph []int64) {
 		step := s / g
 		J := (K - k0 + step - 1) / step
 		base := floorDiv(ph[a]+pb-k0*d, s)
-		j := RVar(1 + a)
+		j := RVar(len(ct.channels) + len(taps))
 		i := Sub(Add(q, C(base)), Mul(j, C(d/g)))
 		extents = append(extents, C(J))
-		xIdx, wIdx = append(xIdx, i), append(wIdx, Add(C(k0), Mul(j, C(step))))
+		taps, pos = append(taps, Add(C(k0), Mul(j, C(step)))), append(pos, i)
 		// i stays in range for every q and j when base - (J-1)·d/g >= 0
 		// and (Q-1) + base < in.
 		qn := (out - ph[a] + s - 1) / s
@@ -233,42 +292,26 @@ func (ct *convT) phase(ph []int64) {
 		c.Emit(k)
 		return
 	}
-	xv := Load(x, xIdx...)
-	if inside.Op != OpConst {
-		xv = LoadOr(inside, x, Const(ct.t, 0), xIdx...)
-	}
-	k.Value = Mul(xv, Load(w, wIdx...))
-	k.Reduce = &Reduce{Op: SumOp, Extents: extents}
-	if b := ct.bias(); b != nil {
-		k.Reduce.Post = Add(Acc(ct.t), b)
-	}
-	c.Emit(k)
+	ct.reduce(k, ct.term(taps, pos, inside), extents)
 }
 
 // gather emits one kernel in which each output sums over every tap the
 // inputs that reach it through that tap.
 func (ct *convT) gather() {
-	c, x, w, y := ct.c, ct.c.In[0], ct.c.In[1], ct.c.Out[0]
-	ch, wm := ct.channel()
-	xIdx, wIdx := []*Expr{Var(0), ch}, []*Expr{ch, wm}
+	y := ct.c.Out[0]
+	var taps, pos []*Expr
 	valid := Bool(true)
-	extents := []*Expr{C(ct.cg)}
+	extents := append([]*Expr{}, ct.channels...)
 	for a := range len(ct.xd) - 2 {
 		s, d, pb, K, in := ct.win.Strides[a], ct.win.Dilations[a], ct.win.PadBegin[a], ct.wd[2+a], ct.xd[2+a]
-		j := RVar(1 + a)
+		j := RVar(len(extents))
 		qk := Sub(Add(Var(2+a), C(pb)), Mul(j, C(d))) // i·s
 		i := Div(qk, C(s))
 		valid = And(valid, And(And(Ge(qk, C(0)), Eq(Rem(qk, C(s)), C(0))), Lt(i, C(in))))
-		xIdx, wIdx = append(xIdx, i), append(wIdx, j)
+		taps, pos = append(taps, j), append(pos, i)
 		extents = append(extents, C(K))
 	}
-	zero := Const(ct.t, 0)
-	var post *Expr
-	if b := ct.bias(); b != nil {
-		post = Add(Acc(ct.t), b)
-	}
-	c.Emit(&Kernel{Out: y, Space: y.Dims, Value: Mul(LoadOr(valid, x, zero, xIdx...), LoadOr(valid, w, zero, wIdx...)),
-		Reduce: &Reduce{Op: SumOp, Extents: extents, Post: post}})
+	ct.reduce(&Kernel{Name: "ConvTranspose", Out: y, Space: y.Dims}, ct.term(taps, pos, valid), extents)
 }
 
 func gcd(a, b int64) int64 {

@@ -107,6 +107,7 @@ func staticDims(v *ir.Value) ([]int64, bool) { return v.Type.Shape.Ints() }
 type group struct {
 	kind  string
 	nodes []*ir.Node
+	roles []string // one per node (kiln.FusionGroup's roles), or nil
 }
 
 // apply replaces each group's nodes with one kiln.FusionGroup node at the
@@ -133,6 +134,9 @@ func (f *fuser) apply(groups []group) {
 		fg := &ir.Node{Name: last.Name, OpType: ops.FusionGroup, Domain: ir.KilnDomain,
 			Inputs: body.FreeValues(), Outputs: []*ir.Value{out},
 			Attrs: []*ir.Attribute{ir.AttrS("kind", gr.kind), ir.AttrG("body", body)}}
+		if gr.roles != nil {
+			fg.Attrs = append(fg.Attrs, ir.AttrSs("roles", gr.roles...))
+		}
 		out.Producer = fg
 		at[last] = fg
 		for _, n := range gr.nodes {

@@ -55,7 +55,8 @@ func fuseElementwisePass(c *Context, m *ir.Model) error {
 				delete(byRoot, gr.root())
 			}
 		}
-		groups = append(groups, group{kind: "layernorm", nodes: ln.body()})
+		nodes, roles := ln.body()
+		groups = append(groups, group{kind: "layernorm", nodes: nodes, roles: roles})
 	}
 	for _, gr := range ews {
 		if byRoot[gr.root()] == gr && (len(gr.nodes) > 1 || len(gr.through) > 0) {

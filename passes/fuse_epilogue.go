@@ -28,11 +28,11 @@ func fuseEpiloguePass(c *Context, m *ir.Model) error {
 		if p.Domain != "" || p.OpType != "Conv" && p.OpType != "Gemm" && p.OpType != "MatMul" || len(p.Outputs) != 1 || p.Outputs[0].Type.Elem != ir.Float32 {
 			continue
 		}
-		nodes := f.epilogue(p)
+		nodes, roles := f.epilogue(p)
 		for _, n := range nodes {
 			f.taken[n] = true
 		}
-		cands = append(cands, group{kind: strings.ToLower(p.OpType), nodes: nodes})
+		cands = append(cands, group{kind: strings.ToLower(p.OpType), nodes: nodes, roles: roles})
 	}
 	var groups []group
 	for _, gr := range f.expandDepthwise(cands) {
@@ -63,7 +63,12 @@ func (f *fuser) expandDepthwise(cands []group) []group {
 		j, ok := byBase[f.single(last.Outputs[0])]
 		if ok && j != i && !merged[j] && f.pointwiseConv(gr) && f.depthwiseConv(cands[j].nodes[0], last.Outputs[0]) {
 			merged[j] = true
-			out = append(out, group{kind: "conv-dw", nodes: append(slices.Clip(gr.nodes), cands[j].nodes...)})
+			roles := []string{"expand"}
+			for range gr.nodes[1:] {
+				roles = append(roles, "expand-activation")
+			}
+			roles = append(append(roles, "depthwise"), cands[j].roles[1:]...)
+			out = append(out, group{kind: "conv-dw", nodes: append(slices.Clip(gr.nodes), cands[j].nodes...), roles: roles})
 			continue
 		}
 		out = append(out, gr)
@@ -136,23 +141,24 @@ func autoPadNotSet(n *ir.Node) bool {
 	return a == nil || a.S == "" || a.S == "NOTSET" || a.S == "VALID"
 }
 
-// epilogue returns p followed by the nodes that fold into its store.
-func (f *fuser) epilogue(p *ir.Node) []*ir.Node {
-	nodes := []*ir.Node{p}
+// epilogue returns p followed by the nodes that fold into its store, and
+// each one's role.
+func (f *fuser) epilogue(p *ir.Node) ([]*ir.Node, []string) {
+	nodes, roles := []*ir.Node{p}, []string{"base"}
 	v := p.Outputs[0]
 	if u := f.single(v); p.OpType == "MatMul" && f.is(u, "Add") && f.isBias(u, v) {
-		nodes, v = append(nodes, u), u.Outputs[0]
+		nodes, roles, v = append(nodes, u), append(roles, "bias"), u.Outputs[0]
 	}
 	if u := f.single(v); f.is(u, "Add") && f.residual(u, v, p) {
-		nodes, v = append(nodes, u), u.Outputs[0]
+		nodes, roles, v = append(nodes, u), append(roles, "residual"), u.Outputs[0]
 	}
 	if silu := f.silu(v); silu != nil {
-		return append(nodes, silu...)
+		return append(nodes, silu...), append(roles, "activation", "activation")
 	}
 	if u := f.single(v); u != nil && f.isActivation(u) {
-		nodes = append(nodes, u)
+		nodes, roles = append(nodes, u), append(roles, "activation")
 	}
-	return nodes
+	return nodes, roles
 }
 
 // isBias reports whether Add a adds a constant 1-D tensor of v's last dim

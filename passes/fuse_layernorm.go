@@ -21,17 +21,27 @@ type layerNorm struct {
 // body lists the group's nodes: pro, the pattern, epi. That is an
 // evaluation order: pro computes x, and epi's nodes read only y, each other
 // and outer values.
-func (ln *layerNorm) body() []*ir.Node {
+func (ln *layerNorm) body() ([]*ir.Node, []string) {
 	var nodes []*ir.Node
+	var roles []string
 	if ln.pro != nil {
 		nodes = ln.pro.body()
+		for range nodes {
+			roles = append(roles, "prologue")
+		}
 	}
 	nodes = append(nodes, ln.core...)
+	roles = append(roles, layerNormRoles...)
 	if ln.epi != nil {
-		nodes = append(nodes, ln.epi.body()...)
+		for _, n := range ln.epi.body() {
+			nodes, roles = append(nodes, n), append(roles, "epilogue")
+		}
 	}
-	return nodes
+	return nodes, roles
 }
+
+// layerNormRoles name the pattern's seven nodes, in order.
+var layerNormRoles = []string{"mean", "center", "square", "variance", "add-epsilon", "sqrt", "normalize"}
 
 // lastAxisMean reports whether n is an ungrouped float32 ReduceMean over
 // the last axis that keeps dims.

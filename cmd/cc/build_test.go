@@ -73,12 +73,13 @@ func TestBuildEngine(t *testing.T) {
 
 	unsupported := filepath.Join(t.TempDir(), "u.onnxtxt")
 	require.NoError(t, os.WriteFile(unsupported, []byte(`<ir_version: 8, opset_import: ["" : 13]>
-g (float[4] X) => (float[4] Y) {
+g (float[4] X) => (string[4] Y) {
   A = Relu(X)
-  Y = Hardmax(A)
+  Y = Cast<to = 8>(A)
 }
 `), 0o644))
 	r = cc(t, "build", "-o", filepath.Join(t.TempDir(), "u.kiln"), unsupported)
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "Hardmax")
+	assert.Contains(t, r.stderr, "Cast")
+	assert.Contains(t, r.stderr, "string")
 }

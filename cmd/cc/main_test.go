@@ -203,18 +203,18 @@ func TestInspectReportsUnsupported(t *testing.T) {
 	assert.Equal(t, "ai.onnx", info.Unsupported[0].Domain)
 }
 
-// inspect also says what the CPU backend cannot compile: here an op the
-// reference executor runs.
+// inspect also says what the CPU backend cannot compile: here a Cast to
+// strings, which the reference executor runs and no kernel computes.
 func TestInspectReportsCPUUnsupported(t *testing.T) {
 	g := ir.NewGraph("g")
 	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2, 3)))
-	g.SetOutputs(g.Apply("Hardmax", []*ir.Value{g.Apply("Relu", []*ir.Value{x})}))
-	path := filepath.Join(t.TempDir(), "hardmax.onnx")
+	g.SetOutputs(g.Apply("Cast", []*ir.Value{g.Apply("Relu", []*ir.Value{x})}, ir.AttrI("to", int64(ir.String))))
+	path := filepath.Join(t.TempDir(), "tostring.onnx")
 	require.NoError(t, onnx.WriteFile(path, ir.NewModel(g, 13)))
 
 	r := cc(t, "inspect", path)
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "support      all ops supported\ncpu backend  1 unsupported:\n               Hardmax (opset 13): no CPU kernel\n")
+	assert.Contains(t, r.stdout, "support      all ops supported\ncpu backend  1 unsupported:\n               Cast (opset 13) for string: no kernel computes with this type\n")
 
 	r = cc(t, "inspect", "--json", path)
 	var info struct {
@@ -227,7 +227,7 @@ func TestInspectReportsCPUUnsupported(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &info))
 	assert.False(t, info.CPUAllSupported)
 	require.Len(t, info.CPUUnsupported, 1)
-	assert.Equal(t, "Hardmax", info.CPUUnsupported[0].Op)
+	assert.Equal(t, "Cast", info.CPUUnsupported[0].Op)
 	assert.EqualValues(t, 13, info.CPUUnsupported[0].Opset)
 
 	r = cc(t, "inspect", mlpModel)
@@ -329,7 +329,7 @@ func writeTest(t *testing.T, dir string, m *ir.Model, files map[string]string) {
 func TestConformanceCommand(t *testing.T) {
 	r := cc(t, "test", models)
 	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
-	assert.Equal(t, "PASS digits_cnn\nPASS digits_mlp\n2 passed, 0 failed, 0 skipped\n", r.stdout)
+	assert.Equal(t, "PASS digits_cnn\nPASS digits_cnn_dynamic\nPASS digits_mlp\n3 passed, 0 failed, 0 skipped\n", r.stdout)
 	assert.Empty(t, r.stderr)
 
 	// One test of each outcome: a model whose expected output is another
@@ -399,7 +399,7 @@ func TestConformanceCPUBackend(t *testing.T) {
 	for _, threads := range []string{"1", "2"} {
 		r := cc(t, "test", "--backend", "cpu", "--threads", threads, models)
 		require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
-		assert.Equal(t, "PASS digits_cnn\nPASS digits_mlp\n2 passed, 0 failed, 0 skipped\n", r.stdout)
+		assert.Equal(t, "PASS digits_cnn\nPASS digits_cnn_dynamic\nPASS digits_mlp\n3 passed, 0 failed, 0 skipped\n", r.stdout)
 	}
 
 	dir := t.TempDir()
@@ -411,12 +411,14 @@ func TestConformanceCPUBackend(t *testing.T) {
 	})
 	g := ir.NewGraph("g")
 	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 3)))
-	g.SetOutputs(g.Apply("Hardmax", []*ir.Value{x}))
-	hardmax := filepath.Join(dir, "b_hardmax")
+	g.SetOutputs(g.Apply("Cast", []*ir.Value{x}, ir.AttrI("to", int64(ir.String))))
+	hardmax := filepath.Join(dir, "b_tostring")
 	writeTest(t, hardmax, ir.NewModel(g, 13), nil)
+	strs := ir.NewTensor(ir.String, 1, 3)
+	strs.Strings = []string{"1", "3", "2"}
 	for name, tn := range map[string]*ir.Tensor{
 		"input_0.pb":  ir.FromSlice(ir.Float32, []int64{1, 3}, []float32{1, 3, 2}),
-		"output_0.pb": ir.FromSlice(ir.Float32, []int64{1, 3}, []float32{0, 1, 0}),
+		"output_0.pb": strs,
 	} {
 		data, err := onnx.WriteTensor(tn)
 		require.NoError(t, err)
@@ -430,7 +432,7 @@ func TestConformanceCPUBackend(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	require.Len(t, lines, 3, r.stdout)
 	assert.Regexp(t, `^FAIL a_fail: test_data_set_0: output "output": `, lines[0])
-	assert.Regexp(t, `^UNSUPPORTED b_hardmax: codegen/cpu: unsupported: Hardmax \(opset 13\)`, lines[1])
+	assert.Regexp(t, `^UNSUPPORTED b_tostring: codegen/cpu: unsupported: Cast \(opset 13\) for string`, lines[1])
 	assert.Equal(t, "0 passed, 1 failed, 1 skipped", lines[2])
 }
 

@@ -44,9 +44,9 @@ func (g *gen) prepareGroups() error {
 		var err error
 		switch kind := n.Attr("kind").S; kind {
 		case "conv", "gemm", "matmul":
-			lowered, err = g.prepareEpilogue(n, body.Nodes)
+			lowered, err = g.prepareEpilogue(n, body.Nodes, n.Attr("roles"))
 		case "conv-dw":
-			lowered, err = g.prepareExpandDW(n, body.Nodes)
+			lowered, err = g.prepareExpandDW(n, body.Nodes, n.Attr("roles"))
 		case "elementwise":
 			var kern *kernel.Kernel
 			kern, err = g.fusedMap(body.Nodes, n.Outputs[0])
@@ -54,7 +54,7 @@ func (g *gen) prepareGroups() error {
 			g.layered[n] = true
 		case "layernorm":
 			var ln *layerNorm
-			ln, err = g.layerNormOf(body.Nodes, n.Outputs[0])
+			ln, err = g.layerNormOf(body.Nodes, n.Attr("roles"), n.Outputs[0])
 			g.fused[n] = func() error { return g.lowerLayerNorm(ln) }
 		default:
 			err = fmt.Errorf("unknown kind %q", kind)
@@ -80,20 +80,48 @@ func (g *gen) supportsGroup(n *ir.Node) *ops.UnsupportedError {
 	return nil
 }
 
-// prepareEpilogue reads an epilogue group's body (base, an optional bias
-// Add for MatMul, an optional residual Add, then the activation nodes) and
-// returns the base node, set up to write the group's output.
-func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node) (*ir.Node, error) {
+// groupRoles checks a group's roles attribute (one role per body node,
+// roles from allowed) and returns it.
+func groupRoles(roles *ir.Attribute, body []*ir.Node, allowed ...string) ([]string, error) {
+	if roles == nil || len(roles.Strings) != len(body) {
+		return nil, fmt.Errorf("the group has no roles for its %d nodes (made by an older kiln: rebuild)", len(body))
+	}
+	for i, r := range roles.Strings {
+		if !slices.Contains(allowed, r) {
+			return nil, fmt.Errorf("body node %s has the role %q, not one of %q", body[i], r, allowed)
+		}
+	}
+	return roles.Strings, nil
+}
+
+// prepareEpilogue reads an epilogue group's body by its roles (the base
+// Conv, Gemm or MatMul; a bias Add; a residual Add; activations, in that
+// order) and returns the base node, set up to write the group's output.
+func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node, roleAttr *ir.Attribute) (*ir.Node, error) {
+	roles, err := groupRoles(roleAttr, body, "base", "bias", "residual", "activation")
+	if err != nil {
+		return nil, err
+	}
 	base, rest := body[0], body[1:]
-	if !slices.Contains([]string{"Conv", "Gemm", "MatMul"}, base.OpType) || base.Domain != "" {
-		return nil, fmt.Errorf("an epilogue group starts with %s", base)
+	if roles[0] != "base" || !slices.Contains([]string{"Conv", "Gemm", "MatMul"}, base.OpType) || base.Domain != "" {
+		return nil, fmt.Errorf("an epilogue group's base is %s", base)
 	}
+	roles = roles[1:]
 	v := base.Outputs[0]
-	if len(rest) > 0 && base.OpType == "MatMul" && g.isBiasAdd(rest[0], v) {
-		g.fusedBias[base], v, rest = rest[0], rest[0].Outputs[0], rest[1:]
+	if len(rest) > 0 && roles[0] == "bias" {
+		if base.OpType != "MatMul" || !g.isBiasAdd(rest[0], v) {
+			return nil, fmt.Errorf("%s is not a bias this backend adds", rest[0])
+		}
+		g.fusedBias[base], v, rest, roles = rest[0], rest[0].Outputs[0], rest[1:], roles[1:]
 	}
-	if len(rest) > 0 && rest[0].OpType == "Add" && residual(rest[0], v) != nil {
-		g.fusedAdd[base], v, rest = rest[0], rest[0].Outputs[0], rest[1:]
+	if len(rest) > 0 && roles[0] == "residual" {
+		if rest[0].OpType != "Add" || residual(rest[0], v) == nil {
+			return nil, fmt.Errorf("%s is not a residual Add of the product", rest[0])
+		}
+		g.fusedAdd[base], v, rest, roles = rest[0], rest[0].Outputs[0], rest[1:], roles[1:]
+	}
+	if slices.ContainsFunc(roles, func(r string) bool { return r != "activation" }) {
+		return nil, fmt.Errorf("an epilogue group's roles are out of order")
 	}
 	out := fg.Outputs[0]
 	g.fusedOut[base] = out

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/enum"
@@ -19,12 +20,13 @@ import (
 
 // prepareExpandDW reads a conv-dw body: the 1×1 Conv and its optional
 // clamp, then the depthwise Conv's epilogue group.
-func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node) (*ir.Node, error) {
-	i := 1
-	for i < len(body) && !(body[i].OpType == "Conv" && body[i].Domain == "") {
-		i++
+func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node, roleAttr *ir.Attribute) (*ir.Node, error) {
+	roles, err := groupRoles(roleAttr, body, "expand", "expand-activation", "depthwise", "residual", "activation")
+	if err != nil {
+		return nil, err
 	}
-	if i == len(body) || i > 2 {
+	i := slices.Index(roles, "depthwise")
+	if roles[0] != "expand" || i < 1 || i > 2 {
 		return nil, fmt.Errorf("a conv-dw group is a 1×1 Conv, an optional clamp and a depthwise Conv's group")
 	}
 	a, d := body[0], body[i]
@@ -46,7 +48,8 @@ func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node) (*ir.Node, error) {
 		d.Inputs[0] != body[i-1].Outputs[0] {
 		return nil, fmt.Errorf("%s and %s are not a 1×1 expansion feeding a depthwise convolution", a, d)
 	}
-	if _, err := g.prepareEpilogue(fg, body[i:]); err != nil {
+	dwRoles := append([]string{"base"}, roles[i+1:]...)
+	if _, err := g.prepareEpilogue(fg, body[i:], ir.AttrSs("roles", dwRoles...)); err != nil {
 		return nil, err
 	}
 	if g.fused[d] != nil {

@@ -27,12 +27,15 @@ type layerNorm struct {
 	pro, epi *kernel.Expr
 }
 
-// layerNormOf reads a layernorm group's body: the prologue's nodes, the
-// seven nodes of the pattern (starting at the first ReduceMean, in the
-// order above), the epilogue's nodes.
-func (g *gen) layerNormOf(body []*ir.Node, out *ir.Value) (*layerNorm, error) {
-	i := slices.IndexFunc(body, func(n *ir.Node) bool { return n.OpType == "ReduceMean" })
-	if i < 0 || len(body) < i+7 {
+// layerNormOf reads a layernorm group's body by its roles: the
+// prologue's nodes, the seven nodes of the pattern, the epilogue's nodes.
+func (g *gen) layerNormOf(body []*ir.Node, roleAttr *ir.Attribute, out *ir.Value) (*layerNorm, error) {
+	roles, err := groupRoles(roleAttr, body, "prologue", "mean", "center", "square", "variance", "add-epsilon", "sqrt", "normalize", "epilogue")
+	if err != nil {
+		return nil, err
+	}
+	i := slices.Index(roles, "mean")
+	if i < 0 || len(body) < i+7 || !slices.Equal(roles[i:i+7], []string{"mean", "center", "square", "variance", "add-epsilon", "sqrt", "normalize"}) {
 		return nil, fmt.Errorf("a layernorm group without the LayerNorm pattern")
 	}
 	core := body[i : i+7]

@@ -34,6 +34,14 @@ var kilnOps = []*Schema{{
 		// algorithm is a convolution group's kernel, chosen by the
 		// conv-layout pass for the target (no effect on the semantics).
 		{Name: "algorithm", Kind: ir.AttrString},
+		// roles names each body node's part in the pattern (one string per
+		// node, in order), so that backends read the structure instead of
+		// inferring it from positions: "base", "bias", "residual",
+		// "activation" in epilogues; "expand", "expand-activation",
+		// "depthwise" in conv-dw; "prologue", "mean", "center", "square",
+		// "variance", "add-epsilon", "sqrt", "normalize", "epilogue" in
+		// layernorm. Elementwise groups need none (a DAG).
+		{Name: "roles", Kind: ir.AttrStrings},
 	},
 	Infer: inferFusionGroup,
 	Run:   runFusionGroup,

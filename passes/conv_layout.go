@@ -28,7 +28,7 @@ func convLayoutPass(c *Context, m *ir.Model) error {
 	var bare []group
 	for _, n := range m.Graph.Nodes {
 		if n.Domain == "" && n.OpType == "Conv" && n.Outputs[0].Type.Elem == ir.Float32 {
-			bare = append(bare, group{kind: "conv", nodes: []*ir.Node{n}})
+			bare = append(bare, group{kind: "conv", nodes: []*ir.Node{n}, roles: []string{"base"}})
 		}
 	}
 	f.apply(bare)

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/internal/cleanup"
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -45,6 +46,9 @@ type Options struct {
 	// Limits bound every value's size and the arena; zero fields take
 	// ir.DefaultLimits.
 	Limits ir.Limits
+	// schedule, in tests, replaces the schedule CPUSchedule picks for a
+	// kernel-layer kernel (every schedule must give the same results).
+	schedule func(k *kernel.Kernel, auto kernel.Schedule) kernel.Schedule
 	// winoForce, in a measurement's own build, names the Winograd variant
 	// every eligible layer takes (any other name: none).
 	winoForce string

@@ -131,6 +131,9 @@ func (g *gen) lowerKernelOp(n *ir.Node) error {
 // emitKernel emits one kernel as a step under the CPU schedule.
 func (g *gen) emitKernel(kern *kernel.Kernel, temps map[*kernel.Buffer]int64) {
 	s := kernel.CPUSchedule(kern, g.vl)
+	if g.opts.schedule != nil {
+		s = g.opts.schedule(kern, s)
+	}
 	g.step(kern.Name, !s.Parallel, func(k *kfn) {
 		f := kernel.NewFn(g.mod, k.f, k.tid, k.nth, kernelHost{g: g, k: k, temps: temps}, g.decls)
 		f.B = k.b

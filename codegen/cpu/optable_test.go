@@ -51,7 +51,7 @@ func TestEveryLoweredOp(t *testing.T) {
 		t.Errorf("lowered ops without a case in opCases: %s", strings.Join(missing, ", "))
 	}
 	covered := map[string]map[ir.DType]bool{}
-	for _, res := range runCaseJobs(t, jobs) {
+	for _, res := range runCaseJobs(t, jobs, Options{Winograd: WinogradOff}) {
 		if res.err != nil {
 			t.Errorf("%s [T=%s]: %v", res.job.c.Line, res.job.t, res.err)
 			continue
@@ -112,7 +112,7 @@ type caseResult struct {
 
 // runCaseJobs runs the jobs in few engines: one model per opset holding
 // every job's node; a batch that fails is split to find the culprits.
-func runCaseJobs(t *testing.T, jobs []caseJob) []caseResult {
+func runCaseJobs(t *testing.T, jobs []caseJob, opts Options) []caseResult {
 	byOpset := map[int64][]caseJob{}
 	for _, j := range jobs {
 		byOpset[j.c.Opset] = append(byOpset[j.c.Opset], j)
@@ -124,13 +124,13 @@ func runCaseJobs(t *testing.T, jobs []caseJob) []caseResult {
 	}
 	slices.Sort(opsets)
 	for _, o := range opsets {
-		out = append(out, runBatch(t, byOpset[o])...)
+		out = append(out, runBatch(t, byOpset[o], opts)...)
 	}
 	return out
 }
 
-func runBatch(t *testing.T, jobs []caseJob) []caseResult {
-	errs, types := runTogether(jobs)
+func runBatch(t *testing.T, jobs []caseJob, opts Options) []caseResult {
+	errs, types := runTogether(jobs, opts)
 	if errs == nil {
 		res := make([]caseResult, len(jobs))
 		for i, j := range jobs {
@@ -143,7 +143,7 @@ func runBatch(t *testing.T, jobs []caseJob) []caseResult {
 	}
 	if errs[0] != nil && len(errs) == 1 { // the batch failed as a whole
 		mid := len(jobs) / 2
-		return append(runBatch(t, jobs[:mid]), runBatch(t, jobs[mid:])...)
+		return append(runBatch(t, jobs[:mid], opts), runBatch(t, jobs[mid:], opts)...)
 	}
 	res := make([]caseResult, len(jobs))
 	for i, j := range jobs {
@@ -155,7 +155,7 @@ func runBatch(t *testing.T, jobs []caseJob) []caseResult {
 // runTogether builds one model of all jobs, runs it on the reference and
 // compiled, and returns per-job comparison errors (nil: all passed), or a
 // single error when the batch could not run at all.
-func runTogether(jobs []caseJob) ([]error, []ir.DType) {
+func runTogether(jobs []caseJob, opts Options) ([]error, []ir.DType) {
 	g := ir.NewGraph("cases")
 	r := rand.New(rand.NewSource(1))
 	feeds := map[string]*ir.Tensor{}
@@ -194,7 +194,7 @@ func runTogether(jobs []caseJob) ([]error, []ir.DType) {
 	if err != nil {
 		return []error{fmt.Errorf("reference run: %v", err)}, nil
 	}
-	res, err := Compile(m, Options{Winograd: WinogradOff})
+	res, err := Compile(m, opts)
 	if err != nil {
 		return []error{fmt.Errorf("compile: %v", err)}, nil
 	}

@@ -20,7 +20,7 @@ OUT      := out
 # Packages whose code is concurrent: also tested with the race detector.
 RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance
 
-.PHONY: help build deps test fuzz conformance bench demo clean
+.PHONY: help build deps test fuzz fuzz-long conformance bench demo clean
 
 help: ## list the targets
 	@echo "kiln — make TARGET"
@@ -52,6 +52,9 @@ fuzz: ## run every fuzz target (FuzzRead, FuzzParse, ...) for FUZZTIME each
 			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./$$(dirname $${file#./}); \
 		done; \
 	done
+
+fuzz-long: ## every fuzz target for 10 minutes each (FUZZTIME=10m); what one finds lands in its testdata/fuzz
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=10m
 
 conformance: build ## the reference executor on ONNX's node tests (those in scope) and the zoo models
 	@status=0; \

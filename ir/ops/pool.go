@@ -212,9 +212,11 @@ func runMaxPool(c *KernelContext) error {
 				for ow := range g.out[2] {
 					// A window with no tap inside the input (possible only
 					// with pads as wide as the kernel) yields -Inf, index -1.
+					// A NaN in the window wins and stays (PyTorch's and
+					// numpy.maximum's propagation), at its first position.
 					best, at := math.Inf(-1), -1
 					g.eachTap(od, oh, ow, func(i int) {
-						if at < 0 || xp[i] > best {
+						if at < 0 || xp[i] > best || math.IsNaN(xp[i]) && !math.IsNaN(best) {
 							best, at = xp[i], i
 						}
 					})

@@ -1,0 +1,15 @@
+package cpu
+
+// NaN and ±Inf through the hand-written kernels (the kernel layer's
+// families carry theirs): a NaN in a pooling window gives NaN, as the
+// reference (numpy's maximum) does.
+func init() {
+	addCases(map[string][]string{
+		"MaxPool": {
+			"MaxPool-12(kernel_shape=[2 2]) float[1,1,4,4]~[NaN 1 2 3 4 5 6 7 8 9 Inf 11 12 -Inf 14 NaN]",
+			"MaxPool-12(kernel_shape=[2 2], strides=[2 2]) float[1,2,4,4]~[1 NaN 2 3 4 5 6 7 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 8 9 10 11 12 13 NaN 15]",
+		},
+		"Gemm": {"Gemm-13 float[2,3]~[NaN 1 2 3 Inf 5], float[3,4]=rand"},
+		"Conv": {"Conv-11 float[1,1,3,3]~[NaN 1 2 3 4 5 6 7 8], float[2,1,2,2]=rand"},
+	})
+}

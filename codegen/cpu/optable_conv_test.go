@@ -43,6 +43,7 @@ func init() {
 			`MaxPool-22(kernel_shape=[3 2], auto_pad="SAME_UPPER") T[1,1,5,4] -> 2`,
 			"MaxPool-22(kernel_shape=[3], storage_order=1, pads=[2 2]) T[1,2,4] -> 2",
 			"MaxPool-8(kernel_shape=[2 2]) float[1,1,4,4] -> 2",
+			"MaxPool-12(kernel_shape=[2 2], pads=[1 0 0 1]) float[1,1,4,4]~[1 NaN 2 3 4 5 NaN 7 8 9 Inf 11 12 -Inf 14 15] -> 2",
 		},
 		"AveragePool": {
 			"AveragePool-22(kernel_shape=[3 3], pads=[1 1 1 1], strides=[2 2]) T[2,3,7,7]",

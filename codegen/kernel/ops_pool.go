@@ -94,7 +94,8 @@ func defMaxPool(c *Ctx) error {
 	best := Load(y, Vars(y.Rank())...)
 	r := RVar(0)
 	idx, inside := p.at(taps(r))
-	match := And(inside, Eq(LoadOr(inside, x, lowest, idx...), best))
+	xv := LoadOr(inside, x, lowest, idx...)
+	match := And(inside, Or(Eq(xv, best), And(IsNaN(xv), IsNaN(best)))) // a NaN wins where there is one
 	st := ops.PoolIndexStrides(p.xd[2:], c.Node.Attr("storage_order") != nil && c.Int("storage_order") != 0)
 	at := Acc(ir.Int64)
 	idx, _ = p.at(taps(at))

@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -67,28 +66,19 @@ func (g *gen) lstmGeom(n *ir.Node) (lstmGeom, error) {
 		lg.clip = float64(a.Float("clip"))
 	}
 	lg.inputForget = n.Attr("input_forget") != nil && a.Int("input_forget") != 0
-	names := a.Strings("activations")
-	if len(names) == 0 {
-		names = []string{"Sigmoid", "Tanh", "Tanh"}
+	acts, err := a.RNNActivations(int(lg.dirs))
+	if err != nil {
+		return lg, err
 	}
-	if len(names) == 3 && lg.dirs == 2 {
-		names = append(names, names...)
-	}
-	if int64(len(names)) != 3*lg.dirs {
-		return lg, fmt.Errorf("%d activations for %d direction(s)", len(names), lg.dirs)
-	}
-	if n.Attr("activation_alpha") != nil || n.Attr("activation_beta") != nil {
-		return lg, fmt.Errorf("activation_alpha/activation_beta not supported")
-	}
-	for d := int64(0); d < lg.dirs; d++ {
-		var acts [3]string
-		for i := range acts {
-			acts[i] = strings.ToLower(names[3*d+int64(i)])
-			if lstmActs[acts[i]] == nil {
-				return lg, fmt.Errorf("activation %q not supported", names[3*d+int64(i)])
+	for _, list := range acts {
+		var names [3]string
+		for i, act := range list {
+			if lstmActs[act.Name] == nil {
+				return lg, fmt.Errorf("activation %q not supported", act.Name)
 			}
+			names[i] = act.Name
 		}
-		lg.acts = append(lg.acts, acts)
+		lg.acts = append(lg.acts, names)
 	}
 	if g.constOf(n.Inputs[1]) == nil || g.constOf(r) == nil {
 		return lg, fmt.Errorf("non-constant W or R")

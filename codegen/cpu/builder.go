@@ -340,7 +340,7 @@ func (k *kfn) tanh(x value.Value) value.Value { return k.kf().Tanh(x) }
 
 func (k *kfn) sigmoid(x value.Value) value.Value {
 	t := x.Type()
-	e := k.exp(k.b.NewFNeg(x))
+	e := k.kf().ExpClamped(k.b.NewFNeg(x))
 	return k.fdiv(fconst(t, 1), k.fadd(fconst(t, 1), e))
 }
 

@@ -73,7 +73,10 @@ func (g *gen) lowerPool(n *ir.Node) error {
 				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
 					for j := int64(0); j < nch; j++ {
 						valid := int(min(vl, p.OW-j*vl))
-						acc := fconst(vecT(int(vl)), fill)
+						var acc value.Value // the first tap's value starts a maximum
+						if !isMax {
+							acc = fconst(vecT(int(vl)), fill)
+						}
 						for _, kh := range run.taps {
 							ih := k.add(k.mul(oh, c64(p.sh)), c64(kh*p.dh-p.ph))
 							row := k.mul(k.add(k.mul(pl, c64(p.H)), ih), c64(p.W))
@@ -82,12 +85,17 @@ func (g *gen) lowerPool(n *ir.Node) error {
 								x := k.loadStrided(ip, row, col0, p.sw, p.W, int(vl), valid, fill)
 								switch {
 								case x == nil:
+								case isMax && acc == nil:
+									acc = x
 								case isMax:
 									acc = k.fmax(x, acc)
 								default:
 									acc = k.fadd(acc, x)
 								}
 							}
+						}
+						if acc == nil { // no tap inside the input
+							acc = fconst(vecT(int(vl)), fill)
 						}
 						if !isMax {
 							scale := make([]constant.Constant, vl)

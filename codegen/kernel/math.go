@@ -35,8 +35,9 @@ func (f *Fn) FMax(x, y value.Value) value.Value {
 		// y is not NaN: x < y ? y : x keeps a NaN x and is one vmaxps.
 		return f.sel(f.fcmp(enum.FPredOLT, x, y), y, x)
 	}
-	pick := f.B.NewOr(f.fcmp(enum.FPredOGT, x, y), f.fcmp(enum.FPredUNO, x, x))
-	return f.sel(pick, x, y)
+	// x > y ? x : y is one vmaxps (y when either is NaN); then a NaN x.
+	m := f.sel(f.fcmp(enum.FPredOGT, x, y), x, y)
+	return f.sel(f.fcmp(enum.FPredUNO, x, x), x, m)
 }
 
 // FMin is min(x, y) with NaN propagating from either operand.
@@ -44,8 +45,8 @@ func (f *Fn) FMin(x, y value.Value) value.Value {
 	if isFloatConst(y) {
 		return f.sel(f.fcmp(enum.FPredOGT, x, y), y, x)
 	}
-	pick := f.B.NewOr(f.fcmp(enum.FPredOLT, x, y), f.fcmp(enum.FPredUNO, x, x))
-	return f.sel(pick, x, y)
+	m := f.sel(f.fcmp(enum.FPredOLT, x, y), x, y)
+	return f.sel(f.fcmp(enum.FPredUNO, x, x), x, m)
 }
 
 // isFloatConst reports whether v is a non-NaN float constant (or a vector
@@ -69,6 +70,17 @@ func isFloatConst(v value.Value) bool {
 // in the exponent bits; above 88.72 it is +Inf, below -103.9 it is 0.
 func (f *Fn) Exp(x value.Value) value.Value {
 	c := func(v float64) value.Value { return f.fc(x, v) }
+	y := f.ExpClamped(x)
+	y = f.sel(f.fcmp(enum.FPredOGT, x, c(88.72283905206835)), c(math.Inf(1)), y)
+	y = f.sel(f.fcmp(enum.FPredOLT, x, c(-103.97)), c(0), y)
+	return f.sel(f.fcmp(enum.FPredUNO, x, x), x, y)
+}
+
+// ExpClamped is e^x for x clamped to [-87.3, 88.4] (so never 0 or Inf;
+// NaN gives NaN): enough inside functions that saturate anyway, such as
+// Tanh and a sigmoid, without Exp's edge selects.
+func (f *Fn) ExpClamped(x value.Value) value.Value {
+	c := func(v float64) value.Value { return f.fc(x, v) }
 	xc := f.FMin(f.FMax(x, c(-87.3365447504)), c(88.3762626647949))
 	n := f.intrinsic1("floor", f.fma(xc, c(1.44269504088896341), c(0.5)))
 	r := f.fma(n, c(-0.693359375), xc)
@@ -81,10 +93,7 @@ func (f *Fn) Exp(x value.Value) value.Value {
 	it := intTypeLike(x.Type())
 	ni := f.B.NewFPToSI(n, it)
 	bits := f.B.NewShl(f.B.NewAdd(ni, intConstLike(it, 127)), intConstLike(it, 23))
-	y2 := f.B.NewFMul(y, f.B.NewBitCast(bits, x.Type()))
-	y3 := f.sel(f.fcmp(enum.FPredOGT, x, c(88.72283905206835)), c(math.Inf(1)), y2)
-	y3 = f.sel(f.fcmp(enum.FPredOLT, x, c(-103.97)), c(0), y3)
-	return f.sel(f.fcmp(enum.FPredUNO, x, x), x, y3)
+	return f.B.NewFMul(y, f.B.NewBitCast(bits, x.Type()))
 }
 
 // Log is the natural logarithm: x = m·2^e with m in [√½, √2), log m by a
@@ -140,7 +149,7 @@ func (f *Fn) Erf(x value.Value) value.Value {
 // Tanh is 1 - 2/(e^{2x}+1), and x itself near 0 for relative accuracy.
 func (f *Fn) Tanh(x value.Value) value.Value {
 	c := func(v float64) value.Value { return f.fc(x, v) }
-	e := f.Exp(f.B.NewFMul(x, c(2)))
+	e := f.ExpClamped(f.B.NewFMul(x, c(2)))
 	y := f.B.NewFSub(c(1), f.B.NewFDiv(c(2), f.B.NewFAdd(e, c(1))))
 	small := f.fcmp(enum.FPredOLT, f.intrinsic1("fabs", x), c(0.0004))
 	return f.sel(small, x, y)

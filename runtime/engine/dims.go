@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,6 +53,14 @@ func (b Binding) ShapeString() string {
 // and dims that are expressions must equal their value. It returns the
 // values in syms' order.
 func Resolve(syms []Symbol, ins []Binding, shapes [][]int64) ([]int64, error) {
+	if len(syms) == 0 { // a static engine: every dim as compiled (the common, per-run path)
+		for i, b := range ins {
+			if !slices.Equal(shapes[i], b.Shape) {
+				return nil, fmt.Errorf("input %q: got shape %v, the engine takes %s", b.Name, shapes[i], b.ShapeString())
+			}
+		}
+		return nil, nil
+	}
 	env := map[string]int64{}
 	where := map[string]string{}
 	for i, b := range ins {
@@ -103,12 +112,13 @@ func Resolve(syms []Symbol, ins []Binding, shapes [][]int64) ([]int64, error) {
 	return vals, nil
 }
 
-// DimsAt returns the binding's shape for the symbols' values.
+// DimsAt returns the binding's shape for the symbols' values (the
+// binding's own Shape, not a copy, when it is static).
 func (b Binding) DimsAt(syms []Symbol, vals []int64) ([]int64, error) {
-	out := append([]int64{}, b.Shape...)
 	if !b.Dynamic() {
-		return out, nil
+		return b.Shape, nil
 	}
+	out := append([]int64{}, b.Shape...)
 	env := make(map[string]int64, len(syms))
 	for i, s := range syms {
 		env[s.Name] = vals[i]

@@ -20,8 +20,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/ir"
 )
 

@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/conformance"
+	"github.com/kiln-ml/kiln/internal/dataset"
 	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
@@ -215,7 +216,7 @@ func loadInputs(eng *runtime.Engine, specs inputList, shapes map[string][]int64,
 	for _, in := range specs {
 		name, file := in.name, in.file
 		s := name + "=" + file
-		t, err := readInputFile(file)
+		t, err := dataset.ReadTensor(file, ir.Limits{})
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +226,7 @@ func loadInputs(eng *runtime.Engine, specs inputList, shapes map[string][]int64,
 				if err != nil {
 					return nil, err
 				}
-				if t, err = convertTo(t, d); err != nil {
+				if t, err = dataset.Convert(t, d); err != nil {
 					return nil, fmt.Errorf("--input %s: %w", s, err)
 				}
 			}

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"github.com/kiln-ml/kiln/codegen/cpu"
-	"math"
 	"path/filepath"
 
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/internal/build"
+	"github.com/kiln-ml/kiln/internal/dataset"
 	"github.com/kiln-ml/kiln/ir"
 
 	"bytes"
@@ -148,12 +147,12 @@ func engineTests(t *testing.T, run func(args ...string) (int, string, string)) {
 	// holding the same values, converted to float32.
 	x, err := onnx.ReadTensorFile("../../testdata/models/digits_mlp/test_data_set_0/input_0.pb")
 	require.NoError(t, err)
-	var body []byte
-	for _, v := range x.Float32s() {
-		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(float64(v)))
-	}
+	x64, err := dataset.Convert(x, ir.Float64)
+	require.NoError(t, err)
+	body, err := dataset.EncodeNPY(x64)
+	require.NoError(t, err)
 	npy := filepath.Join(t.TempDir(), "x.npy")
-	require.NoError(t, os.WriteFile(npy, npyFile(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 64), }", body), 0o644))
+	require.NoError(t, os.WriteFile(npy, body, 0o644))
 	name := out.Code.Inputs[0].Name
 	code, fromNPY, stderr := run("run", path, "--threads", "1", "--input", name+"="+npy)
 	require.Equal(t, 0, code, stderr)

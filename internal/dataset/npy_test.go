@@ -1,4 +1,4 @@
-package main
+package dataset
 
 import (
 	"encoding/binary"
@@ -39,7 +39,7 @@ func TestParseNPY(t *testing.T) {
 		f32 = binary.LittleEndian.AppendUint32(f32, math.Float32bits(v))
 	}
 	for _, version := range []byte{1, 2, 3} {
-		tn, err := parseNPY(npyFile(version, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f32))
+		tn, err := ParseNPY(npyFile(version, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f32))
 		require.NoError(t, err, "version %d", version)
 		assert.Equal(t, ir.Float32, tn.DType)
 		assert.Equal(t, []int64{2, 3}, tn.Dims)
@@ -59,14 +59,14 @@ func TestParseNPY(t *testing.T) {
 		{"|b1", ir.Bool, []byte{1}, []float64{1}},
 	}
 	for _, c := range cases {
-		tn, err := parseNPY(npyFile(1, fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (1,), }", c.descr), c.body))
+		tn, err := ParseNPY(npyFile(1, fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (1,), }", c.descr), c.body))
 		require.NoError(t, err, c.descr)
 		assert.Equal(t, c.dtype, tn.DType, c.descr)
 		assert.Equal(t, c.want, []float64{tn.Float64At(0)}, c.descr)
 	}
 
 	// A scalar has shape ().
-	tn, err := parseNPY(npyFile(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", f32[:4]))
+	tn, err := ParseNPY(npyFile(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", f32[:4]))
 	require.NoError(t, err)
 	assert.Empty(t, tn.Dims)
 
@@ -79,27 +79,27 @@ func TestParseNPY(t *testing.T) {
 		{npyFile(4, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", f32)},
 		{npyFile(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", f32)[:20]},
 	} {
-		_, err := parseNPY(c.data)
+		_, err := ParseNPY(c.data)
 		assert.Error(t, err, "%q", c.data)
 	}
 }
 
-func TestConvertTo(t *testing.T) {
+func TestConvert(t *testing.T) {
 	f64 := ir.FromSlice(ir.Float64, []int64{3}, []float64{0.1, -2, 1e10})
-	f32, err := convertTo(f64, ir.Float32)
+	f32, err := Convert(f64, ir.Float32)
 	require.NoError(t, err)
 	assert.Equal(t, []float32{0.1, -2, 1e10}, f32.Float32s())
 
 	i32 := ir.FromSlice(ir.Int32, []int64{2}, []int32{-3, 4})
-	i64, err := convertTo(i32, ir.Int64)
+	i64, err := Convert(i32, ir.Int64)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{-3, 4}, i64.Int64s())
 
-	same, err := convertTo(f64, ir.Float64)
+	same, err := Convert(f64, ir.Float64)
 	require.NoError(t, err)
 	assert.Same(t, f64, same)
 
-	_, err = convertTo(f64, ir.Int64)
+	_, err = Convert(f64, ir.Int64)
 	require.Error(t, err)
 	assert.Equal(t, "cannot convert double data to int64", err.Error())
 }

@@ -1,4 +1,4 @@
-package main
+package dataset
 
 import (
 	"bytes"
@@ -13,24 +13,25 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 )
 
-// readInputFile reads a tensor from an ONNX TensorProto (.pb) or a NumPy
-// array (.npy) file, by extension.
-func readInputFile(path string) (*ir.Tensor, error) {
+// ReadTensor reads a tensor from an ONNX TensorProto (.pb) or a NumPy
+// array (.npy) file, by extension, within lim (the file's size is checked
+// before it is read, the tensor's before it is allocated).
+func ReadTensor(path string, lim ir.Limits) (*ir.Tensor, error) {
 	if !strings.HasSuffix(strings.ToLower(path), ".npy") {
-		return onnx.ReadTensorFile(path)
+		return onnx.ReadTensorFileWithin(path, lim)
 	}
-	data, err := readfile.Within(path, ir.Limits{}, nil) // its size checked before reading
+	data, err := readfile.Within(path, lim, nil)
 	if err != nil {
 		return nil, err
 	}
-	t, err := parseNPY(data)
+	t, err := ParseNPY(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
 }
 
-// npyDTypes are the array types parseNPY reads: little-endian (or
+// npyDTypes are the array types ParseNPY reads: little-endian (or
 // single-byte) float32, float64, int64, int32, uint8 and bool.
 var npyDTypes = map[string]ir.DType{
 	"<f4": ir.Float32, "<f8": ir.Float64, "<i8": ir.Int64, "<i4": ir.Int32,
@@ -43,10 +44,10 @@ var (
 	npyShape   = regexp.MustCompile(`'shape'\s*:\s*\(([^)]*)\)`)
 )
 
-// parseNPY decodes a .npy file (format versions 1 to 3): a magic string, a
+// ParseNPY decodes a .npy file (format versions 1 to 3): a magic string, a
 // header that is a Python dict literal ({'descr': '<f4', 'fortran_order':
 // False, 'shape': (1, 64), }), then the array's bytes in C order.
-func parseNPY(data []byte) (*ir.Tensor, error) {
+func ParseNPY(data []byte) (*ir.Tensor, error) {
 	const magic = "\x93NUMPY"
 	if len(data) < 10 || string(data[:6]) != magic {
 		return nil, fmt.Errorf("not a .npy file (no \\x93NUMPY magic)")
@@ -105,11 +106,11 @@ func parseNPY(data []byte) (*ir.Tensor, error) {
 	return ir.FromRaw(dtype, dims, bytes.Clone(body)), nil
 }
 
-// convertTo returns t as dtype d, for input files whose element type
+// Convert returns t as dtype d, for input files whose element type
 // differs from the engine's (NumPy's float64 default for a float32 input):
 // floats to floats, integers and bools to integers or floats. It refuses
 // floats to integers, which would silently truncate.
-func convertTo(t *ir.Tensor, d ir.DType) (*ir.Tensor, error) {
+func Convert(t *ir.Tensor, d ir.DType) (*ir.Tensor, error) {
 	if t.DType == d {
 		return t, nil
 	}
@@ -141,4 +142,30 @@ func convertTo(t *ir.Tensor, d ir.DType) (*ir.Tensor, error) {
 		}
 	}
 	return out, nil
+}
+
+// EncodeNPY writes t as a .npy file (format 1.0, C order), as numpy.save
+// does: the header dict padded with spaces to a multiple of 64 bytes.
+// It takes the element types ParseNPY reads.
+func EncodeNPY(t *ir.Tensor) ([]byte, error) {
+	descr, ok := map[ir.DType]string{ir.Float32: "<f4", ir.Float64: "<f8", ir.Int64: "<i8",
+		ir.Int32: "<i4", ir.Uint8: "|u1", ir.Bool: "|b1"}[t.DType]
+	if !ok {
+		return nil, fmt.Errorf("cannot write %s data as .npy", t.DType)
+	}
+	dims := make([]string, len(t.Dims))
+	for i, d := range t.Dims {
+		dims[i] = strconv.FormatInt(d, 10)
+	}
+	shape := strings.Join(dims, ", ")
+	if len(dims) == 1 {
+		shape += ","
+	}
+	h := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, shape)
+	for (10+len(h)+1)%64 != 0 {
+		h += " "
+	}
+	h += "\n"
+	out := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), byte(len(h)>>8))
+	return append(append(out, h...), t.Raw...), nil
 }

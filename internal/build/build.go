@@ -44,6 +44,10 @@ type Options struct {
 	// arena (zero fields: ir.DefaultLimits). They change what builds, never
 	// what is built, so the engine does not record them.
 	Limits ir.Limits
+	// MarkOutputs names values of the optimized graph to store as extra,
+	// debug outputs (MarkAll: every tensor it stores; see markOutputs).
+	MarkOutputs []string
+
 	// Shapes pin inputs' dims or give the ranges of their dynamic dims.
 	Shapes  Shapes
 	profile map[string]cpu.DimRange
@@ -191,6 +195,10 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	debug, err := markOutputs(m.Graph, opts.MarkOutputs)
+	if err != nil {
+		return nil, err
+	}
 	copts := opts.cpuOptions(cache)
 	cpuName := copts.CPU
 	code, err := cpu.Compile(m, copts)
@@ -219,7 +227,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		meta.Inputs = append(meta.Inputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index})
 	}
 	for _, io := range code.Outputs {
-		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index})
+		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index, Debug: debug[io.Name]})
 	}
 	meta.Pinned = opts.pinned
 	for _, s := range code.Symbols {
@@ -241,6 +249,9 @@ func (o Options) flags() []string {
 	}
 	for _, d := range o.Disabled {
 		f = append(f, "--disable="+d)
+	}
+	if len(o.MarkOutputs) > 0 {
+		f = append(f, "--mark-outputs="+strings.Join(o.MarkOutputs, ","))
 	}
 	for _, s := range []struct {
 		flag   string

@@ -27,6 +27,9 @@ type Binding struct {
 	// static).
 	Dims  []string `json:"dims,omitempty"`
 	Index int      `json:"index"`
+	// Debug marks an output that cc build --mark-outputs added: an
+	// intermediate value, not one of the model's outputs (nil for those).
+	Debug *Debug `json:"debug,omitempty"`
 }
 
 // Target says what machine code the engine holds.

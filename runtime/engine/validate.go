@@ -66,6 +66,9 @@ func (m *Metadata) Validate() error {
 			return bad("%s and %s both have io index %d", prev, what, b.Index)
 		}
 		bound[b.Index] = what
+		if err := b.checkDebug(i < len(m.Inputs)); err != nil {
+			return bad("%s: %v", what, err)
+		}
 	}
 	for _, p := range m.Pinned {
 		if !validName(p.Name) || names[p.Name] {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
@@ -24,7 +25,16 @@ const maxFoldBytes = 64 << 20
 // (evaluated with the reference kernels), and nodes shape inference already
 // evaluated (Shape of a static shape and the arithmetic on it). The outputs
 // keep their *Value (and name), so no reader needs rewriting.
-func foldPass(c *Context, m *ir.Model) error {
+//
+// DequantizeLinear of an integer constant waits for fold-dequantize: the
+// integer kernels (fuse-qdq) read the int8 weights, not their floats.
+func foldPass(c *Context, m *ir.Model) error { return fold(c, m, false) }
+
+// foldDequantizePass folds what foldPass left: the DequantizeLinear of
+// constants that no quantized group took.
+func foldDequantizePass(c *Context, m *ir.Model) error { return fold(c, m, true) }
+
+func fold(c *Context, m *ir.Model, dequantize bool) error {
 	g := m.Graph
 	opsets := ops.OpsetsOf(m)
 	known, err := ops.InferShapesWithin(m, c.Limits)
@@ -35,8 +45,16 @@ func foldPass(c *Context, m *ir.Model) error {
 	for _, v := range g.Inputs {
 		isInput[v] = true
 	}
+	deferred := map[*ir.Value]bool{} // computed from a DequantizeLinear left for later
 	var kept []*ir.Node
 	for _, n := range g.Nodes {
+		if !dequantize && (dequantizesInteger(n) || slices.ContainsFunc(n.Inputs, func(v *ir.Value) bool { return deferred[v] })) {
+			for _, o := range n.Outputs {
+				deferred[o] = true
+			}
+			kept = append(kept, n)
+			continue
+		}
 		outs, err := knownOutputs(n, known)
 		if outs == nil {
 			outs, err = tryFold(n, opsets, isInput)
@@ -48,18 +66,36 @@ func foldPass(c *Context, m *ir.Model) error {
 			kept = append(kept, n)
 			continue
 		}
-		for i, o := range n.Outputs {
-			if o == nil {
-				continue
-			}
-			t := outs[i]
-			t.Name = o.Name
-			o.Const, o.Producer, o.Type = t, nil, t.Type()
-			g.Initializers = append(g.Initializers, o)
-		}
+		setFolded(g, n, outs)
 	}
 	g.Nodes = kept
 	return nil
+}
+
+// setFolded turns n's outputs into initializers holding outs (n leaves the
+// graph: the caller drops it).
+func setFolded(g *ir.Graph, n *ir.Node, outs []*ir.Tensor) {
+	for i, o := range n.Outputs {
+		if o == nil {
+			continue
+		}
+		t := outs[i]
+		t.Name = o.Name
+		o.Const, o.Producer, o.Type = t, nil, t.Type()
+		g.Initializers = append(g.Initializers, o)
+	}
+}
+
+// dequantizesInteger reports whether n is a DequantizeLinear of integers.
+func dequantizesInteger(n *ir.Node) bool {
+	if n.OpType != "DequantizeLinear" || n.Domain != "" {
+		return false
+	}
+	switch n.Inputs[0].Type.Elem {
+	case ir.Int8, ir.Uint8, ir.Int16, ir.Uint16, ir.Int32:
+		return true
+	}
+	return false
 }
 
 // knownOutputs returns the node's outputs when inference knows them all.

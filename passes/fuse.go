@@ -24,6 +24,7 @@ type fuser struct {
 	outSet map[*ir.Value]bool
 	order  map[*ir.Node]int
 	taken  map[*ir.Node]bool // already in a group
+	names  map[string]bool   // value names handed out for nodes not yet in the graph
 	// fusible is the target's capability (Context.Fusible).
 	fusible func(n *ir.Node) bool
 }

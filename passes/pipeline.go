@@ -51,6 +51,11 @@ type Context struct {
 	// fused elementwise loop (fuse-elementwise, fuse-epilogue); nil: every
 	// elementwise op (ops.Opsets.Elementwise) does, as on the reference.
 	Fusible func(n *ir.Node) bool
+	// QuantizedKernel is the target's judgement that it computes the
+	// quantized group (fuse-qdq) of kind with the given body and roles in
+	// integer kernels; nil: every group the pass forms, as on the
+	// reference.
+	QuantizedKernel func(kind string, body []*ir.Node, roles []string) bool
 	// Limits bound every value's size (inference) and the arena (memplan);
 	// zero fields take ir.DefaultLimits.
 	Limits ir.Limits
@@ -70,6 +75,10 @@ var O2 = []Pass{
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
 	{Name: "conv-bn", Run: convBNPass, Doc: "folds inference-mode BatchNormalization into the preceding Conv's weights and bias"},
 	{Name: "cse", Run: csePass, Doc: "merges nodes with the same op, attributes and inputs"},
+	{Name: "qdq-propagate", Run: qdqPropagatePass, Doc: "moves DequantizeLinear forward and QuantizeLinear backward through data-movement ops (Reshape, Transpose, MaxPool, Pad, Concat, ...), so those move int8"},
+	{Name: "qdq-cleanup", Run: qdqCleanupPass, Doc: "removes DequantizeLinear → QuantizeLinear round trips with equal parameters"},
+	{Name: "fuse-qdq", Run: fuseQDQPass, Doc: "groups each quantized Conv/Gemm/MatMul/Add/Mul/average pool/elementwise chain with its QDQ nodes for the integer kernels (kiln.FusionGroup)"},
+	{Name: "fold-dequantize", Run: foldDequantizePass, Doc: "folds the DequantizeLinear of constants no integer kernel took (fold leaves them for fuse-qdq)"},
 	{Name: "fuse-epilogue", Run: fuseEpiloguePass, Doc: "groups Conv/Gemm/MatMul with a following bias, residual Add and activation, and a 1x1 Conv with the depthwise Conv it feeds (kiln.FusionGroup)"},
 	{Name: "fuse-elementwise", Run: fuseElementwisePass, Doc: "groups elementwise DAGs and decomposed LayerNorms into one kernel each (kiln.FusionGroup)"},
 	{Name: "conv-layout", Run: convLayoutPass, Doc: "chooses each convolution's algorithm and weight layout (the target measures where it must) and records it on its group"},
@@ -94,6 +103,17 @@ var passOrder = [][2]string{
 	{"fold", "fuse-epilogue"},
 	{"conv-bn", "fuse-epilogue"},
 	{"cse", "fuse-epilogue"},
+	// Quantized groups see the QDQ form after propagation and cleanup;
+	// their weights stay int8 constants until they are taken, and a
+	// quantized Conv is not a float epilogue's base.
+	{"fold", "qdq-propagate"},
+	{"conv-bn", "qdq-propagate"},
+	{"qdq-propagate", "qdq-cleanup"},
+	{"qdq-cleanup", "fuse-qdq"},
+	{"fuse-qdq", "fold-dequantize"},
+	{"fold-dequantize", "fuse-epilogue"},
+	{"fuse-qdq", "fuse-elementwise"},
+	{"fold-dequantize", "dce"},
 	// Epilogues first: a residual Add goes to its Conv's store rather than
 	// to an elementwise group.
 	{"fuse-epilogue", "fuse-elementwise"},

@@ -16,8 +16,9 @@ import (
 // use (so liveness and ordering see them) and its one output is the body's
 // one output. "kind" says which pattern the pass matched ("conv", "gemm",
 // "matmul": an epilogue on a linear op; "conv-dw": a 1×1 Conv feeding a
-// depthwise Conv, each with its epilogue; "elementwise"; "layernorm"), so a
-// backend need not search for it again.
+// depthwise Conv, each with its epilogue; "elementwise"; "layernorm"; the
+// quantized kinds, whose bodies are QDQ float simulations of integer
+// kernels), so a backend need not search for it again.
 //
 // Its semantics are the body's: inference types the body and takes its
 // output's type, and the reference kernel runs the body node by node.
@@ -40,7 +41,10 @@ var kilnOps = []*Schema{{
 		// "activation" in epilogues; "expand", "expand-activation",
 		// "depthwise" in conv-dw; "prologue", "mean", "center", "square",
 		// "variance", "add-epsilon", "sqrt", "normalize", "epilogue" in
-		// layernorm. Elementwise groups need none (a DAG).
+		// layernorm; "dq-input", "dq-weight", "dq-bias", "base",
+		// "dq-residual", "residual", "activation", "q-output" in the
+		// quantized groups (qconv, qgemm, qmatmul, qadd, qmul, qpool,
+		// qlut: passes/fuse_qdq.go). Elementwise groups need none (a DAG).
 		{Name: "roles", Kind: ir.AttrStrings},
 	},
 	Infer: inferFusionGroup,

@@ -143,7 +143,7 @@ func optimize(m *ir.Model, opts Options, cache *cpu.TimingCache) (*passes.Contex
 		dump = text.WriteFile
 	}
 	c := &passes.Context{OptLevel: opts.OptLevel, Verify: opts.Verify, DumpDir: opts.DumpDir,
-		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: dump, ConvAlgorithm: choose, Fusible: cpu.Fusible, Limits: opts.Limits}
+		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: dump, ConvAlgorithm: choose, Fusible: cpu.Fusible, QuantizedKernel: cpu.QuantizedKernel, Limits: opts.Limits}
 	for name := range c.Disabled {
 		p, ok := passes.Lookup(passes.O2, name)
 		if !ok {

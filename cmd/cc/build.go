@@ -50,6 +50,7 @@ such a build is refused before it starts.`,
 		minShape := cli.Shapes(fs, "min", "`NAME=DIMS`: the smallest shape of input NAME the engine accepts (its dynamic dims' minima; default 1)")
 		optShape := cli.Shapes(fs, "opt", "`NAME=DIMS`: the shape of input NAME to tune for (default: the minima)")
 		values := cli.Values(fs, "value", "`NAME=V,V,...`: compile input NAME as this constant; inputs whose values set shapes (a TopK's K, a Reshape's shape, ...) need one, and the engine then takes only this value for them")
+		markOutputs := fs.String("mark-outputs", "", "`all|NAME,...`: also store these tensors of the optimized graph (all: every float or 8-bit one) as debug outputs, for infer compare --per-layer; infer run, check and bench leave them out")
 		maxShape := cli.Shapes(fs, "max", fmt.Sprintf("`NAME=DIMS`: the largest shape of input NAME the engine accepts; memory is planned for it (default: %d for each dynamic dim)", cpu.DefaultMaxDim))
 		return func(env *cli.Env, args []string) error {
 			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]
@@ -71,6 +72,9 @@ such a build is refused before it starts.`,
 			opts := build.Options{CPU: *cpuName, OptLevel: *opt, Disabled: split(*disable),
 				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache,
 				Limits: limits.Limits(), Shapes: build.Shapes{Pin: pin, Min: minShape, Opt: optShape, Max: maxShape, Values: values}}
+			if opts.MarkOutputs = split(*markOutputs); len(opts.MarkOutputs) > 0 && *emit == "ir" {
+				return cli.Usagef("--mark-outputs applies to compiled code (--emit llvm, obj or engine), not --emit ir")
+			}
 			if opts.TimingCache == "none" {
 				opts.TimingCache = ""
 			}

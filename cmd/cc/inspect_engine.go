@@ -81,7 +81,7 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 		if i == 0 {
 			label = "outputs"
 		}
-		row(label, "%s %s", b.Name, b.ShapeString())
+		row(label, "%s %s%s", b.Name, b.ShapeString(), debugNote(b.Debug))
 	}
 	for i, p := range m.Pinned {
 		label := ""
@@ -128,4 +128,15 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 		row(label, "%-28s %s bytes", name, commas(int64(info.Sections[name])))
 	}
 	return nil
+}
+
+// debugNote marks a debug output (cc build --mark-outputs) in the listing.
+func debugNote(d *engine.Debug) string {
+	switch {
+	case d == nil:
+		return ""
+	case len(d.Scale) > 0:
+		return fmt.Sprintf(" (debug: %s quantized, scale %v, zero point %v)", d.Value, d.Scale, d.ZeroPoint)
+	}
+	return " (debug)"
 }

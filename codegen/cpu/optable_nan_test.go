@@ -10,6 +10,10 @@ func init() {
 			"MaxPool-12(kernel_shape=[2 2], strides=[2 2]) float[1,2,4,4]~[1 NaN 2 3 4 5 6 7 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 8 9 10 11 12 13 NaN 15]",
 		},
 		"Gemm": {"Gemm-13 float[2,3]~[NaN 1 2 3 Inf 5], float[3,4]=rand"},
+		"Pow": {
+			"Pow-15 float[20]~[0.75 0.75 1.5 1.5 -0.5 -2 0 Inf -Inf -Inf 1 -1 NaN 2 0 -0 -Inf -Inf -2 -Inf]," +
+				" float[20]~[-Inf Inf -Inf Inf -Inf Inf -Inf -Inf 3 -3 NaN Inf 0 NaN -1 -1 0.5 -0.5 0.5 2]",
+		},
 		"Conv": {"Conv-11 float[1,1,3,3]~[NaN 1 2 3 4 5 6 7 8], float[2,1,2,2]=rand"},
 	})
 }

@@ -226,11 +226,17 @@ func (f *Fn) Pow(x, y value.Value) value.Value {
 	isInt := f.fcmp(enum.FPredOEQ, f.intrinsic1("floor", y), y)
 	half := f.B.NewFMul(y, c(0.5))
 	odd := f.B.NewAnd(isInt, f.fcmp(enum.FPredONE, f.intrinsic1("floor", half), half))
-	neg := f.sel(odd, f.B.NewFNeg(r), f.sel(isInt, r, c(math.NaN())))
+	// A negative base takes the sign of an odd exponent; with any other
+	// non-integer exponent it has no real power (NaN), except -Inf's.
+	powered := f.B.NewOr(isInt, f.fcmp(enum.FPredOEQ, x, c(math.Inf(-1))))
+	neg := f.sel(odd, f.B.NewFNeg(r), f.sel(powered, r, c(math.NaN())))
 	r = f.sel(f.fcmp(enum.FPredOLT, x, c(0)), neg, r)
 	atZero := f.sel(f.fcmp(enum.FPredOGT, y, c(0)), c(0), c(math.Inf(1)))
 	r = f.sel(f.fcmp(enum.FPredOEQ, x, c(0)), atZero, r)
-	r = f.sel(f.fcmp(enum.FPredOEQ, x, c(1)), c(1), r)
+	// 1^y is 1 for every y, and so is (-1)^±Inf (C99, Go's math.Pow).
+	unit := f.B.NewOr(f.fcmp(enum.FPredOEQ, x, c(1)),
+		f.B.NewAnd(f.fcmp(enum.FPredOEQ, x, c(-1)), f.fcmp(enum.FPredOEQ, f.intrinsic1("fabs", y), c(math.Inf(1)))))
+	r = f.sel(unit, c(1), r)
 	r = f.sel(f.fcmp(enum.FPredOEQ, y, c(0)), c(1), r)
 	// Integer exponents up to 127 multiply by squaring: exact where the
 	// result is representable (3^6 is 729, not 728.99997).

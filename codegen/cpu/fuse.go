@@ -52,6 +52,8 @@ func (g *gen) prepareGroups() error {
 			kern, err = g.fusedMap(body.Nodes, n.Outputs[0])
 			g.fused[n] = func() error { g.emitKernel(kern, nil); return nil }
 			g.layered[n] = true
+		case "qconv", "qgemm", "qmatmul", "qadd", "qpool", "qlut":
+			err = g.prepareQGroup(n, kind, body.Nodes) // ops_qgroup.go
 		case "layernorm":
 			var ln *layerNorm
 			ln, err = g.layerNormOf(body.Nodes, n.Attr("roles"), n.Outputs[0])

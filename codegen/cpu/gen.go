@@ -90,6 +90,9 @@ type gen struct {
 	// (tune.go).
 	winograd map[*ir.Node]*winoSpec
 	convAlgo map[*ir.Node]string
+	// groupScratch is the scratch of fusion groups lowered whole
+	// (ops_qgroup.go).
+	groupScratch map[*ir.Node]int64
 
 	arenaBytes, tensorBytes int64
 	// counterBase and counterBytes place the work-stealing counters past

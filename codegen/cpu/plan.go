@@ -40,6 +40,9 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 		},
 		ConcatInPlace: func(n *ir.Node) bool { return g.fused[n] == nil },
 		Scratch: func(n *ir.Node) int64 {
+			if s, ok := g.groupScratch[n]; ok {
+				return s
+			}
 			if info := g.handInfo(n); info != nil {
 				if info.scratch != nil {
 					return info.scratch(g, n)

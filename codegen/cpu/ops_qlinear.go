@@ -1,0 +1,660 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+)
+
+// qlin is an integer convolution or matrix product with its store, in
+// numbers: what a qconv/qgemm/qmatmul fusion group (ops_qgroup.go) or an
+// ONNX integer op (QLinearConv, QLinearMatMul, ConvInteger,
+// MatMulInteger) computes, read once when the node is prepared.
+type qlin struct {
+	x, y *ir.Value
+	conv bool
+	cg   convGeom // a convolution's geometry (N at the maxima)
+	K    int64    // products per output (C/group·kh·kw, or a matmul's K)
+	// ch is the output channels: a convolution's OC, a matmul's N.
+	ch int64
+	// w holds the weights minus their zero point, [ch][K] row-major.
+	w       []int8
+	xSigned bool  // s8 activations (flipped to u8 in the kernels)
+	zpX     int64 // the activations' zero point as stored
+	bias    []int32
+	// The store: per channel, y = round(clamp((acc + bias)·mult + fbias
+	// + (r - resZp)·resMult, lo, hi)) + zpY.
+	out       qOut
+	mult      []float64
+	fbias     []float32 // nil: none
+	res       *ir.Value
+	resSigned bool
+	resZp     int64
+	resMult   float32
+	lo, hi    float64
+	zpY       int64
+	ySigned   bool
+}
+
+// qCentered returns the weights minus their zero point (zp[c] of channel
+// c: chOf maps a flat index to its channel) as s8, or an error when one
+// does not fit.
+func qCentered(w *ir.Tensor, zp []int64, chOf func(i int) int) ([]int8, error) {
+	out := make([]int8, w.Len())
+	for i := range out {
+		v := w.Int64At(i)
+		if zp != nil {
+			v -= zp[chOf(i)]
+		}
+		if v < -128 || v > 127 {
+			return nil, fmt.Errorf("weight %d minus its zero point is %d, outside int8 (the integer kernels need s8 weights)", i, v)
+		}
+		out[i] = int8(v)
+	}
+	return out, nil
+}
+
+// qBounds sets ql's clamp from the activation's bounds (in real units,
+// ±Inf for none) over the output's scale, and the output type's range.
+func (ql *qlin) qBounds(actLo, actHi, sy float64) {
+	qmin, qmax := 0.0, 255.0
+	if ql.ySigned {
+		qmin, qmax = -128, 127
+	}
+	smin, smax := qmin-float64(ql.zpY), qmax-float64(ql.zpY)
+	alo, ahi := actLo/sy, actHi/sy
+	lo, hi := math.Max(smin, alo), math.Min(smax, ahi)
+	switch {
+	case ahi < smin: // the activation's range lies below the type's
+		lo, hi = smin, smin
+	case alo > smax:
+		lo, hi = smax, smax
+	case lo > hi:
+		lo = hi
+	}
+	ql.lo, ql.hi = lo, hi
+}
+
+// corr is each channel's accumulator start: bias - zp·Σw, with zp the
+// zero point of the u8 the kernel reads (s8 activations flip to u8: +128).
+func (ql *qlin) corr() []int32 {
+	zp := ql.zpX
+	if ql.xSigned {
+		zp += 128
+	}
+	out := make([]int32, ql.ch)
+	for c := int64(0); c < ql.ch; c++ {
+		var s int64
+		for _, v := range ql.w[c*ql.K : (c+1)*ql.K] {
+			s += int64(v)
+		}
+		b := int64(0)
+		if ql.bias != nil {
+			b = int64(ql.bias[c])
+		}
+		out[c] = int32(b - zp*s)
+	}
+	return out
+}
+
+// channelParams stores the per-channel arrays into the weights blob,
+// padded by pad zero channels so that whole vectors load past the last.
+func (g *gen) channelParams(ql *qlin, st *qstore, corr []int32, pad int64) {
+	n := ql.ch + pad
+	c := make([]int32, n)
+	copy(c, corr)
+	st.corr = g.addInt32s(c)
+	st.out = ql.out
+	st.fbias = -1
+	switch ql.out {
+	case qOutF64:
+		m := make([]float64, n)
+		copy(m, ql.mult)
+		st.mult = g.addFloat64s(m)
+	case qOutF32:
+		m := make([]float32, n)
+		for i, v := range ql.mult {
+			m[i] = float32(v)
+		}
+		st.mult = g.addFloats(m)
+		if ql.fbias != nil {
+			b := make([]float32, n)
+			copy(b, ql.fbias)
+			st.fbias = g.addFloats(b)
+		}
+	}
+	st.lo, st.hi, st.zpY, st.signed = ql.lo, ql.hi, ql.zpY, ql.ySigned
+	if ql.res != nil {
+		r := ql.res
+		st.res = func(k *kfn) value.Value { return k.ptr(r) }
+		st.resSigned, st.resZp, st.resMult = ql.resSigned, ql.resZp, ql.resMult
+	}
+}
+
+// ---- convolution ----
+
+// qconvGeom reads a convolution's geometry from x, w and y (any op whose
+// attributes are Conv's), a 1-D one as 2-D of height 1.
+func (g *gen) qconvGeom(n *ir.Node, x, w, y *ir.Value) (convGeom, error) {
+	xd, wd, yd := dimsOf(x), dimsOf(w), dimsOf(y)
+	if len(xd) != 4 && len(xd) != 3 || len(wd) != len(xd) || len(yd) != len(xd) {
+		return convGeom{}, fmt.Errorf("only 1-D and 2-D convolution")
+	}
+	win, err := g.attrs(n).Window(wd[2:], xd[2:])
+	if err != nil {
+		return convGeom{}, err
+	}
+	if len(xd) == 3 {
+		one := func(d []int64) []int64 { return []int64{d[0], d[1], 1, d[2]} }
+		xd, wd, yd = one(xd), one(wd), one(yd)
+		for _, l := range []*[]int64{&win.Strides, &win.Dilations, &win.PadBegin} {
+			*l = []int64{1, (*l)[0]}
+		}
+		win.PadBegin[0] = 0
+	}
+	c := convGeom{N: xd[0], C: xd[1], H: xd[2], W: xd[3], OC: yd[1], OH: yd[2], OW: yd[3], kh: wd[2], kw: wd[3], group: g.attrs(n).Int("group")}
+	if c.group == 0 {
+		c.group = 1
+	}
+	c.sh, c.sw, c.dh, c.dw, c.ph, c.pw = win.Strides[0], win.Strides[1], win.Dilations[0], win.Dilations[1], win.PadBegin[0], win.PadBegin[1]
+	if c.C%c.group != 0 || c.OC%c.group != 0 || wd[1] != c.C/c.group {
+		return convGeom{}, fmt.Errorf("inconsistent groups")
+	}
+	return c, nil
+}
+
+// qDepthwise reports whether the convolution runs on the depthwise kernel:
+// one input channel per group, taps few enough that float32 sums of
+// u8·s8 products stay exact.
+func (ql *qlin) qDepthwise() bool {
+	c := ql.cg
+	return ql.conv && c.C/c.group == 1 && c.group > 1 && c.kh*c.kw*255*128 < 1<<24
+}
+
+// qconvLayout is where a convolution's scratch holds the padded input
+// and the im2col panels.
+type qconvLayout struct {
+	pad            bool  // the input is copied with zp borders (or slack) first
+	Hp, Wp         int64 // the (padded) input planes' dims as read
+	rows, cols     int64 // output rows and columns as im2col walks them
+	npix, npad     int64 // output pixels; im2col row length (padded)
+	padBytes, cols0 int64 // bytes of the padded copy; offset of the panels
+	panelBytes     int64 // one (image, group) panel
+}
+
+func (g *gen) qconvLayout(ql *qlin, N int64) qconvLayout {
+	c := ql.cg
+	_, L := g.qTarget()
+	var l qconvLayout
+	l.npix = c.OH * c.OW
+	l.npad = (l.npix+L-1)/L*L + L
+	l.rows, l.cols = c.OH, c.OW
+	l.Hp, l.Wp = c.H, c.W
+	// Reads stay inside the input unless there is padding; with AVX2 the
+	// strided loads are whole vectors (masked byte loads would be
+	// scalarized), so they get a copy with slack.
+	needH := (c.OH-1)*c.sh + (c.kh-1)*c.dh + 1
+	needW := (c.OW-1)*c.sw + (c.kw-1)*c.dw + 1
+	l.pad = c.ph > 0 || c.pw > 0 || needH > c.H || needW > c.W || L == 8
+	if l.pad {
+		l.Hp, l.Wp = max(needH, c.H+c.ph), max(needW, c.W+c.pw)
+		slack := L*max(c.sw, 1) + 64
+		l.padBytes = align64(N*c.C*l.Hp*l.Wp + slack)
+	} else if c.pointwise() {
+		// A 1×1 convolution reads each plane as one row.
+		l.rows, l.cols, l.Hp, l.Wp = 1, l.npix, 1, l.npix
+	}
+	k4 := (ql.K + 3) / 4
+	l.panelBytes = k4 * l.npad * 4
+	l.cols0 = l.padBytes
+	return l
+}
+
+func (g *gen) qlinScratch(ql *qlin) int64 {
+	if !ql.conv || ql.qDepthwise() {
+		return 0
+	}
+	l := g.qconvLayout(ql, ql.cg.N)
+	return l.cols0 + ql.cg.N*ql.cg.group*l.panelBytes
+}
+
+// lowerQLin emits ql's steps.
+func (g *gen) lowerQLin(ql *qlin) error {
+	if !ql.conv {
+		return g.lowerQMatMul(ql)
+	}
+	c := ql.cg
+	c.N = dimsOf(ql.x)[0] // one sample when run per sample
+	if ql.qDepthwise() {
+		g.lowerQDepthwise(ql, c)
+		return nil
+	}
+	return g.lowerQConvGemm(ql, c)
+}
+
+func (g *gen) lowerQConvGemm(ql *qlin, c convGeom) error {
+	isa, L := g.qTarget()
+	l := g.qconvLayout(ql, c.N)
+	cg, ocg := c.C/c.group, c.OC/c.group
+	K, k4 := ql.K, (ql.K+3)/4
+	q := &qgemm{M: ocg, N: l.npix, K: K, batch: c.N * c.group, lanes: L, isa: isa}
+	q.mr, q.nv = qBlocking(q.M, q.N, L)
+	q.parallel = 2*q.M*q.N*K*q.batch >= 1<<18
+	// Weights: each group's rows packed on their own.
+	pk := qPacker{isa: isa, lanes: L}
+	var wb []byte
+	var grpBytes int64
+	for grp := int64(0); grp < c.group; grp++ {
+		b, tile, row, group := pk.packRows(ql.w[grp*ocg*K:(grp+1)*ocg*K], ocg, K, q.mr)
+		q.bcTile, q.bcRow, q.bcGroup, grpBytes = tile, row, group, int64(len(b))
+		wb = append(wb, b...)
+	}
+	wOff := g.addWeights(wb)
+	q.bc = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: wOff}, i8) }
+	if c.group > 1 {
+		q.bcBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(c.group)), c64(grpBytes)) }
+		q.st.chBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(c.group)), c64(ocg)) }
+	}
+	cols0 := l.cols0
+	q.vec = func(k *kfn) value.Value { return k.bytesAt(k.scratchPtr(0), c64(cols0)) }
+	q.vecTile, q.vecGroup = q.nb()*4, l.npad*4
+	q.vecBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(l.panelBytes)) }
+	Y := ql.y
+	q.st.c = func(k *kfn) value.Value { return k.ptr(Y) }
+	q.st.ldc, q.st.perRow = l.npix, true
+	q.st.cBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(ocg*l.npix)) }
+	g.channelParams(ql, &q.st, ql.corr(), q.mr+q.nb())
+	if l.pad {
+		g.emitQPad(ql, c, l)
+	}
+	g.emitQIm2col(ql, c, l, cg, k4, q.parallel)
+	g.step("QConv", !q.parallel, q.emit)
+	return nil
+}
+
+// emitQPad copies the input into the scratch with zp borders: planes of
+// Hp×Wp, the input at (ph, pw).
+func (g *gen) emitQPad(ql *qlin, c convGeom, l qconvLayout) {
+	X := ql.x
+	planes := c.N * c.C
+	zp := constant.NewInt(i8, ql.zpX)
+	par := planes*l.Hp*l.Wp >= 1<<16
+	g.step("QPad", !par, func(k *kfn) {
+		xp, sp := k.ptr(X), k.bytesAt(k.scratchPtr(0), c64(0))
+		k.parLoop(planes, par, func(pl value.Value) {
+			src := k.mul(pl, c64(c.H*c.W))
+			dst := k.mul(pl, c64(l.Hp*l.Wp))
+			k.loop(c64(0), c64(l.Hp), func(r value.Value) {
+				row := k.add(dst, k.mul(r, c64(l.Wp)))
+				ih := k.sub(r, c64(c.ph))
+				inside := k.b.NewAnd(k.icmp(enum.IPredSGE, ih, c64(0)), k.icmp(enum.IPredSLT, ih, c64(c.H)))
+				w := min(c.W, l.Wp-c.pw)
+				k.ifElse(inside, func() {
+					k.fillBytes(sp, row, c.pw, zp)
+					k.copyBytes(xp, k.add(src, k.mul(ih, c64(c.W))), sp, k.add(row, c64(c.pw)), w)
+					k.fillBytes(sp, k.add(row, c64(c.pw+w)), l.Wp-c.pw-w, zp)
+				}, func() {
+					k.fillBytes(sp, row, l.Wp, zp)
+				})
+			})
+		})
+	})
+}
+
+// copyBytes copies n bytes (n known) from src[so] to dst[do] in 64-byte
+// vectors; the tail masked.
+func (k *kfn) copyBytes(src, so, dst, do value.Value, n int64) {
+	vt := ivec(64, i8)
+	if full := n / 64; full > 0 {
+		k.loop(c64(0), c64(full), func(i value.Value) {
+			o := k.mul(i, c64(64))
+			k.storeAt(k.loadAt(vt, src, k.add(so, o)), dst, k.add(do, o))
+		})
+	}
+	if t := n % 64; t > 0 {
+		var o value.Value = c64(n - t)
+		for _, w := range []int64{32, 16, 8, 4, 2, 1} {
+			if t >= w {
+				wt := ivec(w, i8)
+				if w == 1 {
+					k.storeAt(k.loadAt(i8, src, k.add(so, o)), dst, k.add(do, o))
+				} else {
+					k.storeAt(k.loadAt(wt, src, k.add(so, o)), dst, k.add(do, o))
+				}
+				o = k.add(o, c64(w))
+				t -= w
+			}
+		}
+	}
+}
+
+// fillBytes sets n bytes (n known) at dst[do] to v.
+func (k *kfn) fillBytes(dst, do value.Value, n int64, v *constant.Int) {
+	if n <= 0 {
+		return
+	}
+	vec := splat(64, v)
+	if full := n / 64; full > 0 {
+		k.loop(c64(0), c64(full), func(i value.Value) { k.storeAt(vec, dst, k.add(do, k.mul(i, c64(64)))) })
+	}
+	t := n % 64
+	var o value.Value = c64(n - t)
+	for _, w := range []int64{32, 16, 8, 4, 2, 1} {
+		if t >= w {
+			if w == 1 {
+				k.storeAt(v, dst, k.add(do, o))
+			} else {
+				k.storeAt(splat(int(w), v), dst, k.add(do, o))
+			}
+			o = k.add(o, c64(w))
+			t -= w
+		}
+	}
+}
+
+// emitQIm2col writes each (image, group)'s panel [K/4][npad][4]: for K
+// group q and output pixel p, the 4 input bytes of K indices 4q..4q+3
+// (c, kh, kw) that p's window reads (indices past K repeat the last:
+// their weights are zero). Work items are (panel, K group); each walks
+// its output rows in order, so a row's tail vector may spill into the
+// next row's start, which that row then overwrites.
+func (g *gen) emitQIm2col(ql *qlin, c convGeom, l qconvLayout, cg, k4 int64, par bool) {
+	_, L := g.qTarget()
+	X := ql.x
+	taps := c.kh * c.kw
+	items := c.N * c.group * k4
+	g.step("QIm2col", !par, func(k *kfn) {
+		var src value.Value
+		if l.pad {
+			src = k.bytesAt(k.scratchPtr(0), c64(0))
+		} else {
+			src = k.bytesAt(k.ptr(X), c64(0))
+		}
+		dst := k.bytesAt(k.scratchPtr(0), c64(l.cols0))
+		k.parLoop(items, par, func(it value.Value) {
+			b := k.div(it, c64(k4))
+			qg := k.rem(it, c64(k4))
+			img, grp := k.div(b, c64(c.group)), k.rem(b, c64(c.group))
+			chan0 := k.add(k.mul(img, c64(c.C)), k.mul(grp, c64(cg)))
+			var bases [4]value.Value
+			for j := int64(0); j < 4; j++ {
+				kk := k.add(k.mul(qg, c64(4)), c64(j))
+				kk = k.sel(k.icmp(enum.IPredSLT, kk, c64(ql.K)), kk, c64(ql.K-1))
+				ch, t := k.div(kk, c64(taps)), k.rem(kk, c64(taps))
+				kh, kw := k.div(t, c64(c.kw)), k.rem(t, c64(c.kw))
+				plane := k.mul(k.add(chan0, ch), c64(l.Hp*l.Wp))
+				bases[j] = k.add(plane, k.add(k.mul(kh, c64(c.dh*l.Wp)), k.mul(kw, c64(c.dw))))
+			}
+			out := k.mul(k.add(k.mul(b, c64(k4)), qg), c64(l.npad*4))
+			sw := c.sw
+			if l.rows == 1 && l.cols == l.npix && !l.pad {
+				sw = 1
+			}
+			chunk := func(rowOff, outPix value.Value, c0 value.Value, n int64) {
+				var vs [4]value.Value
+				for j := range vs {
+					vs[j] = k.loadBytesStrided(src, k.add(bases[j], k.add(rowOff, k.mul(c0, c64(sw)))), sw, L, n, !l.pad)
+				}
+				v := k.interleave4(vs, L)
+				if ql.xSigned {
+					v = k.b.NewXor(v, splat(int(4*L), constant.NewInt(i8, -128)))
+				}
+				k.storeAt(v, dst, k.add(out, k.mul(k.add(outPix, c0), c64(4))))
+			}
+			k.loop(c64(0), c64(l.rows), func(oh value.Value) {
+				rowOff := k.mul(oh, c64(c.sh*l.Wp))
+				outPix := k.mul(oh, c64(l.cols))
+				full := l.cols / L
+				if full > 0 {
+					k.loop(c64(0), c64(full), func(ci value.Value) { chunk(rowOff, outPix, k.mul(ci, c64(L)), L) })
+				}
+				if t := l.cols % L; t > 0 {
+					chunk(rowOff, outPix, c64(full*L), t)
+				}
+			})
+		})
+	})
+}
+
+// loadBytesStrided loads L bytes p[at + l·s] (l < n; other lanes
+// undefined). masked: bytes past the last used one are not read (they
+// may lie past the data); else the whole span is read.
+func (k *kfn) loadBytesStrided(p, at value.Value, s, L, n int64, masked bool) value.Value {
+	span := (n-1)*s + 1
+	if s > 4 {
+		v := value.Value(constant.NewUndef(ivec(L, i8)))
+		for l := int64(0); l < n; l++ {
+			v = k.b.NewInsertElement(v, k.loadAt(i8, p, k.add(at, c64(l*s))), c32(l))
+		}
+		return v
+	}
+	wide := ivec(L*s, i8)
+	var v value.Value
+	if masked && span < L*s {
+		v = k.maskedLoadAt(wide, p, at, span, nil)
+	} else {
+		v = k.loadAt(wide, p, at)
+	}
+	if s == 1 {
+		return v
+	}
+	idx := make([]constant.Constant, L)
+	for l := range idx {
+		idx[l] = c32(int64(l) * s)
+	}
+	return k.b.NewShuffleVector(v, constant.NewUndef(wide), constant.NewVector(ivec(L, i32), idx...))
+}
+
+// interleave4 makes [a0 b0 c0 d0 a1 b1 ...] of four L-byte vectors.
+func (k *kfn) interleave4(v [4]value.Value, L int64) value.Value {
+	cat := func(a, b value.Value) value.Value {
+		idx := make([]constant.Constant, 2*L)
+		for i := range idx {
+			idx[i] = c32(int64(i))
+		}
+		return k.b.NewShuffleVector(a, b, constant.NewVector(ivec(2*L, i32), idx...))
+	}
+	ab, cd := cat(v[0], v[1]), cat(v[2], v[3])
+	idx := make([]constant.Constant, 4*L)
+	for p := int64(0); p < L; p++ {
+		for j := int64(0); j < 4; j++ {
+			src := j*L + p // in ab: a at [0,L), b at [L,2L); cd follows at 2L
+			idx[4*p+j] = c32(src)
+		}
+	}
+	return k.b.NewShuffleVector(ab, cd, constant.NewVector(ivec(4*L, i32), idx...))
+}
+
+// ---- depthwise ----
+
+// lowerQDepthwise runs a convolution of one input channel per group
+// directly on NCHW bytes, like lowerConvGrouped: per output plane, runs of
+// rows with the same in-range taps, vectors of L output pixels whose
+// padding lanes load zp. The sums of u8·s8 products are exact in float32
+// (qDepthwise bounds the taps); each run's accumulators start at -zp·Σw
+// of its taps, and the sum then goes through the requantizing store.
+func (g *gen) lowerQDepthwise(ql *qlin, c convGeom) {
+	_, L := g.qTarget()
+	X := ql.x
+	runs := tapRuns(c.OH, c.sh, c.ph, c.dh, c.kh, c.H)
+	taps := c.kh * c.kw
+	// Weights as floats; each run's start per channel; bias int32.
+	wf := make([]float32, len(ql.w))
+	for i, v := range ql.w {
+		wf[i] = float32(v)
+	}
+	wOff := g.addFloats(wf)
+	zp := ql.zpX
+	if ql.xSigned {
+		zp += 128
+	}
+	starts := make([]float32, int64(len(runs))*c.OC)
+	for ri, run := range runs {
+		for oc := int64(0); oc < c.OC; oc++ {
+			var s int64
+			for _, kh := range run.taps {
+				for kw := int64(0); kw < c.kw; kw++ {
+					s += int64(ql.w[oc*taps+kh*c.kw+kw])
+				}
+			}
+			starts[int64(ri)*c.OC+oc] = float32(-zp * s)
+		}
+	}
+	sOff := g.addFloats(starts)
+	bias := make([]int32, c.OC)
+	copy(bias, ql.bias)
+	st := qstore{perRow: true}
+	g.channelParams(ql, &st, bias, L)
+	bOff := st.corr // the int32 array holds the bias here
+	planes := c.N * c.OC
+	par := planes > 1 && 2*planes*c.OH*c.OW*taps >= 1<<17
+	mult := c.OC / c.group
+	g.step("QConvDW", !par, func(k *kfn) {
+		xp, yp := k.bytesAt(k.ptr(X), c64(0)), k.ptr(ql.y)
+		var resp value.Value
+		if ql.res != nil {
+			resp = k.ptr(ql.res)
+		}
+		wp := k.locPtr(loc{space: inWeights, off: wOff}, f32)
+		sp := k.locPtr(loc{space: inWeights, off: sOff}, f32)
+		bp := k.locPtr(loc{space: inWeights, off: bOff}, i32)
+		k.parLoop(planes, par, func(p value.Value) {
+			oc := k.rem(p, c64(c.OC))
+			img := k.div(p, c64(c.OC))
+			ic := k.div(oc, c64(mult))
+			xPlane := k.mul(k.add(k.mul(img, c64(c.C)), ic), c64(c.H*c.W))
+			wBase := k.mul(oc, c64(taps))
+			bias := k.splatOf(k.load(bp, oc), L)
+			nch := (c.OW + L - 1) / L
+			const chunkBlock = 8
+			for ri, run := range runs {
+				start := k.splatOf(k.load(sp, k.add(c64(int64(ri)*c.OC), oc)), L)
+				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
+					for cb := int64(0); cb < nch; cb += chunkBlock {
+						ce := min(nch, cb+chunkBlock)
+						accs := make([]value.Value, ce-cb)
+						for i := range accs {
+							accs[i] = start
+						}
+						for _, kh := range run.taps {
+							ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+							row := k.add(xPlane, k.mul(ih, c64(c.W)))
+							for kw := int64(0); kw < c.kw; kw++ {
+								wv := k.splatOf(k.load(wp, k.add(wBase, c64(kh*c.kw+kw))), L)
+								for j := cb; j < ce; j++ {
+									col0 := j*L*c.sw + kw*c.dw - c.pw
+									xv := k.loadU8Strided(xp, row, col0, c.sw, c.W, L, min(L, c.OW-j*L), ql.zpX)
+									xf := k.u8ToFloat(xv, ql.xSigned, L)
+									accs[j-cb] = k.fma(xf, wv, accs[j-cb])
+								}
+							}
+						}
+						yRow := k.add(k.mul(p, c64(c.OH*c.OW)), k.mul(oh, c64(c.OW)))
+						for j := cb; j < ce; j++ {
+							acc := k.b.NewAdd(k.cvtRound(accs[j-cb]), bias)
+							at := k.add(yRow, c64(j*L))
+							st.store(k, acc, yp, resp, at, oc, L, min(L, c.OW-j*L))
+						}
+					}
+				})
+			}
+		})
+	})
+}
+
+// u8ToFloat widens L bytes (u8, or s8 flipped to u8) to floats.
+func (k *kfn) u8ToFloat(v value.Value, signed bool, L int64) value.Value {
+	if signed {
+		v = k.b.NewXor(v, splat(int(L), constant.NewInt(i8, -128)))
+	}
+	return k.b.NewUIToFP(v, ivec(L, f32))
+}
+
+// loadU8Strided loads lanes l < valid of x[row + col0 + l·stride] whose
+// column lies in [0, width); the other lanes are fill. Bytes outside the
+// row are never read.
+func (k *kfn) loadU8Strided(p, row value.Value, col0, stride, width, L, valid int64, fill int64) value.Value {
+	in := func(col int64) bool { return col >= 0 && col < width }
+	fv := constant.NewInt(i8, fill)
+	any := false
+	for l := int64(0); l < valid; l++ {
+		any = any || in(col0+l*stride)
+	}
+	if !any {
+		return splat(int(L), fv)
+	}
+	if stride <= 2 {
+		parts := make([]value.Value, stride)
+		for s := range parts {
+			mask := make([]constant.Constant, L)
+			n := 0
+			for e := range mask {
+				pos := int64(s)*L + int64(e)
+				on := pos%stride == 0 && pos/stride < valid && in(col0+pos)
+				mask[e] = constant.NewBool(on)
+				if on {
+					n++
+				}
+			}
+			vt := ivec(L, i8)
+			at := k.add(row, c64(col0+int64(s)*L))
+			switch {
+			case n == 0:
+				parts[s] = splat(int(L), fv)
+			case n == int(L):
+				parts[s] = k.loadAt(vt, p, at)
+			default:
+				q := k.b.NewBitCast(k.bytesAt(p, at), types.NewPointer(vt))
+				parts[s] = k.call(fmt.Sprintf("llvm.masked.load.v%di8.p0v%di8", L, L), vt, q, c32(1),
+					constant.NewVector(ivec(L, i1), mask...), splat(int(L), fv))
+			}
+		}
+		if stride == 1 {
+			return parts[0]
+		}
+		idx := make([]constant.Constant, L)
+		for l := range idx {
+			idx[l] = c32(int64(2 * l))
+		}
+		return k.b.NewShuffleVector(parts[0], parts[1], constant.NewVector(ivec(L, i32), idx...))
+	}
+	v := value.Value(splat(int(L), fv))
+	for l := int64(0); l < valid; l++ {
+		if col := col0 + l*stride; in(col) {
+			v = k.b.NewInsertElement(v, k.loadAt(i8, p, k.add(row, c64(col))), c32(l))
+		}
+	}
+	return v
+}
+
+// ---- matrix products ----
+
+// lowerQMatMul: x [M, K] (leading dims flattened) times the packed
+// weights, x broadcast a dword at a time over vectors of output columns.
+func (g *gen) lowerQMatMul(ql *qlin) error {
+	isa, L := g.qTarget()
+	M := numel(ql.x) / ql.K
+	N := ql.ch
+	q := &qgemm{M: M, N: N, K: ql.K, batch: 1, lanes: L, isa: isa, acts: true, flip: ql.xSigned, kTail: ql.K%4 != 0}
+	q.mr, q.nv = qBlocking(M, N, L)
+	q.parallel = 2*M*N*ql.K >= 1<<18
+	X, Y := ql.x, ql.y
+	q.bc = func(k *kfn) value.Value { return k.bytesAt(k.ptr(X), c64(0)) }
+	q.bcTile, q.bcRow, q.bcGroup = q.mr*ql.K, ql.K, 4
+	pk := qPacker{isa: isa, lanes: L}
+	K := ql.K
+	buf, tile, group := pk.packCols(func(k, n int64) int8 { return ql.w[n*K+k] }, K, N, q.nb())
+	off := g.addWeights(buf)
+	q.vec = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: off}, i8) }
+	q.vecTile, q.vecGroup = tile, group
+	q.st.c = func(k *kfn) value.Value { return k.ptr(Y) }
+	q.st.ldc = N
+	g.channelParams(ql, &q.st, ql.corr(), q.nb()+L)
+	g.step("QMatMul", !q.parallel, q.emit)
+	return nil
+}

@@ -1,0 +1,647 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	ll "github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+)
+
+// The 8-bit integer GEMM: u8 activations times s8 weights summed in int32,
+// the requantization fused into the store (the INT8 contract's qconv,
+// qgemm and qmatmul groups and the ONNX integer ops lower to it).
+//
+// K is taken four values at a time: with AVX512-VNNI (or AVX-VNNI) one
+// vpdpbusd adds four u8·s8 products into each int32 lane exactly. One
+// operand is read as vectors of lanes columns × 4 K values ([K/4][cols][4]
+// bytes, "K interleaved by 4"), the other one dword (4 K values) per row,
+// broadcast: a convolution (NCHW) broadcasts the weights (rows = output
+// channels) over vectors of 16 output pixels of its im2col, a matrix
+// product broadcasts the activations (rows of A, row-major) over vectors of
+// 16 output columns of the packed weights. Without VNNI (x86-64-v3,
+// AVX-512 without VNNI) the same layout is multiplied exactly by widening
+// to int16 pairs and vpmaddwd (vpmaddubsw would saturate 255·127·2): the
+// activations' even and odd bytes are split in the kernel, the weights
+// packed as int16 pairs of their even and odd K values.
+//
+// Zero points are handled algebraically: the weights are symmetric (zero
+// point 0, or subtracted at packing when that still fits in s8), and
+// Σ(x - zp_x)·w = Σx·w - zp_x·Σw, so each output channel's accumulator
+// starts at bias - zp_x·Σw, computed at packing. s8 activations become u8
+// by flipping their top bit (x + 128) with zp_x + 128. K's padding to a
+// multiple of 4 carries zero weights.
+
+// qISA is how the integer kernels multiply 8-bit values.
+type qISA int
+
+const (
+	qVNNI qISA = iota // vpdpbusd
+	qMadd             // int16 pairs and vpmaddwd (exact)
+)
+
+// qTarget picks the instructions and the int32 lanes per vector.
+func (g *gen) qTarget() (qISA, int64) {
+	avx512 := hasFeature(g.feats, "avx512bw") && g.vl == 16
+	switch {
+	case avx512 && hasFeature(g.feats, "avx512_vnni"):
+		return qVNNI, 16
+	case hasFeature(g.feats, "avx_vnni"):
+		return qVNNI, 8
+	case avx512:
+		return qMadd, 16
+	}
+	return qMadd, 8
+}
+
+// qOut is what the store computes from an int32 sum.
+type qOut int
+
+const (
+	qOutInt32 qOut = iota // the sum itself (ConvInteger, MatMulInteger)
+	qOutF32               // requantized in float32 (fusion groups)
+	qOutF64               // requantized in float64 (QLinearConv, QLinearMatMul: the reference's arithmetic, bit for bit)
+)
+
+// qstore is the requantizing store of a tile: per output channel c,
+//
+//	y = clamp(float(acc)·mult[c] + fbias[c] + (r - resZp)·resMult, lo, hi) + zpY
+//
+// rounded half to even, stored as u8 or s8; acc started at corr[c].
+type qstore struct {
+	c       func(k *kfn) value.Value // output, element pointer
+	ldc     int64                    // elements between rows
+	cBatch  func(k *kfn, b value.Value) value.Value
+	perRow  bool // the channel is the row (convolution), else the column
+	chBatch func(k *kfn, b value.Value) value.Value
+	out     qOut
+	// weights offsets of per-channel arrays (padded past the last channel
+	// so whole vectors load): corr int32, mult float32 (float64 in qOutF64),
+	// fbias float32 (-1: none).
+	corr, mult, fbias int64
+	res               func(k *kfn) value.Value // residual, laid out as the output (nil: none)
+	resSigned         bool
+	resZp             int64
+	resMult           float32
+	lo, hi            float64 // in output steps, before zpY
+	zpY               int64
+	signed            bool // s8 output
+}
+
+// qgemm is one integer GEMM: batch × (M rows × N columns) over K.
+type qgemm struct {
+	M, N, K, batch int64
+	mr, nv, lanes  int64
+	isa            qISA
+	// bc, the broadcast operand: the dword of row i of row tile t, K group
+	// q lies at byte bcTile·t + bcRow·i + bcGroup·q (+ bcBatch). With
+	// qMadd, weights here are two dwords (even, odd K as int16 pairs).
+	bc                     func(k *kfn) value.Value
+	bcTile, bcRow, bcGroup int64
+	bcBatch                func(k *kfn, b value.Value) value.Value
+	// acts: bc holds the activations (u8, or s8 with flip) and vec the
+	// weights; else the reverse. kTail: the activations are rows of K
+	// bytes, whose last group reads past the row: it is loaded bytewise.
+	acts, flip, kTail bool
+	// vec, the vector operand: column tile t's K group q starts at byte
+	// vecTile·t + vecGroup·q (+ vecBatch): lanes·4 bytes per vector. With
+	// qMadd, weights here are per group the even vectors, then the odd.
+	vec               func(k *kfn) value.Value
+	vecTile, vecGroup int64
+	vecBatch          func(k *kfn, b value.Value) value.Value
+	st                qstore
+	parallel          bool
+}
+
+func (q *qgemm) nb() int64 { return q.nv * q.lanes }
+func (q *qgemm) k4() int64 { return (q.K + 3) / 4 }
+
+// qBlocking picks the register tile for M×N: as many accumulators as the
+// registers hold (24 of AVX-512's 32, 12 of AVX2's 16), wide tiles first.
+func qBlocking(M, N, lanes int64) (mr, nv int64) {
+	budget := int64(24)
+	if lanes == 8 {
+		budget = 12
+	}
+	vecs := (N + lanes - 1) / lanes
+	nv = min(vecs, 3)
+	if lanes == 8 {
+		nv = min(vecs, 2)
+	}
+	if M < budget/nv { // few rows: wider tiles
+		nv = min(vecs, budget/max(M, 1))
+	}
+	nv = max(nv, 1)
+	mr = min(budget/nv, M)
+	return max(mr, 1), nv
+}
+
+// ---- vector helpers (8-bit and int32 lanes) ----
+
+func ivec(n int64, t types.Type) *types.VectorType { return types.NewVector(uint64(n), t) }
+
+func isplat(n int64, v int64) constant.Constant { return splat(int(n), c32(v)) }
+
+// bytesAt is i8* p advanced by off bytes.
+func (k *kfn) bytesAt(p, off value.Value) value.Value {
+	if p.Type() != i8p {
+		p = k.b.NewBitCast(p, i8p)
+	}
+	if c, ok := isConst(off); ok && c == 0 {
+		return p
+	}
+	return k.b.NewGetElementPtr(i8, p, off)
+}
+
+// loadAt loads a value of type t at byte offset off of p (unaligned).
+func (k *kfn) loadAt(t types.Type, p, off value.Value) value.Value {
+	q := k.b.NewBitCast(k.bytesAt(p, off), types.NewPointer(t))
+	ld := k.b.NewLoad(t, q)
+	ld.Align = 1
+	return ld
+}
+
+func (k *kfn) storeAt(v, p, off value.Value) {
+	q := k.b.NewBitCast(k.bytesAt(p, off), types.NewPointer(v.Type()))
+	st := k.b.NewStore(v, q)
+	st.Align = 1
+}
+
+func llvmTypeName(t types.Type) string {
+	if vt, ok := t.(*types.VectorType); ok {
+		return fmt.Sprintf("v%d%s", vt.Len, llvmTypeName(vt.ElemType))
+	}
+	switch t {
+	case i8:
+		return "i8"
+	case types.I16:
+		return "i16"
+	case i32:
+		return "i32"
+	case f32:
+		return "f32"
+	case types.Double:
+		return "f64"
+	}
+	return t.String()
+}
+
+// maskedLoadAt loads the first valid lanes of vector type vt at byte
+// offset off (the others pass, a constant vector, nil: zeros); lanes past
+// valid are never read.
+func (k *kfn) maskedLoadAt(vt *types.VectorType, p, off value.Value, valid int64, pass value.Value) value.Value {
+	if valid >= int64(vt.Len) && pass == nil {
+		return k.loadAt(vt, p, off)
+	}
+	if pass == nil {
+		pass = constant.NewZeroInitializer(vt)
+	}
+	q := k.b.NewBitCast(k.bytesAt(p, off), types.NewPointer(vt))
+	n := llvmTypeName(vt)
+	return k.call(fmt.Sprintf("llvm.masked.load.%s.p0%s", n, n), vt, q, c32(1), maskConst(int(vt.Len), int(valid)), pass)
+}
+
+// maskedStoreAt stores the first valid lanes of v at byte offset off.
+func (k *kfn) maskedStoreAt(v, p, off value.Value, valid int64) {
+	vt := v.Type().(*types.VectorType)
+	if valid >= int64(vt.Len) {
+		k.storeAt(v, p, off)
+		return
+	}
+	q := k.b.NewBitCast(k.bytesAt(p, off), types.NewPointer(vt))
+	n := llvmTypeName(vt)
+	k.call(fmt.Sprintf("llvm.masked.store.%s.p0%s", n, n), types.Void, v, q, c32(1), maskConst(int(vt.Len), int(valid)))
+}
+
+// splatOf broadcasts scalar x to n lanes.
+func (k *kfn) splatOf(x value.Value, n int64) value.Value {
+	vt := ivec(n, x.Type())
+	v := k.b.NewInsertElement(constant.NewUndef(vt), x, c32(0))
+	return k.b.NewShuffleVector(v, constant.NewUndef(vt), constant.NewZeroInitializer(ivec(n, i32)))
+}
+
+// dot4 adds, per int32 lane, the four products of u's u8 and s's s8 bytes
+// to acc: vpdpbusd.
+func (k *kfn) dot4(acc, u, s value.Value, lanes int64) value.Value {
+	vt := ivec(lanes, i32)
+	return k.call(fmt.Sprintf("llvm.x86.avx512.vpdpbusd.%d", lanes*32), vt, acc, u, s)
+}
+
+// pmaddwd is vpmaddwd: per int32 lane, the sum of the two int16 products.
+func (k *kfn) pmaddwd(a, b value.Value, lanes int64) value.Value {
+	wt := ivec(2*lanes, types.I16)
+	a, b = k.b.NewBitCast(a, wt), k.b.NewBitCast(b, wt)
+	if lanes == 16 {
+		return k.call("llvm.x86.avx512.pmaddw.d.512", ivec(16, i32), a, b)
+	}
+	return k.call("llvm.x86.avx2.pmadd.wd", ivec(8, i32), a, b)
+}
+
+// splitU8 splits dwords of four u8 into the int16 pairs of their even and
+// odd bytes.
+func (k *kfn) splitU8(v value.Value, lanes int64) (even, odd value.Value) {
+	m := isplat(lanes, 0x00FF00FF)
+	return k.b.NewAnd(v, m), k.b.NewAnd(k.b.NewLShr(v, isplat(lanes, 8)), m)
+}
+
+// cvtRound converts floats to int32, rounding half to even (the current
+// rounding mode): one vcvtps2dq / vcvtpd2dq.
+func (k *kfn) cvtRound(f value.Value) value.Value {
+	vt := f.Type().(*types.VectorType)
+	n := int64(vt.Len)
+	if vt.ElemType == types.Double {
+		if n == 8 {
+			return k.call("llvm.x86.avx512.mask.cvtpd2dq.512", ivec(8, i32), f, constant.NewUndef(ivec(8, i32)), constant.NewInt(i8, -1), c32(4))
+		}
+		return k.call("llvm.x86.avx.cvt.pd2dq.256", ivec(4, i32), f)
+	}
+	if n == 16 {
+		return k.call("llvm.x86.avx512.mask.cvtps2dq.512", ivec(16, i32), f, constant.NewUndef(ivec(16, i32)), constant.NewInt(types.I16, -1), c32(4))
+	}
+	return k.call("llvm.x86.avx.cvt.ps2dq.256", ivec(8, i32), f)
+}
+
+// fclamp is min(max(x, lo), hi) on numbers (x is never NaN here).
+func (k *kfn) fclamp(x value.Value, lo, hi float64) value.Value {
+	t := x.Type()
+	cst := func(v float64) value.Value {
+		vt := t.(*types.VectorType)
+		if vt.ElemType == types.Double {
+			return splat(int(vt.Len), constant.NewFloat(types.Double, v))
+		}
+		return fconst(t, v)
+	}
+	if !math.IsInf(lo, -1) {
+		c := cst(lo)
+		x = k.b.NewSelect(k.b.NewFCmp(enum.FPredOGT, x, c), x, c)
+	}
+	if !math.IsInf(hi, 1) {
+		c := cst(hi)
+		x = k.b.NewSelect(k.b.NewFCmp(enum.FPredOLT, x, c), x, c)
+	}
+	return x
+}
+
+// ---- the tile loop ----
+
+// emit writes the tile loop into the current step.
+func (q *qgemm) emit(k *kfn) {
+	mt := (q.M + q.mr - 1) / q.mr
+	nb := q.nb()
+	nt := (q.N + nb - 1) / nb
+	total := q.batch * mt * nt
+	bcp, vecp, cp := q.bc(k), q.vec(k), q.st.c(k)
+	var resp value.Value
+	if q.st.res != nil {
+		resp = q.st.res(k)
+	}
+	mTail := q.M - (mt-1)*q.mr
+	nTail := q.N - (nt-1)*nb
+	tileAt := func(t value.Value) {
+		bi := k.div(t, c64(mt*nt))
+		r := k.rem(t, c64(mt*nt))
+		// Column tiles outermost (one vector panel stays in cache while the
+		// row tiles stream past), unless there are few of them (gemm.emit).
+		ni, mi := k.div(r, c64(mt)), k.rem(r, c64(mt))
+		if nt < rowMajorBelow {
+			mi, ni = k.div(r, c64(nt)), k.rem(r, c64(nt))
+		}
+		off := func(base value.Value, f func(k *kfn, b value.Value) value.Value) value.Value {
+			if f != nil {
+				return k.add(base, f(k, bi))
+			}
+			return base
+		}
+		bcOff := off(k.mul(mi, c64(q.bcTile)), q.bcBatch)
+		vecOff := off(k.mul(ni, c64(q.vecTile)), q.vecBatch)
+		cOff := off(k.add(k.mul(mi, c64(q.mr*q.st.ldc)), k.mul(ni, c64(nb))), q.st.cBatch)
+		ch := off(c64(0), q.st.chBatch)
+		m0, n0 := k.mul(mi, c64(q.mr)), k.mul(ni, c64(nb))
+		tile := func(rows, cols int64) {
+			q.micro(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch)
+		}
+		byCols := func(rows int64) {
+			if nTail == nb {
+				tile(rows, nb)
+				return
+			}
+			k.ifElse(k.icmp(enum.IPredEQ, ni, c64(nt-1)), func() { tile(rows, nTail) }, func() { tile(rows, nb) })
+		}
+		if mTail == q.mr {
+			byCols(q.mr)
+		} else {
+			k.ifElse(k.icmp(enum.IPredEQ, mi, c64(mt-1)), func() { byCols(mTail) }, func() { byCols(q.mr) })
+		}
+	}
+	if q.parallel {
+		k.stealLoop(total, tileAt)
+	} else {
+		k.loop(c64(0), c64(total), tileAt)
+	}
+}
+
+// micro computes one tile of rows × cols into the output.
+func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch value.Value) {
+	L := q.lanes
+	nv := (cols + L - 1) / L
+	vt := ivec(L, i32)
+	madd := q.isa == qMadd
+	// Each accumulator starts at its channel's corr.
+	w := k.g
+	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
+	init := make([]value.Value, rows*nv)
+	for i := int64(0); i < rows; i++ {
+		for j := int64(0); j < nv; j++ {
+			var v value.Value
+			if q.st.perRow {
+				c := k.add(ch, k.add(m0, c64(i)))
+				v = k.splatOf(k.loadAt(i32, corrP, k.mul(c, c64(4))), L)
+			} else {
+				c := k.add(ch, k.add(n0, c64(j*L)))
+				v = k.loadAt(vt, corrP, k.mul(c, c64(4)))
+			}
+			init[i*nv+j] = v
+		}
+	}
+	_ = w
+	vecLoad := func(g value.Value, j int64, odd bool) value.Value {
+		o := k.add(vecOff, k.add(k.mul(g, c64(q.vecGroup)), c64(j*L*4)))
+		if odd {
+			o = k.add(o, c64(q.nb()*4))
+		}
+		return k.loadAt(vt, vecp, o)
+	}
+	flipMask := isplat(L, -0x7F7F7F80) // 0x80808080
+	step := func(g value.Value, acc []value.Value, bcDword func(i int64) value.Value) []value.Value {
+		out := make([]value.Value, len(acc))
+		if !q.acts {
+			// vec: activations (u8); bc: weights.
+			av := make([]value.Value, nv)
+			ev, od := make([]value.Value, nv), make([]value.Value, nv)
+			for j := int64(0); j < nv; j++ {
+				av[j] = vecLoad(g, j, false)
+				if madd {
+					ev[j], od[j] = k.splitU8(av[j], L)
+				}
+			}
+			for i := int64(0); i < rows; i++ {
+				if madd {
+					base := k.add(bcOff, k.add(k.mul(g, c64(q.bcGroup)), c64(i*q.bcRow)))
+					we := k.splatOf(k.loadAt(i32, bcp, base), L)
+					wo := k.splatOf(k.loadAt(i32, bcp, k.add(base, c64(4))), L)
+					for j := int64(0); j < nv; j++ {
+						s := k.b.NewAdd(k.pmaddwd(ev[j], we, L), k.pmaddwd(od[j], wo, L))
+						out[i*nv+j] = k.b.NewAdd(acc[i*nv+j], s)
+					}
+					continue
+				}
+				wv := k.splatOf(bcDword(i), L)
+				for j := int64(0); j < nv; j++ {
+					out[i*nv+j] = k.dot4(acc[i*nv+j], av[j], wv, L)
+				}
+			}
+			return out
+		}
+		// bc: activations; vec: weights.
+		wv := make([]value.Value, nv)
+		wo := make([]value.Value, nv)
+		for j := int64(0); j < nv; j++ {
+			wv[j] = vecLoad(g, j, false)
+			if madd {
+				wo[j] = vecLoad(g, j, true)
+			}
+		}
+		for i := int64(0); i < rows; i++ {
+			a := k.splatOf(bcDword(i), L)
+			if q.flip {
+				a = k.b.NewXor(a, flipMask)
+			}
+			if madd {
+				ev, od := k.splitU8(a, L)
+				for j := int64(0); j < nv; j++ {
+					s := k.b.NewAdd(k.pmaddwd(ev, wv[j], L), k.pmaddwd(od, wo[j], L))
+					out[i*nv+j] = k.b.NewAdd(acc[i*nv+j], s)
+				}
+				continue
+			}
+			for j := int64(0); j < nv; j++ {
+				out[i*nv+j] = k.dot4(acc[i*nv+j], a, wv[j], L)
+			}
+		}
+		return out
+	}
+	dword := func(g value.Value) func(i int64) value.Value {
+		return func(i int64) value.Value {
+			return k.loadAt(i32, bcp, k.add(bcOff, k.add(k.mul(g, c64(q.bcGroup)), c64(i*q.bcRow))))
+		}
+	}
+	k4 := q.k4()
+	main := k4
+	if q.kTail && q.K%4 != 0 {
+		main--
+	}
+	acc := k.loopAcc(c64(0), c64(main), init, func(g value.Value, acc []value.Value) []value.Value {
+		return step(g, acc, dword(g))
+	})
+	if main < k4 {
+		// The last group's bytes past K are not read (they may lie past the
+		// data); the weights there are zero.
+		g := c64(main)
+		acc = step(g, acc, func(i int64) value.Value {
+			base := k.add(bcOff, k.add(k.mul(g, c64(q.bcGroup)), c64(i*q.bcRow)))
+			var d value.Value = c32(0)
+			for b := int64(0); b < q.K%4; b++ {
+				by := k.b.NewZExt(k.loadAt(i8, bcp, k.add(base, c64(b))), i32)
+				d = k.b.NewOr(d, k.b.NewShl(by, c32(8*b)))
+			}
+			return d
+		})
+	}
+	for i := int64(0); i < rows; i++ {
+		for j := int64(0); j < nv; j++ {
+			valid := min(L, cols-j*L)
+			at := k.add(cOff, c64(i*q.st.ldc+j*L))
+			var ch0 value.Value
+			if q.st.perRow {
+				ch0 = k.add(ch, k.add(m0, c64(i)))
+			} else {
+				ch0 = k.add(ch, k.add(n0, c64(j*L)))
+			}
+			q.st.store(k, acc[i*nv+j], cp, resp, at, ch0, L, valid)
+		}
+	}
+}
+
+// store requantizes one vector of sums (channel ch: per row, or the first
+// of lanes channels) and stores its first valid lanes at element at.
+func (st *qstore) store(k *kfn, acc, cp, resp, at, ch value.Value, L, valid int64) {
+	if st.out == qOutInt32 {
+		k.maskedStoreAt(acc, cp, k.mul(at, c64(4)), valid)
+		return
+	}
+	param := func(off int64, t types.Type, size int64) value.Value {
+		p := k.locPtr(loc{space: inWeights, off: off}, i8)
+		if st.perRow {
+			return k.splatOf(k.loadAt(t, p, k.mul(ch, c64(size))), L)
+		}
+		return k.loadAt(ivec(L, t), p, k.mul(ch, c64(size)))
+	}
+	var res value.Value
+	if resp != nil {
+		r := k.maskedLoadAt(ivec(L, i8), resp, at, valid, nil)
+		if st.resSigned {
+			res = k.b.NewSExt(r, ivec(L, i32))
+		} else {
+			res = k.b.NewZExt(r, ivec(L, i32))
+		}
+		if st.resZp != 0 {
+			res = k.b.NewSub(res, isplat(L, st.resZp))
+		}
+	}
+	var q value.Value
+	if st.out == qOutF64 {
+		// Two halves of float64 lanes: the product rounds as the reference's.
+		h := L / 2
+		m := param(st.mult, types.Double, 8)
+		var parts []value.Value
+		for half := int64(0); half < 2; half++ {
+			idx := make([]constant.Constant, h)
+			for i := range idx {
+				idx[i] = c32(half*h + int64(i))
+			}
+			sel := constant.NewVector(ivec(h, i32), idx...)
+			a := k.b.NewSIToFP(k.b.NewShuffleVector(acc, constant.NewUndef(acc.Type()), sel), ivec(h, types.Double))
+			mh := k.b.NewShuffleVector(m, constant.NewUndef(m.Type()), sel)
+			f := k.fclamp(k.b.NewFMul(a, mh), st.lo, st.hi)
+			parts = append(parts, k.cvtRound(f))
+		}
+		idx := make([]constant.Constant, L)
+		for i := range idx {
+			idx[i] = c32(int64(i))
+		}
+		q = k.b.NewShuffleVector(parts[0], parts[1], constant.NewVector(ivec(L, i32), idx...))
+	} else {
+		var f value.Value = k.b.NewFMul(k.b.NewSIToFP(acc, ivec(L, f32)), param(st.mult, f32, 4))
+		if st.fbias >= 0 {
+			f = k.b.NewFAdd(f, param(st.fbias, f32, 4))
+		}
+		if res != nil {
+			f = k.fma(k.b.NewSIToFP(res, ivec(L, f32)), k.splatOf(cf(float64(st.resMult)), L), f)
+		}
+		q = k.cvtRound(k.fclamp(f, st.lo, st.hi))
+	}
+	if st.zpY != 0 {
+		q = k.b.NewAdd(q, isplat(L, st.zpY))
+	}
+	k.maskedStoreAt(k.b.NewTrunc(q, ivec(L, i8)), cp, at, valid)
+}
+
+// ---- packing ----
+
+// qPacker builds the weights-side arrays of a qgemm.
+type qPacker struct {
+	isa   qISA
+	lanes int64
+}
+
+// packRows lays out weights w (rows × K, row-major, s8) as the broadcast
+// operand: per tile of mr rows, per K group, each row's dword (qMadd: its
+// even and odd int16 pairs). It returns the bytes and the strides.
+func (p qPacker) packRows(w []int8, rows, K, mr int64) (buf []byte, tile, row, group int64) {
+	k4 := (K + 3) / 4
+	per := int64(4)
+	if p.isa == qMadd {
+		per = 8
+	}
+	mt := (rows + mr - 1) / mr
+	row, group, tile = per, per*mr, per*mr*k4
+	buf = make([]byte, mt*tile)
+	at := func(r, k int64) int8 {
+		if r < rows && k < K {
+			return w[r*K+k]
+		}
+		return 0
+	}
+	for t := int64(0); t < mt; t++ {
+		for q := int64(0); q < k4; q++ {
+			for i := int64(0); i < mr; i++ {
+				o := t*tile + q*group + i*row
+				r := t*mr + i
+				p.putGroup(buf[o:], [4]int8{at(r, 4*q), at(r, 4*q+1), at(r, 4*q+2), at(r, 4*q+3)}, 0)
+			}
+		}
+	}
+	return buf, tile, row, group
+}
+
+// putGroup writes four K values: VNNI one dword of s8; qMadd the even
+// pair (int16 w0, w2) at b[0:4] and the odd pair (w1, w3) at b[odd:odd+4]
+// (odd 0: right after).
+func (p qPacker) putGroup(b []byte, v [4]int8, odd int) {
+	if p.isa == qVNNI {
+		for i, x := range v {
+			b[i] = byte(x)
+		}
+		return
+	}
+	if odd == 0 {
+		odd = 4
+	}
+	binary.LittleEndian.PutUint16(b[0:], uint16(int16(v[0])))
+	binary.LittleEndian.PutUint16(b[2:], uint16(int16(v[2])))
+	binary.LittleEndian.PutUint16(b[odd:], uint16(int16(v[1])))
+	binary.LittleEndian.PutUint16(b[odd+2:], uint16(int16(v[3])))
+}
+
+// packCols lays out weights (K × N, element get(k, n)) as the vector
+// operand: per column tile of nb, per K group, nb dwords (qMadd: the nb
+// even pairs, then the nb odd ones).
+func (p qPacker) packCols(get func(k, n int64) int8, K, N, nb int64) (buf []byte, tile, group int64) {
+	k4 := (K + 3) / 4
+	group = 4 * nb
+	if p.isa == qMadd {
+		group = 8 * nb
+	}
+	nt := (N + nb - 1) / nb
+	tile = group * k4
+	buf = make([]byte, nt*tile)
+	at := func(k, n int64) int8 {
+		if k < K && n < N {
+			return get(k, n)
+		}
+		return 0
+	}
+	for t := int64(0); t < nt; t++ {
+		for q := int64(0); q < k4; q++ {
+			for j := int64(0); j < nb; j++ {
+				n := t*nb + j
+				o := t*tile + q*group + 4*j
+				p.putGroup(buf[o:], [4]int8{at(4*q, n), at(4*q+1, n), at(4*q+2, n), at(4*q+3, n)}, int(4*nb))
+			}
+		}
+	}
+	return buf, tile, group
+}
+
+// addInt32s appends int32s to the weights blob.
+func (g *gen) addInt32s(v []int32) int64 {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+	}
+	return g.addWeights(b)
+}
+
+func (g *gen) addFloat64s(v []float64) int64 {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	return g.addWeights(b)
+}
+
+var _ = ll.NewParam

@@ -1,0 +1,501 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+)
+
+// Quantized fusion groups, built by hand as the INT8 contract says the
+// passes build them (a body of float QDQ simulation, roles naming each
+// node), compiled and compared with the reference executor running the
+// unfused QDQ graph: every output within one quantization step, nearly all
+// exact. The kernel list shows which lowering ran.
+
+// qtest builds a QDQ graph.
+type qtest struct {
+	t     *testing.T
+	g     *ir.Graph
+	r     *rand.Rand
+	feeds map[string]*ir.Tensor
+}
+
+func newQTest(t *testing.T, name string, seed int64) *qtest {
+	return &qtest{t: t, g: ir.NewGraph(name), r: rand.New(rand.NewSource(seed)), feeds: map[string]*ir.Tensor{}}
+}
+
+// bytesTensor is random u8 or s8 data; hot makes a third of it extreme.
+func (q *qtest) bytesTensor(d ir.DType, dims ...int64) *ir.Tensor {
+	n := ir.Product(dims)
+	if d == ir.Int8 {
+		b := make([]int8, n)
+		for i := range b {
+			b[i] = int8(q.r.Intn(256) - 128)
+		}
+		return ir.FromSlice(d, dims, b)
+	}
+	b := make([]uint8, n)
+	for i := range b {
+		b[i] = uint8(q.r.Intn(256))
+	}
+	return ir.FromSlice(d, dims, b)
+}
+
+func (q *qtest) input(name string, d ir.DType, dims ...int64) *ir.Value {
+	q.feeds[name] = q.bytesTensor(d, dims...)
+	return q.g.AddInput(name, ir.TensorType(d, ir.S(dims...)))
+}
+
+func (q *qtest) scalar(v float32) *ir.Value {
+	return q.g.AddInitializer(q.g.UniqueName("s"), ir.Scalar(ir.Float32, v))
+}
+
+func (q *qtest) zp(d ir.DType, v int64) *ir.Value {
+	name := q.g.UniqueName("zp")
+	if d == ir.Int8 {
+		return q.g.AddInitializer(name, ir.Scalar(ir.Int8, int8(v)))
+	}
+	return q.g.AddInitializer(name, ir.Scalar(ir.Uint8, uint8(v)))
+}
+
+// dq dequantizes x with a scalar scale and zero point (zp < -128: none).
+func (q *qtest) dq(x *ir.Value, s float32, zp int64) *ir.Value {
+	ins := []*ir.Value{x, q.scalar(s)}
+	if zp >= -128 {
+		ins = append(ins, q.zp(x.Type.Elem, zp))
+	}
+	return q.g.Apply("DequantizeLinear", ins)
+}
+
+// weights is a random s8 constant in [-127, 127] of the given dims and
+// its per-channel (or, with one scale, per-tensor) DequantizeLinear.
+func (q *qtest) weights(scales []float32, axis int64, dims ...int64) (*ir.Value, *ir.Tensor) {
+	n := ir.Product(dims)
+	b := make([]int8, n)
+	for i := range b {
+		b[i] = int8(q.r.Intn(255) - 127)
+	}
+	w := ir.FromSlice(ir.Int8, dims, b)
+	wv := q.g.AddInitializer(q.g.UniqueName("w"), w)
+	var s *ir.Value
+	if len(scales) == 1 {
+		s = q.scalar(scales[0])
+	} else {
+		s = q.g.AddInitializer(q.g.UniqueName("sw"), ir.FromSlice(ir.Float32, []int64{int64(len(scales))}, scales))
+	}
+	return q.g.Apply("DequantizeLinear", []*ir.Value{wv, s}, ir.AttrI("axis", axis)), w
+}
+
+// bias is a random int32 bias with scale s_x·s_w[c], dequantized.
+func (q *qtest) bias(sx float32, sw []float32, n int64) *ir.Value {
+	b := make([]int32, n)
+	s := make([]float32, n)
+	for i := range b {
+		b[i] = int32(q.r.Intn(20001) - 10000)
+		s[i] = sx * sw[min(int64(i), int64(len(sw))-1)]
+	}
+	bv := q.g.AddInitializer(q.g.UniqueName("b"), ir.FromSlice(ir.Int32, []int64{n}, b))
+	sv := q.g.AddInitializer(q.g.UniqueName("sb"), ir.FromSlice(ir.Float32, []int64{n}, s))
+	return q.g.Apply("DequantizeLinear", []*ir.Value{bv, sv}, ir.AttrI("axis", 0))
+}
+
+func (q *qtest) scales(n int64, perChannel bool) []float32 {
+	if !perChannel {
+		n = 1
+	}
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(0.002 + 0.01*q.r.Float64())
+	}
+	return s
+}
+
+// group wraps the graph's last len(roles) nodes into a fusion group.
+func (q *qtest) group(kind string, roles ...string) *ir.Node {
+	g := q.g
+	nodes := g.Nodes[len(g.Nodes)-len(roles):]
+	nodes = slices.Clone(nodes)
+	last := nodes[len(nodes)-1]
+	out := last.Outputs[0]
+	inner := &ir.Value{Name: g.UniqueName(out.Name + "_fused"), Type: out.Type, Producer: last}
+	last.Outputs[0] = inner
+	body := &ir.Graph{Name: kind, Nodes: nodes, Outputs: []*ir.Value{inner}}
+	fg := &ir.Node{Name: last.Name, OpType: ops.FusionGroup, Domain: ir.KilnDomain, Inputs: body.FreeValues(), Outputs: []*ir.Value{out},
+		Attrs: []*ir.Attribute{ir.AttrS("kind", kind), ir.AttrG("body", body), ir.AttrSs("roles", roles...)}}
+	out.Producer = fg
+	g.Nodes = append(g.Nodes[:len(g.Nodes)-len(roles)], fg)
+	return fg
+}
+
+// floatStats is the mean and standard deviation of float value v of the
+// graph so far, by the reference on the feeds.
+func (q *qtest) floatStats(v *ir.Value) (mean, std float64) {
+	q.t.Helper()
+	q.g.SetOutputs(v)
+	out := runRef(q.t, ir.NewModel(q.g, 21), q.feeds)[v.Name]
+	n := float64(out.Len())
+	for i := 0; i < int(out.Len()); i++ {
+		mean += out.Float64At(i) / n
+	}
+	for i := 0; i < int(out.Len()); i++ {
+		d := out.Float64At(i) - mean
+		std += d * d / n
+	}
+	return mean, math.Sqrt(std)
+}
+
+// quantizeOut quantizes float y to type d over about ±3σ of its values
+// (narrower by squeeze, which saturates more); relu picks zero point
+// the type's low end, else the one centering the mean.
+func (q *qtest) quantizeOut(y *ir.Value, d ir.DType, squeeze float64, relu bool) *ir.Value {
+	mean, std := q.floatStats(y)
+	sy := 6 * std / 255 / max(squeeze, 1)
+	lo, center := int64(0), 128.0
+	if d == ir.Int8 {
+		lo, center = -128, 0
+	}
+	zp := lo
+	if !relu {
+		zp = int64(math.Round(center - mean/sy))
+		zp = min(max(zp, lo), lo+255)
+	}
+	return q.g.Apply("QuantizeLinear", []*ir.Value{y, q.scalar(float32(sy)), q.zp(d, zp)})
+}
+
+// run compiles the graph (output y) as it is and with its last nodes
+// grouped, and compares each with the reference on the ungrouped graph.
+// kernels, when set, is the step names the grouped engine must have.
+func (q *qtest) run(y *ir.Value, kind string, roles []string, kernels string, opts Options) *Result {
+	t := q.t
+	t.Helper()
+	needLLC(t)
+	y.Name = "y"
+	q.g.SetOutputs(y)
+	m := ir.NewModel(q.g, 21)
+	want := runRef(t, m, q.feeds)["y"]
+	q.group(kind, roles...)
+	m = ir.NewModel(q.g, 21)
+	m.OpsetImports = append(m.OpsetImports, ir.OpsetImport{Domain: ir.KilnDomain, Version: 1})
+	res, err := Compile(m, opts)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	if kernels != "" {
+		var got []string
+		for _, k := range res.Kernels {
+			got = append(got, k[strings.Index(k, "_")+1:])
+		}
+		if strings.Join(got, " ") != kernels {
+			t.Errorf("compiled to %v, want %s", got, kernels)
+		}
+	}
+	e, err := Load(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, threads := range []int{1, 2} {
+		outs, err := e.Run(q.feeds, threads, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off, sat := compareQuantized(t, outs["y"], want)
+		if threads == 1 {
+			t.Logf("%d of %d outputs differ by one step; %d at the type's bounds", off, want.Len(), sat)
+		}
+	}
+	return res
+}
+
+// compareQuantized fails on any output more than one step from the
+// reference's, or on more than 1% differing by one; it returns how many
+// differ and how many of the reference's lie at the type's bounds.
+func compareQuantized(t *testing.T, got, want *ir.Tensor) (off, sat int) {
+	t.Helper()
+	if got == nil || got.DType != want.DType || !slices.Equal(got.Dims, want.Dims) {
+		t.Fatalf("got %v, want %s%v", got, want.DType, want.Dims)
+	}
+	lo, hi := int64(0), int64(255)
+	if want.DType == ir.Int8 {
+		lo, hi = -128, 127
+	}
+	bad := 0
+	for i := 0; i < int(want.Len()); i++ {
+		a, b := got.Int64At(i), want.Int64At(i)
+		if b == lo || b == hi {
+			sat++
+		}
+		switch d := a - b; {
+		case d == 0:
+		case d == 1 || d == -1:
+			off++
+		default:
+			if bad < 5 {
+				t.Errorf("element %d: got %d, want %d", i, a, b)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d elements differ by more than one step", bad, want.Len())
+	}
+	if off*100 > int(want.Len()) {
+		t.Errorf("%d of %d elements differ by one step (more than 1%%)", off, want.Len())
+	}
+	return off, sat
+}
+
+// qconvCase is one quantized convolution group.
+type qconvCase struct {
+	name                   string
+	N, C, H, W, OC, kh, kw int64
+	stride, pad, dil, grp  int64
+	xType, yType           ir.DType
+	zpX                    int64
+	perChannel, bias       bool
+	residual               bool
+	act                    string  // "", "Relu", "Clip"
+	squeeze                float64 // output scale narrower than ±3σ by this
+
+	oneD                   bool
+	kernels                string
+}
+
+func (c qconvCase) build(q *qtest) (*ir.Value, []string) {
+	roles := []string{"dq-input", "dq-weight"}
+	xd := []int64{c.N, c.C, c.H, c.W}
+	wd := []int64{c.OC, c.C / c.grp, c.kh, c.kw}
+	attrs := []*ir.Attribute{ir.AttrI("group", c.grp), ir.AttrIs("strides", c.stride, c.stride), ir.AttrIs("dilations", c.dil, c.dil),
+		ir.AttrIs("pads", c.pad, c.pad, c.pad, c.pad)}
+	if c.oneD {
+		xd, wd = []int64{c.N, c.C, c.W}, []int64{c.OC, c.C / c.grp, c.kw}
+		attrs = []*ir.Attribute{ir.AttrI("group", c.grp), ir.AttrIs("strides", c.stride), ir.AttrIs("dilations", c.dil), ir.AttrIs("pads", c.pad, c.pad)}
+	}
+	x := q.input("x", c.xType, xd...)
+	sx := float32(0.02)
+	xf := q.dq(x, sx, c.zpX)
+	sw := q.scales(c.OC, c.perChannel)
+	wf, _ := q.weights(sw, 0, wd...)
+	ins := []*ir.Value{xf, wf}
+	if c.bias {
+		ins = append(ins, q.bias(sx, sw, c.OC))
+		roles = append(roles, "dq-bias")
+	}
+	y := q.g.Apply("Conv", ins, attrs...)
+	roles = append(roles, "base")
+	_, std := q.floatStats(y)
+	if c.residual {
+		r := q.input("r", ir.Uint8, dimsOf(q.inferred(y))...)
+		y = q.g.Apply("Add", []*ir.Value{y, q.dq(r, float32(std/100), 100)})
+		roles = append(roles, "dq-residual", "residual")
+	}
+	y = q.activation(y, c.act, float32(std/40))
+	if c.act != "" {
+		roles = append(roles, "activation")
+	}
+	return q.quantizeOut(y, c.yType, c.squeeze, c.act != ""), append(roles, "q-output")
+}
+
+// activation applies act; Clip's bounds are -30 and 90 units.
+func (q *qtest) activation(y *ir.Value, act string, unit float32) *ir.Value {
+	switch act {
+	case "Relu":
+		return q.g.Apply("Relu", []*ir.Value{y})
+	case "Clip":
+		return q.g.Apply("Clip", []*ir.Value{y, q.scalar(-30 * unit), q.scalar(90 * unit)})
+	}
+	return y
+}
+
+// inferred returns v with its type inferred (the graph so far).
+func (q *qtest) inferred(v *ir.Value) *ir.Value {
+	q.g.SetOutputs(v)
+	if _, err := ops.InferShapes(ir.NewModel(q.g, 21)); err != nil {
+		q.t.Fatal(err)
+	}
+	return v
+}
+
+func TestQConvGroups(t *testing.T) {
+	u8, s8 := ir.Uint8, ir.Int8
+	for _, c := range []qconvCase{
+		{name: "3x3_pad_bias_relu_perchannel", N: 1, C: 8, H: 9, W: 11, OC: 16, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
+			xType: u8, yType: u8, zpX: 3, perChannel: true, bias: true, act: "Relu", kernels: "QPad QIm2col QConv"},
+		{name: "k27_stride2_pertensor_nobias", N: 1, C: 3, H: 17, W: 15, OC: 10, kh: 3, kw: 3, stride: 2, pad: 1, dil: 1, grp: 1,
+			xType: u8, yType: u8, zpX: 0},
+		{name: "1x1_residual_relu_49px", N: 1, C: 20, H: 7, W: 7, OC: 24, kh: 1, kw: 1, stride: 1, pad: 0, dil: 1, grp: 1,
+			xType: u8, yType: u8, zpX: 130, perChannel: true, bias: true, residual: true, act: "Relu", kernels: "QIm2col QConv"},
+		{name: "1x1_stride2_s8_in_s8_out", N: 2, C: 16, H: 14, W: 14, OC: 32, kh: 1, kw: 1, stride: 2, pad: 0, dil: 1, grp: 1,
+			xType: s8, yType: s8, zpX: -7, perChannel: true, bias: true},
+		{name: "groups2_dilated", N: 1, C: 8, H: 12, W: 10, OC: 12, kh: 3, kw: 3, stride: 1, pad: 2, dil: 2, grp: 2,
+			xType: u8, yType: u8, zpX: 17, perChannel: true, bias: true, act: "Clip"},
+		{name: "depthwise_s2_clip", N: 1, C: 16, H: 15, W: 15, OC: 16, kh: 3, kw: 3, stride: 2, pad: 1, dil: 1, grp: 16,
+			xType: u8, yType: u8, zpX: 90, perChannel: true, bias: true, act: "Clip", kernels: "QConvDW"},
+		{name: "depthwise_5x5_s8_residual", N: 2, C: 24, H: 13, W: 21, OC: 24, kh: 5, kw: 5, stride: 1, pad: 2, dil: 1, grp: 24,
+			xType: s8, yType: u8, zpX: 4, perChannel: true, bias: true, residual: true},
+		{name: "depthwise_multiplier2", N: 1, C: 8, H: 9, W: 9, OC: 16, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 8,
+			xType: u8, yType: u8, zpX: 0, perChannel: true},
+		{name: "conv1d", N: 2, C: 6, W: 40, OC: 5, kw: 5, stride: 1, pad: 2, dil: 1, grp: 1, oneD: true,
+			xType: u8, yType: u8, zpX: 9, perChannel: true, bias: true},
+		{name: "saturating", N: 1, C: 32, H: 8, W: 8, OC: 40, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
+			xType: u8, yType: u8, zpX: 0, perChannel: true, bias: true, squeeze: 30},
+		{name: "stem_7x7_s2", N: 1, C: 3, H: 32, W: 32, OC: 16, kh: 7, kw: 7, stride: 2, pad: 3, dil: 1, grp: 1,
+			xType: u8, yType: u8, zpX: 114, perChannel: true, bias: true, act: "Relu"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.H == 0 {
+				c.H, c.kh = 1, 1
+			}
+			q := newQTest(t, c.name, 11)
+			y, roles := c.build(q)
+			q.run(y, "qconv", roles, c.kernels, Options{})
+		})
+	}
+}
+
+// TestQConvAVX2 runs convolutions and a matmul on the x86-64-v3 path (no
+// VNNI, no AVX-512: int16 pairs and vpmaddwd) and on AVX-512 without VNNI.
+func TestQConvFallbackISAs(t *testing.T) {
+	for _, cpu := range []string{"x86-64-v3", "x86-64-v4"} {
+		t.Run(cpu, func(t *testing.T) {
+			if hasCPU(cpu) != nil {
+				t.Skip(hasCPU(cpu))
+			}
+			c := qconvCase{N: 1, C: 5, H: 11, W: 13, OC: 20, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
+				xType: ir.Int8, yType: ir.Uint8, zpX: -3, perChannel: true, bias: true, residual: true, act: "Relu"}
+			q := newQTest(t, "conv_"+cpu, 12)
+			y, roles := c.build(q)
+			res := q.run(y, "qconv", roles, "QPad QIm2col QConv", Options{CPU: cpu})
+			if strings.Contains(res.LLVMIR, "vpdpbusd") || !strings.Contains(res.LLVMIR, "pmadd") {
+				t.Errorf("-mcpu=%s: the integer product is not vpmaddwd's", cpu)
+			}
+			dw := qconvCase{N: 1, C: 8, H: 10, W: 10, OC: 8, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 8,
+				xType: ir.Uint8, yType: ir.Uint8, zpX: 7, perChannel: true, bias: true, act: "Relu"}
+			q = newQTest(t, "dw_"+cpu, 13)
+			y, roles = dw.build(q)
+			q.run(y, "qconv", roles, "QConvDW", Options{CPU: cpu})
+			q = newQTest(t, "mm_"+cpu, 14)
+			y, roles = qmatmulCase{M: []int64{3, 9}, K: 37, N: 29, xType: ir.Int8, zpX: 5, bias: true}.build(q)
+			q.run(y, "qmatmul", roles, "QMatMul", Options{CPU: cpu})
+		})
+	}
+}
+
+// hasCPU reports whether this host runs code built for cpu.
+func hasCPU(cpu string) error {
+	feats, err := cpuFeatures(cpu)
+	if err != nil {
+		return err
+	}
+	host, err := cpuFeatures("native")
+	if err != nil {
+		return err
+	}
+	for _, f := range feats {
+		if !slices.Contains(host, f) {
+			return fmt.Errorf("this host lacks %s", f)
+		}
+	}
+	return nil
+}
+
+// qmatmulCase is a qgemm (Gemm base) or qmatmul group.
+type qmatmulCase struct {
+	gemm         bool
+	transB       bool
+	alpha        float32
+	M            []int64 // A's dims but K
+	K, N         int64
+	xType, yType ir.DType
+	zpX          int64
+	perChannel   bool
+	bias         bool
+	residual     bool
+	act          string
+}
+
+func (c qmatmulCase) build(q *qtest) (*ir.Value, []string) {
+	if c.yType == ir.Undefined {
+		c.yType = ir.Uint8
+	}
+	roles := []string{"dq-input", "dq-weight"}
+	xd := append(slices.Clone(c.M), c.K)
+	x := q.input("x", c.xType, xd...)
+	sx := float32(0.03)
+	xf := q.dq(x, sx, c.zpX)
+	sw := q.scales(c.N, c.perChannel)
+	var y, wf *ir.Value
+	switch {
+	case c.gemm && c.transB:
+		wf, _ = q.weights(sw, 0, c.N, c.K)
+	default:
+		wf, _ = q.weights(sw, 1, c.K, c.N)
+	}
+	var b *ir.Value
+	if c.bias {
+		b = q.bias(sx, sw, c.N)
+		roles = append(roles, "dq-bias")
+	}
+	if c.gemm {
+		ins := []*ir.Value{xf, wf}
+		if b != nil {
+			ins = append(ins, b)
+		}
+		alpha := c.alpha
+		if alpha == 0 {
+			alpha = 1
+		}
+		tb := int64(0)
+		if c.transB {
+			tb = 1
+		}
+		y = q.g.Apply("Gemm", ins, ir.AttrI("transB", tb), ir.AttrF("alpha", alpha))
+		roles = append(roles, "base")
+	} else {
+		y = q.g.Apply("MatMul", []*ir.Value{xf, wf})
+		roles = append(roles, "base")
+		if b != nil {
+			y = q.g.Apply("Add", []*ir.Value{y, b})
+			roles = append(roles, "bias")
+		}
+	}
+	_, std := q.floatStats(y)
+	if c.residual {
+		r := q.input("r", ir.Int8, dimsOf(q.inferred(y))...)
+		y = q.g.Apply("Add", []*ir.Value{q.dq(r, float32(std/60), -4), y})
+		roles = append(roles, "dq-residual", "residual")
+	}
+	y = q.activation(y, c.act, float32(std/40))
+	if c.act != "" {
+		roles = append(roles, "activation")
+	}
+	return q.quantizeOut(y, c.yType, 1, c.act != ""), append(roles, "q-output")
+}
+
+func TestQMatMulGroups(t *testing.T) {
+	u8, s8 := ir.Uint8, ir.Int8
+	for _, c := range []struct {
+		name string
+		kind string
+		c    qmatmulCase
+	}{
+		{"gemm_transB_bias_relu", "qgemm", qmatmulCase{gemm: true, transB: true, M: []int64{5}, K: 33, N: 37, xType: u8, zpX: 12, perChannel: true, bias: true, act: "Relu"}},
+		{"gemm_one_row_alpha", "qgemm", qmatmulCase{gemm: true, alpha: 0.5, M: []int64{1}, K: 512, N: 1000, xType: u8, zpX: 0, bias: true}},
+		{"gemm_k_odd", "qgemm", qmatmulCase{gemm: true, M: []int64{9}, K: 7, N: 16, xType: u8, zpX: 255, perChannel: true, bias: true}},
+		{"matmul_batched_s8_residual", "qmatmul", qmatmulCase{M: []int64{2, 7}, K: 64, N: 50, xType: s8, yType: s8, zpX: -9, perChannel: true, residual: true}},
+		{"matmul_bias_add_clip", "qmatmul", qmatmulCase{M: []int64{128}, K: 96, N: 80, xType: u8, zpX: 128, perChannel: true, bias: true, act: "Clip"}},
+		{"matmul_1d", "qmatmul", qmatmulCase{M: nil, K: 45, N: 19, xType: u8, zpX: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := newQTest(t, c.name, 21)
+			y, roles := c.c.build(q)
+			q.run(y, c.kind, roles, "QMatMul", Options{})
+		})
+	}
+}

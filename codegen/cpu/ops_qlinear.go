@@ -179,12 +179,12 @@ func (ql *qlin) qDepthwise() bool {
 // qconvLayout is where a convolution's scratch holds the padded input
 // and the im2col panels.
 type qconvLayout struct {
-	pad            bool  // the input is copied with zp borders (or slack) first
-	Hp, Wp         int64 // the (padded) input planes' dims as read
-	rows, cols     int64 // output rows and columns as im2col walks them
-	npix, npad     int64 // output pixels; im2col row length (padded)
+	pad             bool  // the input is copied with zp borders (or slack) first
+	Hp, Wp          int64 // the (padded) input planes' dims as read
+	rows, cols      int64 // output rows and columns as im2col walks them
+	npix, npad      int64 // output pixels; im2col row length (padded)
 	padBytes, cols0 int64 // bytes of the padded copy; offset of the panels
-	panelBytes     int64 // one (image, group) panel
+	panelBytes      int64 // one (image, group) panel
 }
 
 func (g *gen) qconvLayout(ql *qlin, N int64) qconvLayout {

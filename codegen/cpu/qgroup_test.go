@@ -263,8 +263,8 @@ type qconvCase struct {
 	act                    string  // "", "Relu", "Clip"
 	squeeze                float64 // output scale narrower than ±3σ by this
 
-	oneD                   bool
-	kernels                string
+	oneD    bool
+	kernels string
 }
 
 func (c qconvCase) build(q *qtest) (*ir.Value, []string) {

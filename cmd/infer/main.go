@@ -24,8 +24,8 @@ import (
 
 var tool = &cli.Tool{
 	Name:     "infer",
-	Summary:  "kiln's runtime: run, check and benchmark compiled engine files",
-	Commands: []*cli.Command{runCmd, checkCmd, benchCmd},
+	Summary:  "kiln's runtime: run, check, benchmark and compare compiled engine files",
+	Commands: []*cli.Command{runCmd, checkCmd, benchCmd, compareCmd},
 	Footer:   "Engines (.kiln files) are built by 'bin/cc build MODEL'.",
 }
 
@@ -81,13 +81,16 @@ element type than the input's is converted (float64 to float32, say; never float
 integers). Inputs not given with --input get random N(0,1) values (seeded). With
 --output-dir the outputs are written as output_N.pb in the engine's output order (each
 atomically; an output file that is the engine or an --input file is refused before the
-run); otherwise a summary is printed. An input name given twice is a usage error.`,
+run); otherwise a summary is printed. An input name given twice is a usage error.
+Debug outputs (cc build --mark-outputs) are left out unless --debug-outputs asks for
+them (written as debug_N.pb, in the engine's order).`,
 	MinArgs: 1,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		var inputs inputList
 		fs.Var(&inputs, "input", "NAME=FILE: an input tensor (.pb or .npy); repeat for several inputs")
 		outDir := fs.String("output-dir", "", "write outputs here as output_N.pb")
+		withDebug := fs.Bool("debug-outputs", false, "also print or write the engine's debug outputs (cc build --mark-outputs)")
 		shapes := cli.Shapes(fs, "shape", "`NAME=DIMS`: the shape of random data for a dynamic input not given by --input (default: the shape the engine was tuned at)")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
 		requireSigned := requireSignedFlag(fs)
@@ -97,10 +100,19 @@ run); otherwise a summary is printed. An input name given twice is a usage error
 			if err != nil {
 				return err
 			}
+			shown := modelOutputs(eng)
+			if *withDebug {
+				shown = append(shown, debugOutputs(eng)...)
+			}
+			paths := outputPaths(*outDir, shown)
 			if *outDir != "" {
 				var outputs []cli.File
-				for i := range eng.Outputs() {
-					outputs = append(outputs, cli.File{Path: outputPath(*outDir, i), Role: fmt.Sprintf("output %d", i)})
+				for i, b := range shown {
+					role := fmt.Sprintf("output %d", i)
+					if b.IsDebug() {
+						role = fmt.Sprintf("debug output %q", b.Name)
+					}
+					outputs = append(outputs, cli.File{Path: paths[i], Role: role})
 				}
 				if err := cli.CheckOutputs(append([]cli.File{{Path: args[0], Role: "the engine"}}, inputs.files()...), outputs); err != nil {
 					return err
@@ -118,7 +130,7 @@ run); otherwise a summary is printed. An input name given twice is a usage error
 			if err != nil {
 				return err
 			}
-			for i, b := range eng.Outputs() {
+			for i, b := range shown {
 				t := outs[b.Name]
 				if *outDir == "" {
 					fmt.Fprintf(env.Stdout, "%s %s%v %s\n", b.Name, t.DType, t.Dims, preview(t))
@@ -131,7 +143,7 @@ run); otherwise a summary is printed. An input name given twice is a usage error
 				if err := os.MkdirAll(*outDir, 0o755); err != nil {
 					return err
 				}
-				path := outputPath(*outDir, i)
+				path := paths[i]
 				if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 					return cli.FileError(path, err)
 				}
@@ -182,7 +194,7 @@ or FAIL; exit status 1 on FAIL.`,
 				return err
 			}
 			failed := false
-			for i, b := range eng.Outputs() {
+			for i, b := range modelOutputs(eng) {
 				want, err := onnx.ReadTensorFile(filepath.Join(*dir, fmt.Sprintf("output_%d.pb", i)))
 				if err != nil {
 					return err
@@ -202,9 +214,32 @@ or FAIL; exit status 1 on FAIL.`,
 	},
 }
 
-// outputPath is where --output-dir puts output i.
-func outputPath(dir string, i int) string {
-	return filepath.Join(dir, fmt.Sprintf("output_%d.pb", i))
+// outputPaths are where --output-dir puts the outputs shown: the model's
+// as output_N.pb, then debug outputs as debug_N.pb.
+func outputPaths(dir string, shown []engine.Binding) []string {
+	paths := make([]string, len(shown))
+	outs, debug := 0, 0
+	for i, b := range shown {
+		if b.IsDebug() {
+			paths[i] = filepath.Join(dir, fmt.Sprintf("debug_%d.pb", debug))
+			debug++
+			continue
+		}
+		paths[i] = filepath.Join(dir, fmt.Sprintf("output_%d.pb", outs))
+		outs++
+	}
+	return paths
+}
+
+// modelOutputs are the engine's outputs that the model has; debugOutputs
+// the ones cc build --mark-outputs added (which infer leaves out unless
+// asked).
+func modelOutputs(eng *runtime.Engine) []engine.Binding {
+	return slices.DeleteFunc(eng.Outputs(), engine.Binding.IsDebug)
+}
+
+func debugOutputs(eng *runtime.Engine) []engine.Binding {
+	return slices.DeleteFunc(eng.Outputs(), func(b engine.Binding) bool { return !b.IsDebug() })
 }
 
 // loadInputs reads the --input files and fills the rest with seeded random

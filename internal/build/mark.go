@@ -3,6 +3,7 @@ package build
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
@@ -120,7 +121,8 @@ func markValue(g *ir.Graph, stored map[string]*ir.Value, name string) (*ir.Value
 // computed it, and how to dequantize it when it is quantized: the output
 // of a QuantizeLinear (alone or a fused group's q-output) holds its
 // input's value, quantized; an 8-bit tensor that a layout op (MaxPool,
-// Reshape, ...) made from a quantized one keeps that one's parameters.
+// Reshape, ...) made from a quantized one keeps that one's parameters, and
+// its name says the value (P_quantized holds P: floatName).
 func describe(v *ir.Value) *engine.Debug {
 	d := &engine.Debug{Value: v.Name}
 	p := v.Producer
@@ -153,8 +155,40 @@ func describe(v *ir.Value) *engine.Debug {
 	if (v.Type.Elem == ir.Int8 || v.Type.Elem == ir.Uint8) && preservesQuantization(p) && p.Input(0) != nil && p.Input(0).Type.Elem == v.Type.Elem {
 		in := describe(p.Input(0))
 		d.Scale, d.ZeroPoint, d.Axis = in.Scale, in.ZeroPoint, in.Axis
+		d.Value = floatName(v.Name)
 	}
 	return d
+}
+
+// quantizedSuffixes end the names of quantized values made from a float
+// value of the model: kiln's (cc quantize's QuantizeLinear outputs, and
+// the layout ops qdq-propagate moves to 8 bits, which keep that name) and
+// ONNX Runtime's quantizer's.
+var quantizedSuffixes = []string{"_quantized", "_QuantizeLinear_Output"}
+
+// floatName is the float value a quantized value's name says it holds: the
+// name less a quantizedSuffixes suffix (and a UniqueName "_N" after it),
+// or the name itself.
+func floatName(name string) string {
+	base := name
+	if i := strings.LastIndexByte(base, '_'); i > 0 && isDigits(base[i+1:]) {
+		base = base[:i]
+	}
+	for _, suffix := range quantizedSuffixes {
+		if f, ok := strings.CutSuffix(base, suffix); ok && f != "" {
+			return f
+		}
+	}
+	return name
+}
+
+func isDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // preservesQuantization is a layout op whose 8-bit output has its first

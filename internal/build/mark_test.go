@@ -143,12 +143,12 @@ g (float[1,2,4,4] x) => (float[1,3,2,2] y)
 >
 {
   ["quant_x"] xq = QuantizeLinear (x, x_scale, x_zp)
-  ["pool"] pq = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (xq)
-  ["relu"] yq = kiln.FusionGroup (pq, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp) <
+  ["pool"] p_quantized = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (xq)
+  ["relu"] yq = kiln.FusionGroup (p_quantized, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp) <
     kind = "qconv",
     body = qconv () => (uint8[1,3,2,2] yq_body)
     {
-      ["dq_x"] pf = DequantizeLinear (pq, x_scale, x_zp)
+      ["dq_x"] pf = DequantizeLinear (p_quantized, x_scale, x_zp)
       ["dq_w"] wf = DequantizeLinear <axis = 0> (w, w_scale, w_zp)
       ["conv"] conv_out = Conv (pf, wf)
       ["relu"] relu_out = Relu (conv_out)
@@ -162,7 +162,8 @@ g (float[1,2,4,4] x) => (float[1,3,2,2] y)
 
 // A quantized tensor holds its QuantizeLinear's input, quantized: marked,
 // it names that value, the node that computed it (a group's base op) and
-// its scale and zero point; a MaxPool's uint8 output keeps its input's.
+// its scale and zero point; a MaxPool's uint8 output keeps its input's
+// parameters, and holds the value its name says (p_quantized: p).
 func TestMarkOutputsQuantized(t *testing.T) {
 	m, err := text.Parse("q.onnxtxt", []byte(quantizedGraph))
 	require.NoError(t, err)
@@ -174,9 +175,9 @@ func TestMarkOutputsQuantized(t *testing.T) {
 	for _, v := range m.Graph.Outputs[1:] {
 		names = append(names, v.Name)
 	}
-	assert.Equal(t, []string{"xq", "pq", "yq"}, names, "every stored tensor but the model's output, in order")
+	assert.Equal(t, []string{"xq", "p_quantized", "yq"}, names, "every stored tensor but the model's output, in order")
 	assert.Equal(t, &engine.Debug{Value: "x", Node: "quant_x", Scale: []float32{0.05}, ZeroPoint: []int32{128}}, debug["xq"])
-	assert.Equal(t, &engine.Debug{Value: "pq", Node: "pool", Scale: []float32{0.05}, ZeroPoint: []int32{128}}, debug["pq"])
+	assert.Equal(t, &engine.Debug{Value: "p", Node: "pool", Scale: []float32{0.05}, ZeroPoint: []int32{128}}, debug["p_quantized"])
 	assert.Equal(t, &engine.Debug{Value: "relu_out", Node: "conv", Scale: []float32{0.02}, ZeroPoint: []int32{0}}, debug["yq"])
 
 	// The descriptions pass the engine metadata's checks.
@@ -195,4 +196,13 @@ func TestMarkOutputsQuantized(t *testing.T) {
 	meta.Outputs[1].Debug = nil
 	meta.Inputs[0].Debug = &engine.Debug{Value: "x"}
 	assert.ErrorContains(t, meta.Validate(), "an input cannot be a debug output")
+}
+
+func TestFloatName(t *testing.T) {
+	for name, want := range map[string]string{
+		"P_quantized": "P", "P_quantized_2": "P", "relu_out_QuantizeLinear_Output": "relu_out",
+		"P": "P", "_quantized": "_quantized", "conv_2": "conv_2", "x_quantized_a": "x_quantized_a",
+	} {
+		assert.Equal(t, want, floatName(name), name)
+	}
 }

@@ -52,6 +52,8 @@ such a build is refused before it starts.`,
 		values := cli.Values(fs, "value", "`NAME=V,V,...`: compile input NAME as this constant; inputs whose values set shapes (a TopK's K, a Reshape's shape, ...) need one, and the engine then takes only this value for them")
 		markOutputs := fs.String("mark-outputs", "", "`all|NAME,...`: also store these tensors of the optimized graph (all: every float or 8-bit one) as debug outputs, for infer compare --per-layer; infer run, check and bench leave them out")
 		maxShape := cli.Shapes(fs, "max", fmt.Sprintf("`NAME=DIMS`: the largest shape of input NAME the engine accepts; memory is planned for it (default: %d for each dynamic dim)", cpu.DefaultMaxDim))
+		precision := fs.String("precision", "fp32", "fp32, or int8: quantize the model first, as cc quantize does (--calib and the flags below), and compile its QDQ form")
+		quant := addQuantizeFlags(fs)
 		return func(env *cli.Env, args []string) error {
 			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]
 			if ext == "" {
@@ -78,6 +80,10 @@ such a build is refused before it starts.`,
 			if opts.TimingCache == "none" {
 				opts.TimingCache = ""
 			}
+			qopts, err := quant.forBuild(fs, *precision, &opts)
+			if err != nil {
+				return err
+			}
 
 			// Nothing the build writes may be one of its inputs.
 			outputs := []cli.File{{Path: path, Role: "the output"}}
@@ -87,6 +93,7 @@ such a build is refused before it starts.`,
 			if opts.TimingCache != "" {
 				outputs = append(outputs, cli.File{Path: opts.TimingCache, Role: "the timing cache"})
 			}
+			outputs = append(outputs, quant.outputs()...)
 			if err := cli.CheckOutputs(append([]cli.File{{Path: model, Role: "the model"}}, keyFiles(*sign)...), outputs); err != nil {
 				return err
 			}
@@ -105,6 +112,11 @@ such a build is refused before it starts.`,
 					return err
 				}
 				return text.WriteFile(dump, m)
+			}
+			if qopts != nil {
+				if err := quantizeForBuild(env, model, m, *qopts, append(inputs, quant.inputs()...), outputs); err != nil {
+					return err
+				}
 			}
 
 			if *emit == "ir" {

@@ -15,6 +15,7 @@ var tool = &cli.Tool{
 		inspectCmd,
 		convertCmd,
 		testCmd,
+		quantizeCmd,
 		buildCmd,
 		passesCmd,
 		keygenCmd,

@@ -3,6 +3,7 @@
 package build
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -47,6 +48,12 @@ type Options struct {
 	// MarkOutputs names values of the optimized graph to store as extra,
 	// debug outputs (MarkAll: every tensor it stores; see markOutputs).
 	MarkOutputs []string
+	// Precision is the engine's recorded precision: "" or "fp32", or
+	// "int8" for a model cc build quantized (internal/quantize) before
+	// compiling; Quantize are the quantization's flags, recorded with the
+	// others.
+	Precision string
+	Quantize  []string
 
 	// Shapes pin inputs' dims or give the ranges of their dynamic dims.
 	Shapes  Shapes
@@ -215,7 +222,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		KilnVersion:  Version,
 		ModelName:    m.Graph.Name,
 		SourceSHA256: hex.EncodeToString(sum[:]),
-		Precision:    "fp32",
+		Precision:    cmp.Or(opts.Precision, "fp32"),
 		Target:       engine.Target{Triple: "x86_64-unknown-linux-gnu", CPU: cpuName, Features: code.Features},
 		ArenaBytes:   code.ArenaBytes,
 		TensorBytes:  code.TensorBytes,
@@ -252,6 +259,9 @@ func (o Options) flags() []string {
 	}
 	if len(o.MarkOutputs) > 0 {
 		f = append(f, "--mark-outputs="+strings.Join(o.MarkOutputs, ","))
+	}
+	if o.Precision != "" && o.Precision != "fp32" {
+		f = append(append(f, "--precision="+o.Precision), o.Quantize...)
 	}
 	for _, s := range []struct {
 		flag   string

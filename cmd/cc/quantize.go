@@ -1,0 +1,266 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
+
+	"github.com/kiln-ml/kiln/internal/build"
+	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/internal/limitflags"
+	"github.com/kiln-ml/kiln/internal/quantize"
+	"github.com/kiln-ml/kiln/ir"
+)
+
+var quantizeCmd = &cli.Command{
+	Name:    "quantize",
+	Args:    "MODEL",
+	Summary: "calibrate a float model on sample data and write it as an INT8 QDQ model",
+	Help: `Cleans the model up as cc build does (simplification, folding, BatchNormalization
+folded into the Conv before it), compiles it into a native engine that also outputs
+every float tensor, runs it on each calibration sample and writes a standard ONNX
+QDQ model that cc build, ONNX Runtime and TensorRT read: int8 weights (per output
+channel by default) and int32 biases behind DequantizeLinear, and uint8
+QuantizeLinear -> DequantizeLinear pairs on the activations of Conv, Gemm, MatMul,
+Add, Mul, Concat, the pools, Sigmoid and HardSwish (a following Relu or Clip, and a
+Conv's residual Add, stay inside the pair). Graph outputs stay float.
+
+DATA (--calib) is a tensor file (.pb TensorProto or .npy) whose leading dim counts
+samples (a [32,3,224,224] file is 32 runs of a [1,3,224,224] input), a folder of
+such files, an ONNX test_data_set folder or a folder of them; repeat --calib
+NAME=FILE for a model with several inputs. The calibration cache (--calib-cache)
+keeps each tensor's min, max and |x| histogram: a later run on the same model
+(any --method, any --keep-fp32) reads it instead of calibrating, and refuses a
+cache made for another model.`,
+	MinArgs: 1,
+	MaxArgs: 1,
+	Setup: func(fs *flag.FlagSet) cli.RunFunc {
+		out := fs.String("o", "", "output model, .onnx or .onnxtxt (default: MODEL.int8.onnx)")
+		q := addQuantizeFlags(fs)
+		limits := limitflags.Add(fs, limitflags.All...)
+		return func(env *cli.Env, args []string) error {
+			model := args[0]
+			path := *out
+			if path == "" {
+				path = strings.TrimSuffix(model, filepath.Ext(model)) + ".int8" + extONNX
+			}
+			opts, err := q.options(fs, limits.Limits())
+			if err != nil {
+				return err
+			}
+			if err := checkExt(path); err != nil {
+				return err
+			}
+			outputs := append(modelOutputs(path), q.outputs()...)
+			if err := cli.CheckOutputs(append(modelFiles(model, nil), q.inputs()...), outputs); err != nil {
+				return err
+			}
+			m, inputs, err := readModelSources(model, opts.Build.Limits)
+			if err != nil {
+				return err
+			}
+			if err := cli.CheckOutputs(append(inputs, q.inputs()...), outputs); err != nil {
+				return err
+			}
+			src, err := os.ReadFile(model)
+			if err != nil {
+				return cli.FileError(model, err)
+			}
+			res, err := runQuantize(env, m, src, opts)
+			if err != nil {
+				return cli.FileError(model, err)
+			}
+			for _, w := range res.Warnings {
+				env.Warnf("%s", w)
+			}
+			if err := writeModel(path, res.Model); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "wrote %s: %s\n", path, quantizeSummary(res, opts))
+			return nil
+		}
+	},
+}
+
+// quantizeFlags are the flags cc quantize and cc build --precision int8
+// share.
+type quantizeFlags struct {
+	calib      *stringList
+	method     *string
+	perChannel *bool
+	perTensor  *bool
+	keep       *string
+	cache      *string
+}
+
+func addQuantizeFlags(fs *flag.FlagSet) *quantizeFlags {
+	q := &quantizeFlags{calib: &stringList{}}
+	fs.Var(q.calib, "calib", "calibration `DATA`: a tensor file (.pb, .npy) of samples, a folder of them, an ONNX test_data_set folder or a folder of them; NAME=FILE per input (repeat the flag) for several inputs")
+	q.method = fs.String("method", "entropy", "how activation ranges follow from calibration: "+quantize.Methods+" (default P 99.99)")
+	q.perChannel = fs.Bool("per-channel", true, "one weight scale per output channel")
+	q.perTensor = fs.Bool("per-tensor", false, "one weight scale per weight tensor")
+	q.keep = fs.String("keep-fp32", "", "comma-separated `NODES` (by name) to leave in float32")
+	q.cache = fs.String("calib-cache", "", "calibration cache `FILE` (JSON): read when it exists and was made for this model (no runs, no --calib needed), written after calibrating otherwise")
+	return q
+}
+
+// options checks the flags and returns quantize.Options.
+func (q *quantizeFlags) options(fs *flag.FlagSet, lim ir.Limits) (quantize.Options, error) {
+	method, err := quantize.ParseMethod(*q.method)
+	if err != nil {
+		return quantize.Options{}, cli.Usagef("--method: %v", err)
+	}
+	if *q.perTensor && cli.WasSet(fs, "per-channel") && *q.perChannel {
+		return quantize.Options{}, cli.Usagef("--per-channel and --per-tensor exclude each other")
+	}
+	if len(*q.calib) == 0 && *q.cache == "" {
+		return quantize.Options{}, cli.Usagef("--calib DATA is required (or --calib-cache FILE holding this model's calibration)")
+	}
+	opts := quantize.Options{Method: method, PerTensor: *q.perTensor || !*q.perChannel, KeepFP32: split(*q.keep),
+		Data: *q.calib, CacheFile: *q.cache}
+	opts.Build.Limits = lim
+	return opts, nil
+}
+
+// forBuild checks cc build's --precision and the quantize flags: for int8
+// it records them in opts and returns the quantization's options (nil for
+// fp32, where the quantize flags have no use).
+func (q *quantizeFlags) forBuild(fs *flag.FlagSet, precision string, opts *build.Options) (*quantize.Options, error) {
+	names := []string{"calib", "method", "per-channel", "per-tensor", "keep-fp32", "calib-cache"}
+	switch precision {
+	case "fp32":
+		for _, name := range names {
+			if cli.WasSet(fs, name) {
+				return nil, cli.Usagef("--%s quantizes: it needs --precision int8", name)
+			}
+		}
+		return nil, nil
+	case "int8":
+	default:
+		return nil, cli.Usagef("--precision must be fp32 or int8, not %q", precision)
+	}
+	qopts, err := q.options(fs, opts.Limits)
+	if err != nil {
+		return nil, err
+	}
+	qopts.Build.LLC = opts.LLC
+	opts.Precision = "int8"
+	opts.Quantize = []string{"--method=" + qopts.Method.String()}
+	if qopts.PerTensor {
+		opts.Quantize = append(opts.Quantize, "--per-tensor")
+	}
+	if len(qopts.KeepFP32) > 0 {
+		opts.Quantize = append(opts.Quantize, "--keep-fp32="+strings.Join(qopts.KeepFP32, ","))
+	}
+	return &qopts, nil
+}
+
+// quantizeForBuild is cc build --precision int8's first step: m, read
+// from model, becomes its QDQ form.
+func quantizeForBuild(env *cli.Env, model string, m *ir.Model, opts quantize.Options, inputs, outputs []cli.File) error {
+	if err := cli.CheckOutputs(inputs, outputs); err != nil {
+		return err
+	}
+	src, err := os.ReadFile(model)
+	if err != nil {
+		return cli.FileError(model, err)
+	}
+	res, err := runQuantize(env, m, src, opts)
+	if err != nil {
+		return cli.FileError(model, err)
+	}
+	for _, w := range res.Warnings {
+		env.Warnf("%s", w)
+	}
+	fmt.Fprintf(env.Stdout, "quantized %s: %s\n", model, quantizeSummary(res, opts))
+	return nil
+}
+
+// inputs are the calibration data's files, which nothing may overwrite.
+func (q *quantizeFlags) inputs() []cli.File {
+	var files []cli.File
+	for _, spec := range *q.calib {
+		path := spec
+		if _, err := os.Stat(spec); err != nil {
+			if _, p, ok := strings.Cut(spec, "="); ok {
+				path = p
+			}
+		}
+		files = append(files, cli.File{Path: path, Role: "calibration data"})
+	}
+	return files
+}
+
+// outputs is the calibration cache, which calibrating writes.
+func (q *quantizeFlags) outputs() []cli.File {
+	if *q.cache == "" {
+		return nil
+	}
+	return []cli.File{{Path: *q.cache, Role: "the calibration cache"}}
+}
+
+// runQuantize quantizes with a progress bar on stderr while calibrating,
+// when stderr is a terminal.
+func runQuantize(env *cli.Env, m *ir.Model, src []byte, opts quantize.Options) (*quantize.Result, error) {
+	f, ok := env.Stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return quantize.Quantize(m, src, opts)
+	}
+	p := mpb.New(mpb.WithOutput(f), mpb.WithWidth(40))
+	var bar *mpb.Bar
+	opts.Progress = func(done, total int) {
+		if bar == nil {
+			bar = p.AddBar(int64(total),
+				mpb.PrependDecorators(decor.Name("calibrating "), decor.CountersNoUnit("%d/%d runs")),
+				mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO)))
+		}
+		bar.SetCurrent(int64(done))
+	}
+	res, err := quantize.Quantize(m, src, opts)
+	if bar != nil && !bar.Completed() {
+		bar.Abort(false)
+	}
+	p.Wait()
+	return res, err
+}
+
+// quantizeSummary is the line cc quantize prints about what it did.
+func quantizeSummary(res *quantize.Result, opts quantize.Options) string {
+	units, n := []string{}, 0
+	for _, op := range slices.Sorted(maps.Keys(res.Units)) {
+		units = append(units, fmt.Sprintf("%s %d", op, res.Units[op]))
+		n += res.Units[op]
+	}
+	weights := "per-channel"
+	if opts.PerTensor {
+		weights = "per-tensor"
+	}
+	s := fmt.Sprintf("%d of %d nodes quantized (%s), %d activation tensors, %s weights; ", n, res.Nodes, strings.Join(units, ", "), res.Tensors, weights)
+	if res.FromCache {
+		return s + fmt.Sprintf("%s ranges from the calibration cache %s (%d samples)", opts.Method, opts.CacheFile, res.Samples)
+	}
+	s += fmt.Sprintf("%s ranges from %d samples in %d runs, calibrated in %s", opts.Method, res.Samples, res.Runs, res.Calibration.Round(time.Millisecond))
+	if res.CacheWritten {
+		s += ", cached in " + opts.CacheFile
+	}
+	return s
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+
+func (s *stringList) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}

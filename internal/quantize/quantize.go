@@ -1,0 +1,227 @@
+// Package quantize is `cc quantize`: it calibrates a float32 model on
+// sample data and writes it in ONNX's QDQ form (int8-contract.md §1):
+// int8 weights per output channel, int32 biases, and uint8
+// QuantizeLinear → DequantizeLinear pairs on the activations the integer
+// kernels read and write.
+//
+// The model is first cleaned up by the O2 pipeline's own passes
+// (simplification, folding, BatchNormalization folded into the Conv before
+// it), so that weights are quantized as the kernels will use them and each
+// Conv/Gemm/MatMul sits directly between its pairs. Calibration compiles
+// the clean float model with every float tensor as an extra output
+// (internal/build) and runs the native engine on each sample: the
+// reference executor would take seconds a sample on a ResNet.
+package quantize
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/kiln-ml/kiln/internal/build"
+	"github.com/kiln-ml/kiln/internal/dataset"
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/passes"
+)
+
+// Options are cc quantize's settings.
+type Options struct {
+	Method Method
+	// PerTensor gives each weight one scale instead of one per output
+	// channel.
+	PerTensor bool
+	// KeepFP32 names nodes to leave float.
+	KeepFP32 []string
+	// Data is the calibration data, in internal/dataset's forms (one path,
+	// or NAME=PATH per input). It may be empty when CacheFile holds the
+	// model's calibration.
+	Data []string
+	// CacheFile is the calibration cache ("": none): read when it exists
+	// and was made for this model, written after calibrating otherwise.
+	CacheFile string
+	// Build gives the calibration engine's llc and every limit (LLC,
+	// Limits); it is compiled for this machine.
+	Build build.Options
+	// Threads is the calibration engine's thread count (0: all cores).
+	Threads int
+	// Progress, when set, is called before the first calibration run and
+	// after each.
+	Progress func(done, total int)
+	// reference calibrates on the reference executor instead of a native
+	// engine (tests on machines without LLVM).
+	reference bool
+}
+
+// Result is a quantized model and what making it did.
+type Result struct {
+	Model *ir.Model
+	// Nodes is the clean float model's node count; Units the quantized
+	// nodes per op type; Tensors the activations given a pair.
+	Nodes   int
+	Units   map[string]int
+	Tensors int
+	// Samples and Runs are the calibration data's (those the cache was
+	// made with when FromCache).
+	Samples, Runs int
+	FromCache     bool
+	CacheWritten  bool
+	// Calibration is the time spent compiling the calibration engine and
+	// running it.
+	Calibration time.Duration
+	Warnings    []string
+}
+
+// Quantize quantizes m, read from the file whose bytes are src (their hash
+// keys the calibration cache). It changes m.
+func Quantize(m *ir.Model, src []byte, opts Options) (*Result, error) {
+	if err := checkModel(m, opts.PerTensor); err != nil {
+		return nil, err
+	}
+	if err := runPasses(m, opts.Build.Limits, "infer", "simplify", "fold", "conv-bn", "dce", "infer-final"); err != nil {
+		return nil, err
+	}
+	res := &Result{Model: m, Nodes: len(m.Graph.Nodes), Units: map[string]int{}}
+	p, err := planOf(m, opts.KeepFP32, opts.PerTensor)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(src)
+	ranges, err := rangesOf(m, hex.EncodeToString(sum[:]), opts, res)
+	if err != nil {
+		return nil, err
+	}
+	// Graph outputs keep their whole observed range whatever the method:
+	// they are what callers read, and clipping a classifier's largest
+	// logits would merge its top classes.
+	outputs := map[*ir.Value]bool{}
+	for _, v := range m.Graph.Outputs {
+		outputs[v] = true
+	}
+	params := map[*ir.Value]actParams{}
+	for _, v := range p.acts {
+		root := p.root(v)
+		s, ok := ranges.stats[root.Name]
+		if !ok {
+			return nil, fmt.Errorf("calibration cache %s has no statistics for tensor %q: delete it to calibrate again", opts.CacheFile, root.Name)
+		}
+		r, cached := ranges.cached[root.Name]
+		switch {
+		case outputs[root]:
+			r = [2]float64{s.Min, s.Max}
+		case !cached:
+			r[0], r[1] = s.Range(opts.Method)
+		}
+		params[root] = activationParams(r[0], r[1])
+	}
+	warnings, err := p.rewrite(params)
+	if err != nil {
+		return nil, err
+	}
+	res.Warnings = append(res.Warnings, warnings...)
+	if err := runPasses(m, opts.Build.Limits, "dce", "infer-final"); err != nil {
+		return nil, fmt.Errorf("the quantized model: %w", err)
+	}
+	for _, n := range p.units {
+		res.Units[n.OpType]++
+	}
+	res.Tensors = len(p.acts)
+	return res, nil
+}
+
+// checkModel refuses models the QDQ form cannot express.
+func checkModel(m *ir.Model, perTensor bool) error {
+	opset := m.Opset("")
+	switch {
+	case opset < 10:
+		return fmt.Errorf("the model imports ONNX opset %d; QuantizeLinear needs 10 or later", opset)
+	case opset < 13 && !perTensor:
+		return fmt.Errorf("the model imports ONNX opset %d; per-channel weight scales need 13 or later (re-export it at opset 13, or quantize --per-tensor)", opset)
+	}
+	for _, n := range m.Graph.Nodes {
+		if n.Domain == "" && (n.OpType == "QuantizeLinear" || n.OpType == "DequantizeLinear" || n.OpType == "QLinearConv" || n.OpType == "QLinearMatMul") {
+			return fmt.Errorf("the model is quantized already (%s): cc build compiles it as it is", n)
+		}
+	}
+	return nil
+}
+
+// runPasses runs the named passes of the O2 pipeline, verifying after each.
+func runPasses(m *ir.Model, lim ir.Limits, names ...string) error {
+	var pipeline []passes.Pass
+	for _, name := range names {
+		p, ok := passes.Lookup(passes.O2, name)
+		if !ok {
+			return fmt.Errorf("the O2 pipeline has no pass %q", name)
+		}
+		pipeline = append(pipeline, p)
+	}
+	return passes.Run(&passes.Context{OptLevel: 2, Verify: true, Limits: lim}, pipeline, m)
+}
+
+// ranges are calibration's statistics by tensor name, and the ranges a
+// cache made with the method asked for recorded (nil otherwise).
+type ranges struct {
+	stats  map[string]*Stats
+	cached map[string][2]float64
+}
+
+// rangesOf returns the observed tensors' statistics: from the cache when
+// it holds this model's, else by calibrating (and then writing the cache).
+func rangesOf(m *ir.Model, sum string, opts Options, res *Result) (*ranges, error) {
+	if opts.CacheFile != "" {
+		c, err := readCache(opts.CacheFile, sum)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			res.FromCache, res.Samples, res.Runs = true, c.Samples, c.Runs
+			r := &ranges{stats: map[string]*Stats{}}
+			for name, t := range c.Tensors {
+				r.stats[name] = &t.Stats
+			}
+			if c.Method == opts.Method.Name && (c.Method != "percentile" || c.Percentile == opts.Method.Percentile) {
+				r.cached = map[string][2]float64{}
+				for name, t := range c.Tensors {
+					r.cached[name] = t.Range
+				}
+			}
+			return r, nil
+		}
+	}
+	if len(opts.Data) == 0 {
+		if opts.CacheFile != "" {
+			return nil, fmt.Errorf("no calibration data (--calib), and the calibration cache %s does not exist yet", opts.CacheFile)
+		}
+		return nil, fmt.Errorf("no calibration data (--calib)")
+	}
+	inputs, err := runInputs(m)
+	if err != nil {
+		return nil, err
+	}
+	data, err := dataset.Read(opts.Data, inputs, opts.Build.Limits)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	stats, err := calibrate(m, observed(m.Graph), data, opts)
+	if err != nil {
+		return nil, err
+	}
+	res.Calibration = time.Since(start)
+	res.Samples, res.Runs = data.Samples, data.Runs()
+	for _, name := range slices.Sorted(maps.Keys(stats)) {
+		if n := stats[name].NonFinite; n > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("tensor %q held %d NaN or infinite values in calibration; its range leaves them out", name, n))
+		}
+	}
+	if opts.CacheFile != "" {
+		if err := writeCache(opts.CacheFile, newCache(sum, opts.Method, data, stats)); err != nil {
+			return nil, fmt.Errorf("writing the calibration cache: %w", err)
+		}
+		res.CacheWritten = true
+	}
+	return &ranges{stats: stats}, nil
+}

@@ -309,3 +309,128 @@ func argmax(v []float64) int {
 	}
 	return best
 }
+
+// qdqModel is digits_cnn with a QuantizeLinear → DequantizeLinear pair
+// (uint8, zero point 0, scale max/255 over x) after each Relu, and on the
+// input (zero point 128): a model in the contract's QDQ form, made by hand
+// so that the test does not depend on the quantizer. It returns the model
+// and, per quantized value, the name of its DequantizeLinear's output.
+func qdqModel(t *testing.T, x *ir.Tensor) (*ir.Model, map[string]string) {
+	m, err := build.ReadModel(cnnModel)
+	require.NoError(t, err)
+	g := m.Graph
+	var relus []string
+	for _, n := range g.Nodes {
+		if n.OpType == "Relu" {
+			relus = append(relus, n.Outputs[0].Name)
+		}
+	}
+	peak := map[string]float64{}
+	for name, vals := range referenceOutputs(t, orig(t), x, relus) {
+		for _, v := range vals {
+			peak[name] = max(peak[name], v)
+		}
+	}
+	dequantized := map[string]string{}
+	pair := func(v *ir.Value, scale float32, zp uint8) {
+		dq := &ir.Value{Name: v.Name + "_dq", Type: v.Type}
+		g.ReplaceUses(v, dq)
+		s := g.AddInitializer(v.Name+"_scale", ir.Scalar(ir.Float32, scale))
+		z := g.AddInitializer(v.Name+"_zp", ir.Scalar(ir.Uint8, zp))
+		qt := v.Type.Clone()
+		qt.Elem = ir.Uint8
+		q := &ir.Value{Name: v.Name + "_q", Type: qt}
+		qn := &ir.Node{Name: v.Name + "_Q", OpType: "QuantizeLinear", Inputs: []*ir.Value{v, s, z}, Outputs: []*ir.Value{q}}
+		dn := &ir.Node{Name: v.Name + "_DQ", OpType: "DequantizeLinear", Inputs: []*ir.Value{q, s, z}, Outputs: []*ir.Value{dq}}
+		q.Producer, dq.Producer = qn, dn
+		g.Nodes = append(g.Nodes, qn, dn)
+		dequantized[v.Name] = dq.Name
+	}
+	pair(g.Inputs[0], 8.0/255, 128)
+	for _, n := range slices.Clone(g.Nodes) {
+		if n.OpType == "Relu" {
+			pair(n.Outputs[0], float32(peak[n.Outputs[0].Name]/255), 0)
+		}
+	}
+	require.NoError(t, g.TopoSort())
+	return m, dequantized
+}
+
+func orig(t *testing.T) *ir.Model {
+	m, err := build.ReadModel(cnnModel)
+	require.NoError(t, err)
+	return m
+}
+
+// A quantized engine against the FP32 one, tensor by tensor: each of B's
+// quantized tensors pairs with A's tensor of the value it quantized, and
+// its SQNR is the reference executor's, on the QDQ model, of that value
+// after quantization.
+func TestComparePerLayerQuantized(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewSource(5))
+	x := ir.NewTensor(ir.Float32, 12, 1, 8, 8)
+	for i := range ir.Data[float32](x) {
+		ir.Data[float32](x)[i] = float32(rng.Float64()) // digits' pixels are in [0, 1]
+	}
+	data, err := onnx.WriteTensor(x)
+	require.NoError(t, err)
+	xPath := filepath.Join(dir, "x.pb")
+	require.NoError(t, os.WriteFile(xPath, data, 0o644))
+	qdq, dequantized := qdqModel(t, x)
+	a, b := filepath.Join(dir, "a.kiln"), filepath.Join(dir, "b.kiln")
+	buildEngine(t, orig(t), a, build.MarkAll)
+	buildEngine(t, qdq, b, build.MarkAll)
+
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(buildInfer(t), "compare", a, b, "--per-layer", "--json", "--duration", "0.1", "--warmup", "0", "--data", xPath)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
+	var r struct {
+		Layers []struct {
+			Name string
+			SQNR float64 `json:"sqnr_db"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &r))
+	t.Logf("%s", stdout.String())
+
+	// The oracle: A's values from the FP32 model; B's from the QDQ model,
+	// after quantization (a quantized value's DequantizeLinear output; a
+	// layout op after it, such as a MaxPool, already reads dequantized data).
+	var names, quantized []string
+	for _, l := range r.Layers {
+		names = append(names, l.Name)
+		if dq, ok := dequantized[l.Name]; ok {
+			quantized = append(quantized, dq)
+		} else {
+			quantized = append(quantized, l.Name)
+		}
+	}
+	for name := range dequantized {
+		assert.Contains(t, names, name, "every quantized value is compared")
+	}
+	want := referenceOutputs(t, orig(t), x, names)
+	got := referenceOutputs(t, qdq, x, quantized)
+	for _, v := range x.Float32s() {
+		want["input"] = append(want["input"], float64(v))
+	}
+	for i, l := range r.Layers {
+		require.Contains(t, want, l.Name)
+		require.Contains(t, got, quantized[i])
+		oracle := sqnrOf(want[l.Name], got[quantized[i]])
+		assert.InDelta(t, oracle, l.SQNR, 0.1, l.Name)
+		assert.Less(t, l.SQNR, 60.0, "%s is quantized", l.Name)
+	}
+
+	// The text report names the Conv and Gemm nodes of the worst tensors.
+	stdout.Reset()
+	cmd = exec.Command(buildInfer(t), "compare", a, b, "--per-layer", "--duration", "0.1", "--warmup", "0", "--data", xPath)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
+	assert.Contains(t, stdout.String(), "per-layer SQNR of B's quantized tensors against A, worst first")
+	assert.Regexp(t, `to keep the worst in float: cc quantize --keep-fp32 /(features|classifier)/[a-z.0-9]+/(Conv|Gemm)(,/(features|classifier)/[a-z.0-9]+/(Conv|Gemm)){2}\n`, stdout.String())
+}

@@ -129,25 +129,22 @@ func describe(v *ir.Value) *engine.Debug {
 	if p == nil {
 		return d
 	}
-	d.Node = p.Name
+	d.Node = nodeOf(p)
 	last := p
-	if p.Domain == ir.KilnDomain && p.OpType == ops.FusionGroup {
-		body := p.Attr("body").G
-		if len(body.Outputs) == 1 && body.Outputs[0].Producer != nil {
+	if isGroup(p) {
+		if body := p.Attr("body").G; len(body.Outputs) == 1 && body.Outputs[0].Producer != nil {
 			last = body.Outputs[0].Producer
-		}
-		if roles := p.Attr("roles"); roles != nil && len(roles.Strings) == len(body.Nodes) {
-			if i := slices.Index(roles.Strings, "base"); i >= 0 {
-				d.Node = body.Nodes[i].Name
-			}
 		}
 	}
 	if last.Domain == "" && last.OpType == "QuantizeLinear" {
 		quantParams(d, last)
 		if x := last.Input(0); x != nil {
 			d.Value = x.Name
-			if d.Node == p.Name && x.Producer != nil { // an unfused Q: the node that computed x
-				d.Node = x.Producer.Name
+			if !isGroup(p) { // an unfused Q: the node that computed x (none for a model input)
+				d.Node = ""
+				if x.Producer != nil {
+					d.Node = nodeOf(x.Producer)
+				}
 			}
 		}
 		return d
@@ -155,9 +152,32 @@ func describe(v *ir.Value) *engine.Debug {
 	if (v.Type.Elem == ir.Int8 || v.Type.Elem == ir.Uint8) && preservesQuantization(p) && p.Input(0) != nil && p.Input(0).Type.Elem == v.Type.Elem {
 		in := describe(p.Input(0))
 		d.Scale, d.ZeroPoint, d.Axis = in.Scale, in.ZeroPoint, in.Axis
-		d.Value = floatName(v.Name)
+		d.Value, d.Layout = floatName(v.Name), len(d.Scale) > 0
 	}
 	return d
+}
+
+func isGroup(n *ir.Node) bool { return n.Domain == ir.KilnDomain && n.OpType == ops.FusionGroup }
+
+// nodeOf names the model node that computed n's output, as cc quantize
+// --keep-fp32 names it: a fused group's base op, and for a Relu or Clip
+// after a Conv, Gemm, MatMul or Add (an activation the quantizer absorbs
+// into that op) the op.
+func nodeOf(n *ir.Node) string {
+	if n.Domain == "" && (n.OpType == "Relu" || n.OpType == "Clip") && n.Input(0) != nil {
+		if x := n.Input(0).Producer; x != nil && (isGroup(x) || x.Domain == "" && slices.Contains([]string{"Conv", "Gemm", "MatMul", "Add"}, x.OpType)) {
+			n = x
+		}
+	}
+	if isGroup(n) {
+		body := n.Attr("body").G
+		if roles := n.Attr("roles"); roles != nil && len(roles.Strings) == len(body.Nodes) {
+			if i := slices.Index(roles.Strings, "base"); i >= 0 {
+				return body.Nodes[i].Name
+			}
+		}
+	}
+	return n.Name
 }
 
 // quantizedSuffixes end the names of quantized values made from a float

@@ -133,13 +133,14 @@ func TestMarkOutputsNamed(t *testing.T) {
 
 // quantizedGraph is the shape of graph the INT8 passes leave (int8
 // contract §2): a QuantizeLinear of the input, a MaxPool on uint8 and a
-// qconv group whose q-output quantizes the Relu's output.
+// qconv group whose q-output quantizes the Relu's output; then a Conv and
+// Relu whose output an unfused QuantizeLinear quantizes.
 const quantizedGraph = `<ir_version: 8, opset_import: ["" : 13, "kiln" : 1]>
-g (float[1,2,4,4] x) => (float[1,3,2,2] y)
+g (float[1,2,4,4] x) => (float[1,3,2,2] z)
 <
   float x_scale = {0.05}, uint8 x_zp = {128},
   int8[3,2,1,1] w = {1, -2, 3, 4, -5, 6}, float[3] w_scale = {0.1, 0.2, 0.3}, int8[3] w_zp = {0, 0, 0},
-  float y_scale = {0.02}, uint8 y_zp = {0}
+  float y_scale = {0.02}, uint8 y_zp = {0}, float[3,3,1,1] w2 = {1, 0, 0, 0, 1, 0, 0, 0, 1}
 >
 {
   ["quant_x"] xq = QuantizeLinear (x, x_scale, x_zp)
@@ -157,6 +158,10 @@ g (float[1,2,4,4] x) => (float[1,3,2,2] y)
     roles = ["dq-input", "dq-weight", "base", "activation", "q-output"]
   >
   ["dq_y"] y = DequantizeLinear (yq, y_scale, y_zp)
+  ["conv2"] c2 = Conv (y, w2)
+  ["relu2"] r2 = Relu (c2)
+  ["q2"] r2q = QuantizeLinear (r2, y_scale, y_zp)
+  ["dq2"] z = DequantizeLinear (r2q, y_scale, y_zp)
 }
 `
 
@@ -175,19 +180,22 @@ func TestMarkOutputsQuantized(t *testing.T) {
 	for _, v := range m.Graph.Outputs[1:] {
 		names = append(names, v.Name)
 	}
-	assert.Equal(t, []string{"xq", "p_quantized", "yq"}, names, "every stored tensor but the model's output, in order")
-	assert.Equal(t, &engine.Debug{Value: "x", Node: "quant_x", Scale: []float32{0.05}, ZeroPoint: []int32{128}}, debug["xq"])
-	assert.Equal(t, &engine.Debug{Value: "p", Node: "pool", Scale: []float32{0.05}, ZeroPoint: []int32{128}}, debug["p_quantized"])
+	assert.Equal(t, []string{"xq", "p_quantized", "yq", "y", "c2", "r2", "r2q"}, names, "every stored tensor but the model's output, in order")
+	assert.Equal(t, &engine.Debug{Value: "x", Scale: []float32{0.05}, ZeroPoint: []int32{128}}, debug["xq"], "a model input: no node computed it")
+	assert.Equal(t, &engine.Debug{Value: "p", Node: "pool", Scale: []float32{0.05}, ZeroPoint: []int32{128}, Layout: true}, debug["p_quantized"])
 	assert.Equal(t, &engine.Debug{Value: "relu_out", Node: "conv", Scale: []float32{0.02}, ZeroPoint: []int32{0}}, debug["yq"])
+	assert.Equal(t, &engine.Debug{Value: "r2", Node: "conv2", Scale: []float32{0.02}, ZeroPoint: []int32{0}}, debug["r2q"], "the Conv the Relu follows")
+	assert.Equal(t, &engine.Debug{Value: "y", Node: "dq_y"}, debug["y"])
+	assert.Equal(t, &engine.Debug{Value: "r2", Node: "conv2"}, debug["r2"])
 
 	// The descriptions pass the engine metadata's checks.
 	meta := engine.Metadata{KilnVersion: "0", Precision: "int8", Target: engine.Target{Triple: "x86_64-unknown-linux-gnu"},
 		Inputs: []engine.Binding{{Name: "x", DType: "float", Shape: []int64{1, 2, 4, 4}, Index: 0}},
-		Outputs: []engine.Binding{{Name: "y", DType: "float", Shape: []int64{1, 3, 2, 2}, Index: 1},
+		Outputs: []engine.Binding{{Name: "z", DType: "float", Shape: []int64{1, 3, 2, 2}, Index: 1},
 			{Name: "yq", DType: "uint8", Shape: []int64{1, 3, 2, 2}, Index: 2, Debug: debug["yq"]}}}
 	require.NoError(t, meta.Validate())
-	meta.Outputs[0].Debug = &engine.Debug{Value: "y", Scale: []float32{0.1}}
-	assert.ErrorContains(t, meta.Validate(), `output "y": a float tensor has a dequantization scale`)
+	meta.Outputs[0].Debug = &engine.Debug{Value: "z", Scale: []float32{0.1}}
+	assert.ErrorContains(t, meta.Validate(), `output "z": a float tensor has a dequantization scale`)
 	meta.Outputs[0].Debug = nil
 	meta.Outputs[1].Debug = &engine.Debug{Value: "relu_out", Scale: []float32{0.1, 0.2}, Axis: 1}
 	assert.ErrorContains(t, meta.Validate(), "2 dequantization scales along axis 1 of shape [1 3 2 2]")

@@ -83,6 +83,7 @@ type Layer struct {
 	// Name is the source model's value; Node the node that computed it.
 	Name, Node string
 	SQNR       float64
+	layout     bool // a layout op's tensor: its error is its input's
 }
 
 // Compatible checks that two engines take the same inputs and give the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime/engine"
@@ -27,6 +28,7 @@ type layerSet struct {
 
 type layerPair struct {
 	name, node string
+	layout     bool           // B's tensor has its input's quantization (engine.Debug.Layout)
 	a          engine.Binding // A's debug or model output; Name "" with input set
 	input      string         // A's input of this name, when the value is one
 	b          engine.Binding
@@ -64,12 +66,25 @@ func matchLayers(a, b Engine) (*layerSet, error) {
 		if s.quantized && len(o.Debug.Scale) == 0 {
 			continue
 		}
-		p := &layerPair{name: o.Debug.Value, node: o.Debug.Node, b: o}
-		if x, ok := inA[o.Debug.Value]; ok {
-			p.a = x
-		} else if inputs[o.Debug.Value] {
-			p.input = o.Debug.Value
-		} else {
+		p := &layerPair{name: o.Debug.Value, node: o.Debug.Node, layout: o.Debug.Layout, b: o}
+		// cc quantize renames the float value a graph output was (NAME
+		// becomes NAME_float; the output keeps its name): a value not in A
+		// under its own name may be there under that one.
+		names := []string{o.Debug.Value}
+		if f, ok := strings.CutSuffix(o.Debug.Value, "_float"); ok && f != "" {
+			names = append(names, f)
+		}
+		for _, v := range names {
+			if x, ok := inA[v]; ok {
+				p.a, p.name = x, v
+				break
+			}
+			if inputs[v] {
+				p.input, p.name = v, v
+				break
+			}
+		}
+		if p.a.Name == "" && p.input == "" {
 			s.unmatched = append(s.unmatched, o.Debug.Value)
 			continue
 		}
@@ -110,7 +125,8 @@ func (s *layerSet) add(outA, outB, feeds map[string]*ir.Tensor) {
 
 // result lists the compared tensors worst first (NaN, then lowest SQNR)
 // and the nodes of the worst few, for cc quantize --keep-fp32 (only when
-// B is quantized: keeping a node in float is then the remedy).
+// B is quantized: keeping a node in float is then the remedy; and not a
+// layout op's, whose tensor only carries its input's error).
 func (s *layerSet) result() ([]Layer, []string) {
 	var layers []Layer
 	for _, p := range s.pairs {
@@ -118,7 +134,7 @@ func (s *layerSet) result() ([]Layer, []string) {
 			s.unmatched = append(s.unmatched, fmt.Sprintf("%s (%s)", p.name, p.mismatch))
 			continue
 		}
-		layers = append(layers, Layer{Name: p.name, Node: p.node, SQNR: sqnr(p.signal, p.noise)})
+		layers = append(layers, Layer{Name: p.name, Node: p.node, SQNR: sqnr(p.signal, p.noise), layout: p.layout})
 	}
 	slices.SortStableFunc(layers, func(x, y Layer) int {
 		if nx, ny := math.IsNaN(x.SQNR), math.IsNaN(y.SQNR); nx || ny {
@@ -132,7 +148,7 @@ func (s *layerSet) result() ([]Layer, []string) {
 			if len(keep) == keepWorst {
 				break
 			}
-			if l.Node != "" && !slices.Contains(keep, l.Node) && !math.IsInf(l.SQNR, 1) {
+			if l.Node != "" && !l.layout && !slices.Contains(keep, l.Node) && !math.IsInf(l.SQNR, 1) {
 				keep = append(keep, l.Node)
 			}
 		}

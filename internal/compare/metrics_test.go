@@ -100,7 +100,7 @@ func TestFloatsDequantize(t *testing.T) {
 
 // The layer list: NaN first, then ascending SQNR, +Inf last; the
 // --keep-fp32 suggestion names the worst three quantized tensors' nodes,
-// once each, and never an exact one.
+// once each, never an exact one nor a layout op's (pooled).
 func TestLayerResult(t *testing.T) {
 	s := &layerSet{quantized: true}
 	for _, p := range []struct {
@@ -108,16 +108,16 @@ func TestLayerResult(t *testing.T) {
 		signal, noise float64
 	}{
 		{"good", "conv1", 1e4, 1}, {"exact", "conv0", 1, 0}, {"bad", "conv5", 10, 1}, {"nan", "conv9", math.NaN(), 1},
-		{"fair", "conv5", 100, 1}, {"worse", "conv7", 5, 1},
+		{"fair", "conv5", 100, 1}, {"worse", "conv7", 5, 1}, {"pooled", "pool", 5, 1},
 	} {
-		s.pairs = append(s.pairs, &layerPair{name: p.name, node: p.node, signal: p.signal, noise: p.noise})
+		s.pairs = append(s.pairs, &layerPair{name: p.name, node: p.node, signal: p.signal, noise: p.noise, layout: p.node == "pool"})
 	}
 	layers, keep := s.result()
 	var order []string
 	for _, l := range layers {
 		order = append(order, l.Name)
 	}
-	assert.Equal(t, []string{"nan", "worse", "bad", "fair", "good", "exact"}, order)
+	assert.Equal(t, []string{"nan", "worse", "pooled", "bad", "fair", "good", "exact"}, order)
 	assert.InDelta(t, 10*math.Log10(5), layers[1].SQNR, 1e-12)
 	assert.Equal(t, []string{"conv9", "conv7", "conv5"}, keep)
 

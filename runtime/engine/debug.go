@@ -23,6 +23,10 @@ type Debug struct {
 	Scale     []float32 `json:"scale,omitempty"`
 	ZeroPoint []int32   `json:"zero_point,omitempty"`
 	Axis      int       `json:"axis,omitempty"`
+	// Layout says a layout op (MaxPool, Reshape, ...) made the quantized
+	// tensor from another with the same scale: its error is its input's,
+	// none of its own.
+	Layout bool `json:"layout,omitempty"`
 }
 
 // IsDebug reports whether the binding is a debug output.

@@ -43,7 +43,8 @@ over B's.
 --per-layer compares the engines' debug outputs (both built with cc build --mark-outputs
 all): each of B's quantized tensors (every tensor if B has none) against A's tensor of the
 same source value, dequantized, worst SQNR first, and the cc quantize --keep-fp32 flag
-that would keep the worst (up to three) in float. A quantized tensor holds the value its
+that would keep the nodes of the three worst in float (not layout ops such as MaxPool,
+whose tensors carry their input's error). A quantized tensor holds the value its
 QuantizeLinear quantized, so it matches A's tensor of that value's name.
 
 --json prints one object: a and b (each latency_ms {median, p90, p99}, and accuracy with

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -185,6 +187,9 @@ func (q *qtest) run(y *ir.Value, kind string, roles []string, kernels string, op
 	res, err := Compile(m, opts)
 	if err != nil {
 		t.Fatalf("compile: %v", err)
+	}
+	if *dumpDir != "" {
+		os.WriteFile(filepath.Join(*dumpDir, strings.ReplaceAll(t.Name(), "/", "_")+".ll"), []byte(res.LLVMIR), 0o644)
 	}
 	if kernels != "" {
 		var got []string

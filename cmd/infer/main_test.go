@@ -50,7 +50,7 @@ func TestCLI(t *testing.T) {
 		code, stdout, stderr := run(args...)
 		assert.Equal(t, 0, code)
 		assert.Empty(t, stderr)
-		for _, want := range []string{"run ", "check ", "bench ", "cc build"} {
+		for _, want := range []string{"run ", "check ", "bench ", "compare ", "cc build"} {
 			assert.Contains(t, stdout, want)
 		}
 	}

@@ -215,7 +215,11 @@ func (r *Report) agree(a, b Engine, ctxA, ctxB *runtime.Context, data Data, opts
 			return err
 		}
 		for _, o := range outputs {
-			r.Agreement.Add(floats(outA[o.Name], nil), floats(outB[o.Name], nil))
+			x, y := outA[o.Name], outB[o.Name]
+			if !slices.Equal(x.Dims, y.Dims) { // Compatible checked the bindings; a dynamic shape could still differ
+				return fmt.Errorf("output %q is %s%v from %s, %s%v from %s on %s", o.Name, x.DType, x.Dims, a.Path, y.DType, y.Dims, b.Path, data.RunSource(i))
+			}
+			r.Agreement.Add(floats(x, nil), floats(y, nil))
 		}
 		x, y := outA[first], outB[first]
 		if classes := topClasses(x); classes > 0 {

@@ -52,7 +52,7 @@ func (g *gen) prepareGroups() error {
 			kern, err = g.fusedMap(body.Nodes, n.Outputs[0])
 			g.fused[n] = func() error { g.emitKernel(kern, nil); return nil }
 			g.layered[n] = true
-		case "qconv", "qgemm", "qmatmul", "qadd", "qpool", "qlut":
+		case "qconv", "qgemm", "qmatmul", "qadd", "qmul", "qpool", "qlut":
 			err = g.prepareQGroup(n, kind, body.Nodes) // ops_qgroup.go
 		case "layernorm":
 			var ln *layerNorm

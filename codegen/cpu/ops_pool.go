@@ -143,7 +143,12 @@ func init() {
 		return err
 	}
 	register(map[string]*opInfo{
-		"MaxPool":     {types: floatOnly, lower: (*gen).lowerPool, check: poolCheck},
+		"MaxPool": {types: []ir.DType{ir.Float32, ir.Uint8, ir.Int8}, check: poolCheck, lower: func(g *gen, n *ir.Node) error {
+			if n.Inputs[0].Type.Elem != ir.Float32 {
+				return g.lowerQMaxPool(n) // ops_qpool.go
+			}
+			return g.lowerPool(n)
+		}},
 		"AveragePool": {types: floatOnly, lower: (*gen).lowerPool, check: poolCheck},
 	})
 }

@@ -18,7 +18,7 @@ import (
 //   - qconv, qgemm, qmatmul become a qlin (ops_qlinear.go): the integer
 //     product with bias, residual, activation and requantization in its
 //     store;
-//   - qadd is its body as one kernel-layer map (the float arithmetic of
+//   - qadd and qmul are their body as one kernel-layer map (the float arithmetic of
 //     the body itself: u8 in, u8 out, nothing between);
 //   - qpool is one kernel-layer reduction summing u8 in int32, requantized
 //     once (GlobalAveragePool, AveragePool);
@@ -36,6 +36,7 @@ import (
 type qParts struct {
 	dqIn            []*ir.Node // one, or two for qadd
 	dqW, dqB, base  *ir.Node
+	bases           int      // how many base nodes (a qlut's chain has several)
 	biasAdd         *ir.Node // an Add of the dq-bias (a MatMul has no bias operand)
 	dqRes, res, act *ir.Node
 	qOut            *ir.Node
@@ -65,7 +66,9 @@ func qPartsOf(fg *ir.Node, body []*ir.Node) (*qParts, error) {
 		case "dq-bias":
 			err = one(&p.dqB)
 		case "base":
-			err = one(&p.base)
+			if p.bases++; p.base == nil {
+				p.base = n
+			}
 		case "dq-residual":
 			err = one(&p.dqRes)
 		case "bias":
@@ -101,6 +104,9 @@ func (g *gen) prepareQGroup(fg *ir.Node, kind string, body []*ir.Node) error {
 	if err != nil {
 		return err
 	}
+	if p.bases > 1 && kind != "qlut" {
+		return fmt.Errorf("a %s group with %d base nodes", kind, p.bases)
+	}
 	var why error
 	switch kind {
 	case "qconv", "qgemm", "qmatmul":
@@ -110,9 +116,9 @@ func (g *gen) prepareQGroup(fg *ir.Node, kind string, body []*ir.Node) error {
 			g.fused[fg] = func() error { return g.lowerQLin(ql) }
 			return nil
 		}
-	case "qadd":
-		if len(p.dqIn) != 2 || p.base.OpType != "Add" || p.dqW != nil || p.dqB != nil || p.res != nil {
-			return fmt.Errorf("a qadd group is two dq-inputs, an Add base, an optional activation and a q-output")
+	case "qadd", "qmul":
+		if len(p.dqIn) != 2 || p.dqW != nil || p.dqB != nil || p.res != nil || p.biasAdd != nil {
+			return fmt.Errorf("a %s group is two dq-inputs, a base, an optional activation and a q-output", kind)
 		}
 		var kern *kernel.Kernel
 		if kern, why = g.fusedMap(body, fg.Outputs[0]); why == nil {
@@ -145,6 +151,43 @@ func (g *gen) prepareQGroup(fg *ir.Node, kind string, body []*ir.Node) error {
 	}
 	_ = why // the reason the integer kernels refused: the body runs as it is
 	return g.prepareBodyAsIs(fg, body)
+}
+
+func init() {
+	// What the integer kernels take (the passes ask, QuantizedKernel);
+	// a group whose parameters they then refuse still compiles, its body
+	// as it is.
+	linear := func(base string) func(body []*ir.Node, roles []string) bool {
+		return func(body []*ir.Node, roles []string) bool {
+			for i, n := range body {
+				switch {
+				case roles[i] != "base":
+				case n.OpType != base:
+					return false
+				case base == "Gemm" && n.Attr("transA") != nil && n.Attr("transA").I != 0:
+					return false
+				case base == "Conv" && len(n.Inputs[0].Type.Shape.Dims) > 4:
+					return false
+				}
+			}
+			return true
+		}
+	}
+	quantizedLowerings["qconv"] = linear("Conv")
+	quantizedLowerings["qgemm"] = linear("Gemm")
+	quantizedLowerings["qmatmul"] = linear("MatMul")
+	any := func([]*ir.Node, []string) bool { return true }
+	quantizedLowerings["qadd"] = any
+	quantizedLowerings["qmul"] = any
+	quantizedLowerings["qlut"] = any
+	quantizedLowerings["qpool"] = func(body []*ir.Node, roles []string) bool {
+		for i, n := range body {
+			if roles[i] == "base" && n.OpType != "AveragePool" && n.OpType != "GlobalAveragePool" {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // setGroupScratch records the scratch a group's lowering needs (plan.go
@@ -374,8 +417,18 @@ func (g *gen) qlinOfGroup(fg *ir.Node, kind string, p *qParts) (*qlin, error) {
 	sx, sy := xa.scale, ya.scale
 	// Bias: int32 added to the sum when its scale is s_x·s_w (as float32
 	// multiplies them), else a float term.
-	if biasIn != nil {
-		if p.dqB == nil || biasIn != p.dqB.Outputs[0] {
+	if biasIn != nil && p.dqB == nil {
+		// A float bias the base reads as it is.
+		bf := g.constFloats(biasIn)
+		if bf == nil || biasIn.Type.Elem != ir.Float32 || int64(len(bf)) != ql.ch {
+			return nil, fmt.Errorf("the bias is neither the dq-bias nor a float constant per channel")
+		}
+		ql.fbias = make([]float32, ql.ch)
+		for c := range ql.fbias {
+			ql.fbias[c] = float32(beta * float64(float32(bf[c])) / sy)
+		}
+	} else if biasIn != nil {
+		if biasIn != p.dqB.Outputs[0] {
 			return nil, fmt.Errorf("the bias is not the dq-bias")
 		}
 		bt := g.constOf(p.dqB.Inputs[0])

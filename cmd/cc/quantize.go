@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/vbauerster/mpb/v8"
@@ -217,13 +218,21 @@ func runQuantize(env *cli.Env, m *ir.Model, src []byte, opts quantize.Options) (
 	}
 	p := mpb.New(mpb.WithOutput(f), mpb.WithWidth(40))
 	var bar *mpb.Bar
+	var compiling atomic.Bool // read by the bar's render goroutine
 	opts.Progress = func(done, total int) {
+		compiling.Store(done < 0)
 		if bar == nil {
+			stage := decor.Any(func(decor.Statistics) string {
+				if compiling.Load() {
+					return "compiling the calibration engine "
+				}
+				return "calibrating "
+			})
 			bar = p.AddBar(int64(total),
-				mpb.PrependDecorators(decor.Name("calibrating "), decor.CountersNoUnit("%d/%d runs")),
+				mpb.PrependDecorators(stage, decor.CountersNoUnit("%d/%d runs")),
 				mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO)))
 		}
-		bar.SetCurrent(int64(done))
+		bar.SetCurrent(int64(max(0, done)))
 	}
 	res, err := quantize.Quantize(m, src, opts)
 	if bar != nil && !bar.Completed() {

@@ -96,13 +96,16 @@ func calibrate(m *ir.Model, vs []*ir.Value, data *dataset.Set, opts Options) (ma
 		}
 	}
 	if opts.Progress != nil {
-		opts.Progress(0, data.Runs())
+		opts.Progress(-1, data.Runs())
 	}
 	run, done, err := calibrationRunner(cm, buf, data, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
+	if opts.Progress != nil {
+		opts.Progress(0, data.Runs())
+	}
 	for i := range data.Runs() {
 		feeds := data.Run(i)
 		outs, err := run(feeds)

@@ -47,8 +47,8 @@ type Options struct {
 	Build build.Options
 	// Threads is the calibration engine's thread count (0: all cores).
 	Threads int
-	// Progress, when set, is called before the first calibration run and
-	// after each.
+	// Progress, when set, is called with done -1 while the calibration
+	// engine compiles, then 0 and after each of the total runs.
 	Progress func(done, total int)
 	// reference calibrates on the reference executor instead of a native
 	// engine (tests on machines without LLVM).

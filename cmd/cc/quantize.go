@@ -106,7 +106,7 @@ type quantizeFlags struct {
 func addQuantizeFlags(fs *flag.FlagSet) *quantizeFlags {
 	q := &quantizeFlags{calib: &stringList{}}
 	fs.Var(q.calib, "calib", "calibration `DATA`: a tensor file (.pb, .npy) of samples, a folder of them, an ONNX test_data_set folder or a folder of them; NAME=FILE per input (repeat the flag) for several inputs")
-	q.method = fs.String("method", "entropy", "how activation ranges follow from calibration: "+quantize.Methods+" (default P 99.99)")
+	q.method = fs.String("method", "entropy", "`METHOD` giving activation ranges from calibration: minmax, entropy or percentile[=P] (P 99.99 when left out)")
 	q.perChannel = fs.Bool("per-channel", true, "one weight scale per output channel")
 	q.perTensor = fs.Bool("per-tensor", false, "one weight scale per weight tensor")
 	q.keep = fs.String("keep-fp32", "", "comma-separated `NODES` (by name) to leave in float32")

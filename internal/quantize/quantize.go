@@ -217,11 +217,17 @@ func rangesOf(m *ir.Model, sum string, opts Options, res *Result) (*ranges, erro
 			res.Warnings = append(res.Warnings, fmt.Sprintf("tensor %q held %d NaN or infinite values in calibration; its range leaves them out", name, n))
 		}
 	}
+	r := &ranges{stats: stats}
 	if opts.CacheFile != "" {
-		if err := writeCache(opts.CacheFile, newCache(sum, opts.Method, data, stats)); err != nil {
+		c := newCache(sum, opts.Method, data, stats)
+		if err := writeCache(opts.CacheFile, c); err != nil {
 			return nil, fmt.Errorf("writing the calibration cache: %w", err)
 		}
 		res.CacheWritten = true
+		r.cached = map[string][2]float64{} // computed for every tensor already
+		for name, t := range c.Tensors {
+			r.cached[name] = t.Range
+		}
 	}
-	return &ranges{stats: stats}, nil
+	return r, nil
 }

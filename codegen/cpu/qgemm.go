@@ -235,10 +235,8 @@ func (k *kfn) dot4(acc, u, s value.Value, lanes int64) value.Value {
 func (k *kfn) pmaddwd(a, b value.Value, lanes int64) value.Value {
 	wt := ivec(2*lanes, types.I16)
 	a, b = k.b.NewBitCast(a, wt), k.b.NewBitCast(b, wt)
-	if lanes == 16 {
-		return k.call("llvm.x86.avx512.pmaddw.d.512", ivec(16, i32), a, b)
-	}
-	return k.call("llvm.x86.avx2.pmadd.wd", ivec(8, i32), a, b)
+	name := map[int64]string{16: "llvm.x86.avx512.pmaddw.d.512", 8: "llvm.x86.avx2.pmadd.wd", 4: "llvm.x86.sse2.pmadd.wd"}[lanes]
+	return k.call(name, ivec(lanes, i32), a, b)
 }
 
 // splitU8 splits dwords of four u8 into the int16 pairs of their even and
@@ -253,16 +251,20 @@ func (k *kfn) splitU8(v value.Value, lanes int64) (even, odd value.Value) {
 func (k *kfn) cvtRound(f value.Value) value.Value {
 	vt := f.Type().(*types.VectorType)
 	n := int64(vt.Len)
-	if vt.ElemType == types.Double {
-		if n == 8 {
-			return k.call("llvm.x86.avx512.mask.cvtpd2dq.512", ivec(8, i32), f, constant.NewUndef(ivec(8, i32)), constant.NewInt(i8, -1), c32(4))
-		}
-		return k.call("llvm.x86.avx.cvt.pd2dq.256", ivec(4, i32), f)
+	it := ivec(n, i32)
+	switch {
+	case vt.ElemType == types.Double && n == 8:
+		return k.call("llvm.x86.avx512.mask.cvtpd2dq.512", it, f, constant.NewUndef(it), constant.NewInt(i8, -1), c32(4))
+	case vt.ElemType == types.Double && n == 4:
+		return k.call("llvm.x86.avx.cvt.pd2dq.256", it, f)
+	case vt.ElemType == types.Double:
+		return k.b.NewFPToSI(k.call(fmt.Sprintf("llvm.rint.v%df64", n), vt, f), it)
+	case n == 16:
+		return k.call("llvm.x86.avx512.mask.cvtps2dq.512", it, f, constant.NewUndef(it), constant.NewInt(types.I16, -1), c32(4))
+	case n == 8:
+		return k.call("llvm.x86.avx.cvt.ps2dq.256", it, f)
 	}
-	if n == 16 {
-		return k.call("llvm.x86.avx512.mask.cvtps2dq.512", ivec(16, i32), f, constant.NewUndef(ivec(16, i32)), constant.NewInt(types.I16, -1), c32(4))
-	}
-	return k.call("llvm.x86.avx.cvt.ps2dq.256", ivec(8, i32), f)
+	return k.call("llvm.x86.sse2.cvtps2dq", it, f)
 }
 
 // fclamp is min(max(x, lo), hi) on numbers (x is never NaN here).
@@ -344,14 +346,26 @@ func (q *qgemm) emit(k *kfn) {
 	}
 }
 
-// micro computes one tile of rows × cols into the output.
+// micro computes one tile of rows × cols into the output. A last vector
+// that is mostly tail is narrower (8 or 4 lanes: ymm and xmm VNNI run
+// twice as many per cycle as zmm), so a 49-pixel row of 7×7 is three zmm
+// and one xmm, not four zmm.
 func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch value.Value) {
 	L := q.lanes
 	nv := (cols + L - 1) / L
-	vt := ivec(L, i32)
+	width := make([]int64, nv)
+	for j := range width {
+		width[j] = L
+	}
+	if rem := cols - (nv-1)*L; rem <= L/2 {
+		w := L / 2
+		for w/2 >= rem && w/2 >= 4 {
+			w /= 2
+		}
+		width[nv-1] = w
+	}
 	madd := q.isa == qMadd
 	// Each accumulator starts at its channel's corr.
-	w := k.g
 	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
 	init := make([]value.Value, rows*nv)
 	for i := int64(0); i < rows; i++ {
@@ -359,23 +373,37 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 			var v value.Value
 			if q.st.perRow {
 				c := k.add(ch, k.add(m0, c64(i)))
-				v = k.splatOf(k.loadAt(i32, corrP, k.mul(c, c64(4))), L)
+				v = k.splatOf(k.loadAt(i32, corrP, k.mul(c, c64(4))), width[j])
 			} else {
 				c := k.add(ch, k.add(n0, c64(j*L)))
-				v = k.loadAt(vt, corrP, k.mul(c, c64(4)))
+				v = k.loadAt(ivec(width[j], i32), corrP, k.mul(c, c64(4)))
 			}
 			init[i*nv+j] = v
 		}
 	}
-	_ = w
 	vecLoad := func(g value.Value, j int64, odd bool) value.Value {
 		o := k.add(vecOff, k.add(k.mul(g, c64(q.vecGroup)), c64(j*L*4)))
 		if odd {
 			o = k.add(o, c64(q.nb()*4))
 		}
-		return k.loadAt(vt, vecp, o)
+		return k.loadAt(ivec(width[j], i32), vecp, o)
 	}
-	flipMask := isplat(L, -0x7F7F7F80) // 0x80808080
+	// splats broadcasts a dword to each width the tile uses.
+	splats := func(d value.Value) map[int64]value.Value {
+		out := map[int64]value.Value{}
+		for _, w := range width {
+			if out[w] == nil {
+				out[w] = k.splatOf(d, w)
+			}
+		}
+		return out
+	}
+	flip := func(v value.Value, w int64) value.Value {
+		if !q.flip {
+			return v
+		}
+		return k.b.NewXor(v, isplat(w, -0x7F7F7F80)) // 0x80808080
+	}
 	step := func(g value.Value, acc []value.Value, bcDword func(i int64) value.Value) []value.Value {
 		out := make([]value.Value, len(acc))
 		if !q.acts {
@@ -385,23 +413,24 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 			for j := int64(0); j < nv; j++ {
 				av[j] = vecLoad(g, j, false)
 				if madd {
-					ev[j], od[j] = k.splitU8(av[j], L)
+					ev[j], od[j] = k.splitU8(av[j], width[j])
 				}
 			}
 			for i := int64(0); i < rows; i++ {
 				if madd {
 					base := k.add(bcOff, k.add(k.mul(g, c64(q.bcGroup)), c64(i*q.bcRow)))
-					we := k.splatOf(k.loadAt(i32, bcp, base), L)
-					wo := k.splatOf(k.loadAt(i32, bcp, k.add(base, c64(4))), L)
+					we := splats(k.loadAt(i32, bcp, base))
+					wo := splats(k.loadAt(i32, bcp, k.add(base, c64(4))))
 					for j := int64(0); j < nv; j++ {
-						s := k.b.NewAdd(k.pmaddwd(ev[j], we, L), k.pmaddwd(od[j], wo, L))
+						w := width[j]
+						s := k.b.NewAdd(k.pmaddwd(ev[j], we[w], w), k.pmaddwd(od[j], wo[w], w))
 						out[i*nv+j] = k.b.NewAdd(acc[i*nv+j], s)
 					}
 					continue
 				}
-				wv := k.splatOf(bcDword(i), L)
+				wv := splats(bcDword(i))
 				for j := int64(0); j < nv; j++ {
-					out[i*nv+j] = k.dot4(acc[i*nv+j], av[j], wv, L)
+					out[i*nv+j] = k.dot4(acc[i*nv+j], av[j], wv[width[j]], width[j])
 				}
 			}
 			return out
@@ -416,20 +445,17 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 			}
 		}
 		for i := int64(0); i < rows; i++ {
-			a := k.splatOf(bcDword(i), L)
-			if q.flip {
-				a = k.b.NewXor(a, flipMask)
-			}
-			if madd {
-				ev, od := k.splitU8(a, L)
-				for j := int64(0); j < nv; j++ {
-					s := k.b.NewAdd(k.pmaddwd(ev, wv[j], L), k.pmaddwd(od, wo[j], L))
-					out[i*nv+j] = k.b.NewAdd(acc[i*nv+j], s)
-				}
-				continue
-			}
+			a := splats(bcDword(i))
 			for j := int64(0); j < nv; j++ {
-				out[i*nv+j] = k.dot4(acc[i*nv+j], a, wv[j], L)
+				w := width[j]
+				av := flip(a[w], w)
+				if madd {
+					ev, od := k.splitU8(av, w)
+					s := k.b.NewAdd(k.pmaddwd(ev, wv[j], w), k.pmaddwd(od, wo[j], w))
+					out[i*nv+j] = k.b.NewAdd(acc[i*nv+j], s)
+					continue
+				}
+				out[i*nv+j] = k.dot4(acc[i*nv+j], av, wv[j], w)
 			}
 		}
 		return out
@@ -463,7 +489,7 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 	}
 	for i := int64(0); i < rows; i++ {
 		for j := int64(0); j < nv; j++ {
-			valid := min(L, cols-j*L)
+			valid := min(width[j], cols-j*L)
 			at := k.add(cOff, c64(i*q.st.ldc+j*L))
 			var ch0 value.Value
 			if q.st.perRow {
@@ -471,7 +497,7 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 			} else {
 				ch0 = k.add(ch, k.add(n0, c64(j*L)))
 			}
-			q.st.store(k, acc[i*nv+j], cp, resp, at, ch0, L, valid)
+			q.st.store(k, acc[i*nv+j], cp, resp, at, ch0, width[j], valid)
 		}
 	}
 }

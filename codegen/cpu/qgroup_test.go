@@ -350,6 +350,8 @@ func TestQConvGroups(t *testing.T) {
 			xType: u8, yType: u8, zpX: 9, perChannel: true, bias: true},
 		{name: "saturating", N: 1, C: 32, H: 8, W: 8, OC: 40, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
 			xType: u8, yType: u8, zpX: 0, perChannel: true, bias: true, squeeze: 30},
+		{name: "3x3_54px_s8_out", N: 1, C: 12, H: 6, W: 9, OC: 9, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
+			xType: u8, yType: s8, zpX: 200, perChannel: true, bias: true},
 		{name: "stem_7x7_s2", N: 1, C: 3, H: 32, W: 32, OC: 16, kh: 7, kw: 7, stride: 2, pad: 3, dil: 1, grp: 1,
 			xType: u8, yType: u8, zpX: 114, perChannel: true, bias: true, act: "Relu"},
 	} {
@@ -372,7 +374,7 @@ func TestQConvFallbackISAs(t *testing.T) {
 			if hasCPU(cpu) != nil {
 				t.Skip(hasCPU(cpu))
 			}
-			c := qconvCase{N: 1, C: 5, H: 11, W: 13, OC: 20, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
+			c := qconvCase{N: 1, C: 5, H: 7, W: 7, OC: 20, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
 				xType: ir.Int8, yType: ir.Uint8, zpX: -3, perChannel: true, bias: true, residual: true, act: "Relu"}
 			q := newQTest(t, "conv_"+cpu, 12)
 			y, roles := c.build(q)

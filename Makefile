@@ -76,7 +76,7 @@ conformance: build ## the reference executor on ONNX's node tests (those in scop
 	fi; \
 	exit $$status
 
-bench: ## kiln vs ONNX Runtime on the float32 zoo models at 1 and 2 threads (not part of CI)
+bench: ## kiln vs ONNX Runtime on the float32 zoo models in FP32 and INT8 (kiln's QDQ export in both), 1 and 2 threads (not part of CI)
 	@if [ ! -d $(ZOO) ]; then echo "skipping make bench: $(ZOO) is absent"; exit 0; fi; \
 	if ! command -v node >/dev/null; then echo "skipping make bench: node is absent (ONNX Runtime runs in Node.js)"; exit 0; fi; \
 	if ! command -v llc >/dev/null && ! command -v llc-14 >/dev/null; then echo "skipping make bench: llc is absent (make deps)"; exit 0; fi; \

@@ -4,8 +4,16 @@
 // times it with bin/infer bench --json at each thread count, and times ONNX
 // Runtime (--ort: the Node.js script in ../shared/tools/ort) in the same
 // run, since the machines are too noisy for timings taken apart to compare.
-// It prints a Markdown table: model, threads, kiln and ORT median ms, their
-// ratio, and GFLOP/s where the model's FLOP count is known.
+// It prints a Markdown table: model, precision, threads, kiln and ORT median
+// ms, their ratio, kiln INT8's speed-up over kiln FP32, and GFLOP/s where
+// the model's FLOP count is known.
+//
+// INT8 rows quantize each model with bin/cc quantize (calibrated on the
+// model's meta.json calib_set, else on random N(0,1) samples, which is
+// what the zoo's random-weight models are fed), build that QDQ model, and
+// time ONNX Runtime on the same QDQ file; the check column then gives the
+// agreement with kiln's FP32 engine (and the test accuracy of both where
+// the model has a test set).
 package main
 
 import (
@@ -31,19 +39,22 @@ var gflop = map[string]float64{"resnet18": 3.64}
 type options struct {
 	zoo, bin, ort, work string
 	models              []string
+	precisions          []string
 	threads             []int
 	duration            float64
 	rounds              int
 }
 
-// row is one model at one thread count.
+// row is one model in one precision at one thread count.
 type row struct {
-	Model   string
-	Threads int
-	Kiln    float64 // median ms; 0 when it did not run
-	ORT     float64
-	Check   string // PASS, FAIL or why it did not run
-	GFLOP   float64
+	Model     string
+	Precision string
+	Threads   int
+	Kiln      float64 // median ms; 0 when it did not run
+	ORT       float64
+	FP32      float64 // kiln's FP32 median at the same thread count (INT8 rows)
+	Check     string  // PASS, FAIL, an agreement summary or why it did not run
+	GFLOP     float64
 }
 
 func main() {
@@ -55,6 +66,7 @@ func main() {
 	flag.StringVar(&o.work, "work", "", "folder for the engines (default: a temporary one)")
 	flag.StringVar(&models, "models", "", "comma-separated models (default: every float32 model in --zoo)")
 	flag.StringVar(&threads, "threads", "1,2", "comma-separated thread counts")
+	precisions := flag.String("precision", "fp32,int8", "comma-separated precisions: fp32, int8")
 	flag.Float64Var(&o.duration, "duration", 3, "timed seconds per model, thread count and runtime")
 	flag.IntVar(&o.rounds, "rounds", 3, "turns kiln and ONNX Runtime take, splitting --duration")
 	flag.Parse()
@@ -67,6 +79,12 @@ func main() {
 			fatalf("--threads: %q is not a thread count", s)
 		}
 		o.threads = append(o.threads, n)
+	}
+	for _, p := range strings.Split(*precisions, ",") {
+		if p = strings.TrimSpace(p); p != "fp32" && p != "int8" {
+			fatalf("--precision: %q is not fp32 or int8", p)
+		}
+		o.precisions = append(o.precisions, strings.TrimSpace(p))
 	}
 	if models != "" {
 		o.models = strings.Split(models, ",")
@@ -89,7 +107,19 @@ func main() {
 	fmt.Printf("%s, %d CPUs; %gs per measurement\n\n", cpuName(), runtime.NumCPU(), o.duration)
 	var rows []row
 	for _, m := range o.models {
-		rows = append(rows, benchModel(o, m)...)
+		var fp32 []row
+		for _, p := range o.precisions {
+			rs := benchModel(o, m, p)
+			if p == "fp32" {
+				fp32 = rs
+			}
+			for i := range rs {
+				if p == "int8" && i < len(fp32) {
+					rs[i].FP32 = fp32[i].Kiln
+				}
+			}
+			rows = append(rows, rs...)
+		}
 	}
 	writeTable(os.Stdout, rows)
 }
@@ -126,20 +156,29 @@ func float32Models(zoo string) ([]string, error) {
 	return names, nil
 }
 
-func benchModel(o options, model string) []row {
+func benchModel(o options, model, precision string) []row {
 	dir := filepath.Join(o.zoo, model)
 	engine := filepath.Join(o.work, model+".kiln")
 	rows := make([]row, len(o.threads))
 	for i, t := range o.threads {
-		rows[i] = row{Model: model, Threads: t, GFLOP: gflop[model]}
+		rows[i] = row{Model: model, Precision: precision, Threads: t, GFLOP: gflop[model]}
 	}
 	setCheck := func(s string) {
 		for i := range rows {
 			rows[i].Check = s
 		}
 	}
-	fmt.Fprintf(os.Stderr, "== %s\n", model)
-	if _, err := run(filepath.Join(o.bin, "cc"), "build", filepath.Join(dir, "model.onnx"), "-o", engine); err != nil {
+	fmt.Fprintf(os.Stderr, "== %s %s\n", model, precision)
+	ortZoo := o.zoo
+	if precision == "int8" {
+		var err error
+		if ortZoo, err = quantized(o, model); err != nil {
+			setCheck(err.Error())
+		} else {
+			setCheck(agreement(o, model))
+		}
+		engine = filepath.Join(o.work, model+".int8.kiln")
+	} else if _, err := run(filepath.Join(o.bin, "cc"), "build", filepath.Join(dir, "model.onnx"), "-o", engine); err != nil {
 		setCheck("build failed: " + firstLine(err.Error()))
 	} else if _, err := run(filepath.Join(o.bin, "infer"), "check", engine, "--test-data", filepath.Join(dir, "test_data_set_0")); err != nil {
 		setCheck("FAIL")
@@ -149,7 +188,8 @@ func benchModel(o options, model string) []row {
 	// kiln and ONNX Runtime take turns, a slice of the time each per
 	// round, so a drift in the machine's speed (a shared host) hits both;
 	// each figure is the median of the rounds' medians.
-	built := rows[0].Check == "PASS" || rows[0].Check == "FAIL"
+	_, err := os.Stat(engine)
+	built := err == nil
 	slice := o.duration / float64(o.rounds)
 	kiln := make([][]float64, len(rows))
 	ort := make([][]float64, len(rows))
@@ -174,7 +214,7 @@ func benchModel(o options, model string) []row {
 		for _, t := range o.threads {
 			ts = append(ts, strconv.Itoa(t))
 		}
-		out, err := run("node", o.ort, "--zoo", o.zoo, "--model", model, "--threads", strings.Join(ts, ","),
+		out, err := run("node", o.ort, "--zoo", ortZoo, "--model", model, "--threads", strings.Join(ts, ","),
 			"--budget", fmt.Sprint(slice))
 		var r struct {
 			Configs []struct {
@@ -241,17 +281,20 @@ func writeTable(w io.Writer, rows []row) {
 		}
 		return fmt.Sprintf("%.2f", v)
 	}
-	fmt.Fprintln(w, "| model | threads | kiln ms | ORT ms | kiln / ORT | kiln GFLOP/s | check |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| model | precision | threads | kiln ms | ORT ms | kiln / ORT | INT8 speed-up | kiln GFLOP/s | check |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range rows {
-		ratio, gflops := "—", ""
+		ratio, speedup, gflops := "—", "", ""
 		if r.Kiln > 0 && r.ORT > 0 {
 			ratio = fmt.Sprintf("%.2f×", r.Kiln/r.ORT)
+		}
+		if r.Kiln > 0 && r.FP32 > 0 {
+			speedup = fmt.Sprintf("%.2f×", r.FP32/r.Kiln)
 		}
 		if r.GFLOP > 0 && r.Kiln > 0 {
 			gflops = fmt.Sprintf("%.0f", r.GFLOP/(r.Kiln/1000))
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s |\n", r.Model, r.Threads, ms(r.Kiln), ms(r.ORT), ratio, gflops, r.Check)
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", r.Model, r.Precision, r.Threads, ms(r.Kiln), ms(r.ORT), ratio, speedup, gflops, r.Check)
 	}
 }
 

@@ -10,15 +10,17 @@ import (
 func TestWriteTable(t *testing.T) {
 	var b bytes.Buffer
 	writeTable(&b, []row{
-		{Model: "resnet18", Threads: 1, Kiln: 18.2, ORT: 16.1, Check: "PASS", GFLOP: 3.64},
-		{Model: "digits_mlp", Threads: 2, Kiln: 0.0021, ORT: 0.007, Check: "PASS"},
-		{Model: "lstm_small", Threads: 1, Check: "build failed: unsupported"},
+		{Model: "resnet18", Precision: "fp32", Threads: 1, Kiln: 18.2, ORT: 16.1, Check: "PASS", GFLOP: 3.64},
+		{Model: "resnet18", Precision: "int8", Threads: 1, Kiln: 7.28, ORT: 14.56, FP32: 18.2, Check: "cosine 0.9993 with FP32", GFLOP: 3.64},
+		{Model: "digits_mlp", Precision: "fp32", Threads: 2, Kiln: 0.0021, ORT: 0.007, Check: "PASS"},
+		{Model: "lstm_small", Precision: "fp32", Threads: 1, Check: "build failed: unsupported"},
 	})
-	want := `| model | threads | kiln ms | ORT ms | kiln / ORT | kiln GFLOP/s | check |
-|---|---:|---:|---:|---:|---:|---|
-| resnet18 | 1 | 18.20 | 16.10 | 1.13× | 200 | PASS |
-| digits_mlp | 2 | 0.0021 | 0.0070 | 0.30× |  | PASS |
-| lstm_small | 1 | — | — | — |  | build failed: unsupported |
+	want := `| model | precision | threads | kiln ms | ORT ms | kiln / ORT | INT8 speed-up | kiln GFLOP/s | check |
+|---|---|---:|---:|---:|---:|---:|---:|---|
+| resnet18 | fp32 | 1 | 18.20 | 16.10 | 1.13× |  | 200 | PASS |
+| resnet18 | int8 | 1 | 7.28 | 14.56 | 0.50× | 2.50× | 500 | cosine 0.9993 with FP32 |
+| digits_mlp | fp32 | 2 | 0.0021 | 0.0070 | 0.30× |  |  | PASS |
+| lstm_small | fp32 | 1 | — | — | — |  |  | build failed: unsupported |
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)

@@ -83,7 +83,7 @@ bench: ## kiln vs ONNX Runtime on the float32 zoo models in FP32 and INT8 (kiln'
 	$(MAKE) --no-print-directory build; \
 	$(GO) run ./internal/bench --zoo $(ZOO) --bin $(BIN) --ort $(SHARED)/tools/ort/ort_bench.js --duration $(BENCHTIME)
 
-demo: deps build ## inspect, convert and test the bundled model, compile it to an engine, check and benchmark it
+demo: deps build ## inspect, convert and test the bundled models, compile them to engines, check and benchmark them; then INT8: calibrate, compile, compare with FP32
 	@mkdir -p $(OUT)/demo
 	@echo '$$ bin/cc inspect testdata/models/digits_mlp.onnx'
 	@$(BIN)/cc inspect testdata/models/digits_mlp.onnx
@@ -108,6 +108,18 @@ demo: deps build ## inspect, convert and test the bundled model, compile it to a
 		echo "\$$ bin/infer bench $(OUT)/demo/$$m.kiln --threads 1 --duration 1"; \
 		$(BIN)/infer bench $(OUT)/demo/$$m.kiln --threads 1 --duration 1; \
 	done
+	@echo
+	@echo "== INT8: calibrate on 32 training images, compile, and compare with FP32 on the 360 held-out test images"
+	@for m in digits_cnn:x digits_mlp:x_flat; do \
+		name=$${m%%:*}; x=$${m##*:}; \
+		echo; \
+		echo "\$$ bin/cc build --precision int8 --calib testdata/data/digits_calib/$$x.pb testdata/models/$$name.onnx -o $(OUT)/demo/$$name.int8.kiln"; \
+		$(BIN)/cc build --precision int8 --calib testdata/data/digits_calib/$$x.pb testdata/models/$$name.onnx -o $(OUT)/demo/$$name.int8.kiln || exit 1; \
+		echo "\$$ bin/infer compare $(OUT)/demo/$$name.kiln $(OUT)/demo/$$name.int8.kiln --data testdata/data/digits_test/$$x.pb --labels testdata/data/digits_test/y.pb --threads 1 --html $(OUT)/demo/$$name.int8.html"; \
+		$(BIN)/infer compare $(OUT)/demo/$$name.kiln $(OUT)/demo/$$name.int8.kiln --data testdata/data/digits_test/$$x.pb --labels testdata/data/digits_test/y.pb --threads 1 --html $(OUT)/demo/$$name.int8.html || exit 1; \
+	done
+	@echo
+	@echo "(charts of each comparison: $(OUT)/demo/digits_cnn.int8.html, $(OUT)/demo/digits_mlp.int8.html)"
 
 clean: ## remove bin/ and out/
 	rm -rf $(BIN) $(OUT)

@@ -91,8 +91,10 @@ type gen struct {
 	winograd map[*ir.Node]*winoSpec
 	convAlgo map[*ir.Node]string
 	// groupScratch is the scratch of fusion groups lowered whole
-	// (ops_qgroup.go).
+	// (ops_qgroup.go); qops the ONNX integer ops read for the int8
+	// kernels (ops_qops.go).
 	groupScratch map[*ir.Node]int64
+	qops         map[*ir.Node]*qlin
 
 	arenaBytes, tensorBytes int64
 	// counterBase and counterBytes place the work-stealing counters past

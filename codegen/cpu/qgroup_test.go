@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-ml/kiln/internal/opcase"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 )
@@ -503,6 +504,79 @@ func TestQMatMulGroups(t *testing.T) {
 			q := newQTest(t, c.name, 21)
 			y, roles := c.c.build(q)
 			q.run(y, c.kind, roles, "QMatMul", Options{})
+		})
+	}
+}
+
+// TestQLinearOpsOnInt8Kernels: the ONNX integer ops with constant weights
+// and per-tensor activation parameters run on the int8 kernels, bit for
+// bit the reference's (QLinear ops requantize in float64 as it does); the
+// others stay on the kernel layer (TestEveryLoweredOp covers both).
+func TestQLinearOpsOnInt8Kernels(t *testing.T) {
+	needLLC(t)
+	for _, c := range []struct{ line, kernels string }{
+		{"QLinearConv-10(pads=[1 1 1 1]) T[1,5,8,9], float=[0.05], T=[2], int8[6,5,3,3]=rand, float[6]=[0.01 0.02 0.03 0.015 0.04 0.007], int8[6]=[0 0 0 0 0 0], float=[0.09], uint8=[128], int32[6]=rand", "QPad QIm2col QConv"},
+		{"QLinearConv-10(group=4, strides=[2 2], pads=[1 1 1 1]) T[2,4,9,9], float=[0.1], T=[3], int8[4,1,3,3]=rand, float=[0.02], int8=[0], float=[0.3], int8=[-4], int32[4]=rand", "QConvDW"},
+		{"QLinearConv-10 T[1,8,7,7], float=[0.5], T=[0], int8[16,8,1,1]=rand, float=[0.25], int8=[0], float=[2], T=[3]", "QIm2col QConv"},
+		{"ConvInteger-10(pads=[1 1 1 1]) T[2,3,6,17], int8[5,3,3,3]=rand, T=[4], int8[5]=[1 -2 3 0 0]", "QPad QIm2col QConv"},
+		{"ConvInteger-10(group=3) T[1,6,5,5], uint8[6,2,2,2]=[100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127 128 129 130 131 132 133 134 135 136 137 138 139 141 142 143 144 145 146 147 148], T=[1], uint8=[100]", "QIm2col QConv"},
+		{"QLinearMatMul-10 T[3,17], float=[0.02], T=[3], int8[17,9]=rand, float=[0.03], int8=[0], float=[0.05], uint8=[100]", "QMatMul"},
+		{"QLinearMatMul-10 T[16,4], float=[0.1], T=[0], int8[4,16]=rand, float=[1], int8=[0], float=[1], T=[0]", "QMatMul"}, // ties
+		{"QLinearMatMul-10 T[2,5,40], float=[0.1], T=[7], int8[40,33]=rand, float[33]=rand, int8=[0], float=[0.7], int8=[5]", "QMatMul"},
+		{"MatMulInteger-10 T[2,4,7], int8[7,19]=rand, T=[4], int8[19]=rand", "QMatMul"},
+		{"MatMulInteger-10 T[5], uint8[5,6]=[1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30], T=[3], uint8=[4]", "QMatMul"},
+	} {
+		t.Run(c.line, func(t *testing.T) {
+			cs, err := opcase.Parse(c.line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []ir.DType{ir.Uint8, ir.Int8} {
+				g := ir.NewGraph("case")
+				outs, feeds, err := cs.Add(g, "c", d, rand.New(rand.NewSource(3)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A random per-channel scale must be positive.
+				for _, v := range g.Initializers {
+					if v.Type.Elem == ir.Float32 {
+						f := v.Const.Float32s()
+						for i := range f {
+							f[i] = float32(math.Abs(float64(f[i]))) + 0.01
+						}
+					}
+				}
+				g.SetOutputs(outs...)
+				m := ir.NewModel(g, cs.Opset)
+				want := runRef(t, m, feeds)
+				res, err := Compile(m, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, k := range res.Kernels {
+					got = append(got, k[strings.Index(k, "_")+1:])
+				}
+				if strings.Join(got, " ") != c.kernels {
+					t.Errorf("T=%s: compiled to %v, want %s", d, got, c.kernels)
+				}
+				e, err := Load(res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, threads := range []int{1, 2} {
+					out, err := e.Run(feeds, threads, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, o := range outs {
+						if err := compareOut(out[o.Name], want[o.Name]); err != nil {
+							t.Errorf("T=%s, %d threads: %v", d, threads, err)
+						}
+					}
+				}
+				e.Close()
+			}
 		})
 	}
 }

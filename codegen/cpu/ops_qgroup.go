@@ -122,6 +122,7 @@ func (g *gen) prepareQGroup(fg *ir.Node, kind string, body []*ir.Node) error {
 		}
 		var kern *kernel.Kernel
 		if kern, why = g.fusedMap(body, fg.Outputs[0]); why == nil {
+			kern.Name = map[string]string{"qadd": "QAdd", "qmul": "QMul"}[kind]
 			g.fused[fg] = func() error { g.emitKernel(kern, nil); return nil }
 			g.layered[fg] = true
 			return nil

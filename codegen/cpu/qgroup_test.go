@@ -154,11 +154,11 @@ func (q *qtest) floatStats(v *ir.Value) (mean, std float64) {
 }
 
 // quantizeOut quantizes float y to type d over about ±3σ of its values
-// (narrower by squeeze, which saturates more); relu picks zero point
-// the type's low end, else the one centering the mean.
+// around its mean (narrower by squeeze, which saturates more); relu picks
+// zero point the type's low end, else the one centering the mean.
 func (q *qtest) quantizeOut(y *ir.Value, d ir.DType, squeeze float64, relu bool) *ir.Value {
 	mean, std := q.floatStats(y)
-	sy := 6 * std / 255 / max(squeeze, 1)
+	sy := (6*std + 2*math.Abs(mean)) / 255 / max(squeeze, 1)
 	lo, center := int64(0), 128.0
 	if d == ir.Int8 {
 		lo, center = -128, 0
@@ -579,4 +579,73 @@ func TestQLinearOpsOnInt8Kernels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestQElementwiseGroups: qadd and qmul (one map of the body), qpool (an
+// int32 sum requantized once) and qlut (a table of the body's values).
+func TestQElementwiseGroups(t *testing.T) {
+	for _, c := range []struct {
+		name, kind, kernels string
+		build               func(q *qtest) (*ir.Value, []string)
+	}{
+		{"qadd_relu", "qadd", "QAdd", func(q *qtest) (*ir.Value, []string) {
+			a := q.dq(q.input("a", ir.Uint8, 1, 16, 7, 9), 0.05, 10)
+			b := q.dq(q.input("b", ir.Int8, 1, 16, 7, 9), 0.02, -3)
+			y := q.g.Apply("Relu", []*ir.Value{q.g.Apply("Add", []*ir.Value{a, b})})
+			return q.quantizeOut(y, ir.Uint8, 1, true), []string{"dq-input", "dq-input", "base", "activation", "q-output"}
+		}},
+		{"qmul_broadcast_s8", "qmul", "QMul", func(q *qtest) (*ir.Value, []string) {
+			a := q.dq(q.input("a", ir.Uint8, 2, 24, 5, 5), 0.05, 100)
+			b := q.dq(q.input("b", ir.Uint8, 2, 24, 1, 1), 0.004, 0)
+			y := q.g.Apply("Mul", []*ir.Value{a, b})
+			return q.quantizeOut(y, ir.Int8, 1, false), []string{"dq-input", "dq-input", "base", "q-output"}
+		}},
+		{"qpool_global", "qpool", "QPool", func(q *qtest) (*ir.Value, []string) {
+			x := q.dq(q.input("x", ir.Uint8, 2, 40, 7, 7), 0.05, 30)
+			return q.quantizeOut(q.g.Apply("GlobalAveragePool", []*ir.Value{x}), ir.Uint8, 1, false), []string{"dq-input", "base", "q-output"}
+		}},
+		{"qpool_average_pad", "qpool", "QPool", func(q *qtest) (*ir.Value, []string) {
+			x := q.dq(q.input("x", ir.Int8, 1, 8, 11, 10), 0.05, -5)
+			y := q.g.Apply("AveragePool", []*ir.Value{x}, ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 2, 2), ir.AttrIs("pads", 1, 1, 1, 1))
+			return q.quantizeOut(y, ir.Int8, 1, false), []string{"dq-input", "base", "q-output"}
+		}},
+		{"qpool_average_count_pad", "qpool", "QPool", func(q *qtest) (*ir.Value, []string) {
+			x := q.dq(q.input("x", ir.Uint8, 1, 8, 9, 9), 0.05, 128)
+			y := q.g.Apply("AveragePool", []*ir.Value{x}, ir.AttrIs("kernel_shape", 3, 2), ir.AttrIs("pads", 1, 0, 1, 1), ir.AttrI("count_include_pad", 1))
+			return q.quantizeOut(y, ir.Uint8, 1, false), []string{"dq-input", "base", "q-output"}
+		}},
+		{"qlut_sigmoid", "qlut", "QLut", func(q *qtest) (*ir.Value, []string) {
+			x := q.dq(q.input("x", ir.Uint8, 1, 32, 6, 6), 0.06, 128)
+			return q.quantizeOut(q.g.Apply("Sigmoid", []*ir.Value{x}), ir.Uint8, 1, false), []string{"dq-input", "base", "q-output"}
+		}},
+		{"qlut_silu_s8", "qlut", "QLut", func(q *qtest) (*ir.Value, []string) {
+			x := q.dq(q.input("x", ir.Int8, 3, 50), 0.05, 0)
+			y := q.g.Apply("Mul", []*ir.Value{x, q.g.Apply("Sigmoid", []*ir.Value{x})})
+			return q.quantizeOut(y, ir.Int8, 1, false), []string{"dq-input", "base", "base", "q-output"}
+		}},
+		{"qlut_hardswish", "qlut", "QLut", func(q *qtest) (*ir.Value, []string) {
+			x := q.dq(q.input("x", ir.Uint8, 4, 33), 0.05, 120)
+			return q.quantizeOut(q.g.Apply("HardSwish", []*ir.Value{x}), ir.Uint8, 1, false), []string{"dq-input", "base", "q-output"}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := newQTest(t, c.name, 31)
+			y, roles := c.build(q)
+			q.run(y, c.kind, roles, c.kernels, Options{})
+		})
+	}
+}
+
+// TestQGroupBodyAsIs: a qconv group whose weights the int8 kernels do not
+// take (uint8 weights minus a zero point of 0 do not fit s8) runs its body
+// node by node through the kernel layer, with the same result.
+func TestQGroupBodyAsIs(t *testing.T) {
+	q := newQTest(t, "asis", 41)
+	x := q.dq(q.input("x", ir.Uint8, 1, 4, 6, 6), 0.02, 128)
+	w := q.g.AddInitializer("w", q.bytesTensor(ir.Uint8, 5, 4, 3, 3))
+	wf := q.g.Apply("DequantizeLinear", []*ir.Value{w, q.scalar(0.01), q.zp(ir.Uint8, 0)})
+	y := q.g.Apply("Relu", []*ir.Value{q.g.Apply("Conv", []*ir.Value{x, wf}, ir.AttrIs("pads", 1, 1, 1, 1))})
+	y = q.quantizeOut(y, ir.Uint8, 1, true)
+	q.run(y, "qconv", []string{"dq-input", "dq-weight", "base", "activation", "q-output"},
+		"DequantizeLinear DequantizeLinear Conv Relu QuantizeLinear", Options{})
 }

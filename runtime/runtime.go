@@ -122,8 +122,8 @@ func LoadBytesWith(buf []byte, opts LoadOptions) (*Engine, error) {
 		return nil, err
 	}
 	if missing := MissingFeatures(abi.Features); len(missing) > 0 {
-		return nil, fmt.Errorf("this CPU lacks %s, which the engine's code needs (it was built with --cpu %s; rebuild with `cc build --cpu x86-64-v3` for AVX2-only machines)",
-			strings.Join(missing, ", "), f.Meta.Target.CPU)
+		return nil, fmt.Errorf("this CPU lacks %s, which the engine's code needs (it was built with --cpu %s); %s",
+			strings.Join(missing, ", "), f.Meta.Target.CPU, RebuildAdvice(missing))
 	}
 	e.weightBuf = cpurt.NewBuffer(int64(len(f.Weights)))
 	e.weights = e.weightBuf.Bytes
@@ -159,13 +159,30 @@ func HostTriple() string {
 	return arch + "-unknown-linux-gnu"
 }
 
+// RebuildAdvice says which `cc build --cpu` makes an engine this CPU runs,
+// given the features it lacks: an AVX-512 CPU without VNNI (the int8
+// kernels' vpdpbusd) takes x86-64-v4, an AVX2 one x86-64-v3.
+func RebuildAdvice(missing []string) string {
+	vnniOnly := true
+	for _, f := range missing {
+		vnniOnly = vnniOnly && (f == "avx512_vnni" || f == "avx_vnni")
+	}
+	switch {
+	case vnniOnly && len(MissingFeatures([]string{"avx512f", "avx512bw", "avx512dq", "avx512vl"})) == 0:
+		return "rebuild it with `cc build --cpu x86-64-v4` for AVX-512 without VNNI (the int8 kernels then multiply in int16 pairs)"
+	case len(MissingFeatures([]string{"avx", "avx2", "fma"})) == 0:
+		return "rebuild it with `cc build --cpu x86-64-v3` for AVX2"
+	}
+	return "kiln's x86-64 engines need at least AVX2 and FMA (x86-64-v3)"
+}
+
 // MissingFeatures returns the CPU features in need that this CPU lacks.
 func MissingFeatures(need []string) []string {
 	// Names as Linux's /proc/cpuinfo spells them (what codegen records).
 	have := map[string]bool{
 		"avx": cpu.X86.HasAVX, "avx2": cpu.X86.HasAVX2, "fma": cpu.X86.HasFMA,
 		"avx512f": cpu.X86.HasAVX512F, "avx512bw": cpu.X86.HasAVX512BW, "avx512dq": cpu.X86.HasAVX512DQ,
-		"avx512vl": cpu.X86.HasAVX512VL, "avx512_vnni": cpu.X86.HasAVX512VNNI,
+		"avx512vl": cpu.X86.HasAVX512VL, "avx512_vnni": cpu.X86.HasAVX512VNNI, "avx_vnni": cpu.X86.HasAVXVNNI,
 		"asimd": cpu.ARM64.HasASIMD, "asimddp": cpu.ARM64.HasASIMDDP,
 	}
 	var missing []string

@@ -649,3 +649,34 @@ func TestQGroupBodyAsIs(t *testing.T) {
 	q.run(y, "qconv", []string{"dq-input", "dq-weight", "base", "activation", "q-output"},
 		"DequantizeLinear DequantizeLinear Conv Relu QuantizeLinear", Options{})
 }
+
+// TestQFeatures: the int8 kernels use vpdpbusd exactly when the target has
+// AVX512-VNNI, and the engine records the feature.
+func TestQFeatures(t *testing.T) {
+	needLLC(t)
+	host, err := cpuFeatures("native")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, c := range []struct {
+		cpu  string
+		vnni bool
+	}{{"native", slices.Contains(host, "avx512_vnni") || slices.Contains(host, "avx_vnni")}, {"icelake-server", true}, {"x86-64-v4", false}, {"x86-64-v3", false}} {
+		q := newQTest(t, "feat", 51)
+		y, roles := qmatmulCase{M: []int64{4}, K: 32, N: 16, xType: ir.Uint8}.build(q)
+		y.Name = "y"
+		q.g.SetOutputs(y)
+		q.group("qmatmul", roles...)
+		m := ir.NewModel(q.g, 21)
+		m.OpsetImports = append(m.OpsetImports, ir.OpsetImport{Domain: ir.KilnDomain, Version: 1})
+		res, err := Compile(m, Options{CPU: c.cpu})
+		if err != nil {
+			t.Fatalf("%s: %v", c.cpu, err)
+		}
+		uses := strings.Contains(res.LLVMIR, "vpdpbusd")
+		records := slices.Contains(res.Features, "avx512_vnni") || slices.Contains(res.Features, "avx_vnni")
+		if uses != c.vnni || records != c.vnni {
+			t.Errorf("--cpu %s: vpdpbusd used %v, VNNI recorded %v (features %v), want %v", c.cpu, uses, records, res.Features, c.vnni)
+		}
+	}
+}

@@ -680,3 +680,68 @@ func TestQFeatures(t *testing.T) {
 		}
 	}
 }
+
+// TestQDynamicBatch: quantized groups over a dynamic batch (the int8
+// kernels run per sample, the kernel-layer ones over the whole batch),
+// compiled once and run at several batches.
+func TestQDynamicBatch(t *testing.T) {
+	needLLC(t)
+	build := func(grouped bool) *ir.Model {
+		q := newQTest(t, "dyn", 61)
+		g := q.g
+		x := g.AddInput("x", ir.TensorType(ir.Uint8, ir.ShapeOf(ir.Sym("N"), ir.D(8), ir.D(10), ir.D(10))))
+		xf := q.dq(x, 0.02, 120)
+		sw := q.scales(8, true)
+		wf, _ := q.weights(sw, 0, 8, 8, 3, 3)
+		y := g.Apply("Conv", []*ir.Value{xf, wf, q.bias(0.02, sw, 8)}, ir.AttrIs("pads", 1, 1, 1, 1))
+		y = g.Apply("Add", []*ir.Value{y, q.dq(x, 0.02, 120)})
+		y = g.Apply("Relu", []*ir.Value{y})
+		y = g.Apply("QuantizeLinear", []*ir.Value{y, q.scalar(0.1), q.zp(ir.Uint8, 0)})
+		if grouped {
+			q.group("qconv", "dq-input", "dq-weight", "dq-bias", "base", "dq-residual", "residual", "activation", "q-output")
+		}
+		p := g.Apply("GlobalAveragePool", []*ir.Value{q.dq(y, 0.1, 0)})
+		p = g.Apply("QuantizeLinear", []*ir.Value{p, q.scalar(0.05), q.zp(ir.Uint8, 0)})
+		if grouped {
+			q.group("qpool", "dq-input", "base", "q-output")
+		}
+		s := g.Apply("Sigmoid", []*ir.Value{q.dq(y, 0.1, 0)})
+		s = g.Apply("QuantizeLinear", []*ir.Value{s, q.scalar(1.0 / 256), q.zp(ir.Uint8, 0)})
+		if grouped {
+			q.group("qlut", "dq-input", "base", "q-output")
+		}
+		p.Name, s.Name = "pool", "lut"
+		g.SetOutputs(p, s)
+		m := ir.NewModel(g, 21)
+		if grouped {
+			m.OpsetImports = append(m.OpsetImports, ir.OpsetImport{Domain: ir.KilnDomain, Version: 1})
+		}
+		return m
+	}
+	res, err := Compile(build(true), Options{Profile: map[string]DimRange{"N": {Min: 1, Opt: 1, Max: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kernelsWith(res, "QConv") != 1 || kernelsWith(res, "QPool") != 1 || kernelsWith(res, "QLut") != 1 {
+		t.Errorf("kernels %v", res.Kernels)
+	}
+	e, err := Load(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	q := newQTest(t, "feeds", 62)
+	for _, batch := range []int64{1, 3, 4, 2} {
+		feeds := map[string]*ir.Tensor{"x": q.bytesTensor(ir.Uint8, batch, 8, 10, 10)}
+		want := runRef(t, build(false), feeds)
+		for _, threads := range []int{1, 2} {
+			got, err := e.Run(feeds, threads, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"pool", "lut"} {
+				compareQuantized(t, got[name], want[name])
+			}
+		}
+	}
+}

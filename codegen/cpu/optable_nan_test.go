@@ -14,6 +14,11 @@ func init() {
 			"Pow-15 float[20]~[0.75 0.75 1.5 1.5 -0.5 -2 0 Inf -Inf -Inf 1 -1 NaN 2 0 -0 -Inf -Inf -2 -Inf]," +
 				" float[20]~[-Inf Inf -Inf Inf -Inf Inf -Inf -Inf 3 -3 NaN Inf 0 NaN -1 -1 0.5 -0.5 0.5 2]",
 		},
+		// Saturation at both ends, NaN (0) and ±Inf, exact halves (to even).
+		"QuantizeLinear": {
+			"QuantizeLinear-13 float[18]~[NaN Inf -Inf 1e30 -1e30 0.125 0.375 -0.125 -0.375 6.4 -6.4 12.7 12.8 -12.8 -12.9 0 -0 3.3], float=[0.05], uint8=[128]",
+			"QuantizeLinear-13 float[18]~[NaN Inf -Inf 1e30 -1e30 0.125 0.375 -0.125 -0.375 6.4 -6.4 12.7 12.8 -12.8 -12.9 0 -0 3.3], float=[0.05], int8=[-3]",
+		},
 		"Conv": {"Conv-11 float[1,1,3,3]~[NaN 1 2 3 4 5 6 7 8], float[2,1,2,2]=rand"},
 	})
 }

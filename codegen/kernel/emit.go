@@ -193,6 +193,9 @@ func (p *Point) eval(e *Expr) value.Value {
 		a := p.args(e)
 		return f.B.NewSelect(a[0], a[1], a[2])
 	case OpCast:
+		if clampedToInt32(e) {
+			return f.castInRange(p.Eval(e.Args[0]), e.Type)
+		}
 		return f.cast(p.Eval(e.Args[0]), e.Args[0].Type, e.Type, e.Round)
 	}
 	a := p.args(e)
@@ -670,6 +673,29 @@ func (f *Fn) cast(x value.Value, from, to ir.DType, round ir.DType) value.Value 
 		return f.B.NewICmp(enum.IPredNE, x, intConstLike(x.Type(), 0))
 	}
 	return f.intResize(x, from, to)
+}
+
+// clampedToInt32 reports whether cast e converts a float clamped to
+// constant bounds within int32 (Clamp: Min(Max(x, lo), hi)), as every
+// quantization's saturation does, to an integer of at most 32 bits: its
+// value is then a NaN or in range, so castInRange gives what cast does
+// without cast's 64-bit saturating conversion, which LLVM does not
+// vectorize.
+func clampedToInt32(e *Expr) bool {
+	x := e.Args[0]
+	if !x.Type.IsFloat() || !e.Type.IsInt() || RegType(e.Type).(*types.IntType).BitSize > 32 || x.Op != OpMin || x.Args[0].Op != OpMax {
+		return false
+	}
+	lo, hi := x.Args[0].Args[1], x.Args[1]
+	return lo.Op == OpConst && hi.Op == OpConst && lo.Float >= math.MinInt32 && hi.Float <= math.MaxInt32
+}
+
+// castInRange converts a float that is NaN or within int32 to integer type
+// to: NaN gives 0, as cast's saturating conversion does.
+func (f *Fn) castInRange(x value.Value, to ir.DType) value.Value {
+	n := lanes(x)
+	x = f.B.NewSelect(f.B.NewFCmp(enum.FPredUNO, x, x), typedConst(x.Type(), 0), x)
+	return f.intResize(f.B.NewFPToSI(x, vecOf(types.I32, n)), ir.Int32, to)
 }
 
 // intResize changes an integer's width: truncating, or extending by the

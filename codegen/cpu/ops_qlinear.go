@@ -123,8 +123,13 @@ func (g *gen) channelParams(ql *qlin, st *qstore, corr []int32, pad int64) {
 		}
 		st.mult = g.addFloats(m)
 		if ql.fbias != nil {
+			// Offset by the zero point's even part: the store adds both at
+			// once (qstore.store).
+			even, _ := qZeroPointSplit(ql.zpY)
 			b := make([]float32, n)
-			copy(b, ql.fbias)
+			for i, v := range ql.fbias {
+				b[i] = v + float32(even)
+			}
 			st.fbias = g.addFloats(b)
 		}
 	}

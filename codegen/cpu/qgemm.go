@@ -550,21 +550,35 @@ func (st *qstore) store(k *kfn, acc, cp, resp, at, ch value.Value, L, valid int6
 			idx[i] = c32(int64(i))
 		}
 		q = k.b.NewShuffleVector(parts[0], parts[1], constant.NewVector(ivec(L, i32), idx...))
-	} else {
-		var f value.Value = k.b.NewFMul(k.b.NewSIToFP(acc, ivec(L, f32)), param(st.mult, f32, 4))
-		if st.fbias >= 0 {
-			f = k.b.NewFAdd(f, param(st.fbias, f32, 4))
+		if st.zpY != 0 {
+			q = k.b.NewAdd(q, isplat(L, st.zpY))
 		}
+	} else {
+		// The zero point's even part rides in the fma's addend (with the
+		// float bias, which packing offset by it) and the clamp's bounds:
+		// rounding half to even, round(v + 2j) = round(v) + 2j, which an
+		// odd zero point would break at ties; its odd 1 is added after.
+		zpF, zpI := qZeroPointSplit(st.zpY)
+		var b value.Value = fconst(ivec(L, f32), float64(zpF))
+		if st.fbias >= 0 {
+			b = param(st.fbias, f32, 4)
+		}
+		f := k.fma(k.b.NewSIToFP(acc, ivec(L, f32)), param(st.mult, f32, 4), b)
 		if res != nil {
 			f = k.fma(k.b.NewSIToFP(res, ivec(L, f32)), k.splatOf(cf(float64(st.resMult)), L), f)
 		}
-		q = k.cvtRound(k.fclamp(f, st.lo, st.hi))
-	}
-	if st.zpY != 0 {
-		q = k.b.NewAdd(q, isplat(L, st.zpY))
+		z := float64(zpF)
+		q = k.cvtRound(k.fclamp(f, st.lo+z, st.hi+z))
+		if zpI != 0 {
+			q = k.b.NewAdd(q, isplat(L, zpI))
+		}
 	}
 	k.maskedStoreAt(k.b.NewTrunc(q, ivec(L, i8)), cp, at, valid)
 }
+
+// qZeroPointSplit splits a zero point into an even part (added in float
+// before rounding) and the rest, -1, 0 or 1 (added after).
+func qZeroPointSplit(zp int64) (even, rest int64) { return zp - zp%2, zp % 2 }
 
 // ---- packing ----
 

@@ -745,3 +745,23 @@ func TestQDynamicBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestQTies: power-of-two scales put half the sums exactly on ties (here
+// y = (x - 128)·w/2 with w of ±1), which must round half to even before
+// the output's zero point (odd here) is added, as QuantizeLinear does: the
+// float body and the integer kernel agree exactly.
+func TestQTies(t *testing.T) {
+	for _, zp := range []int64{3, -5, 0, 8} {
+		q := newQTest(t, "ties", 71)
+		x := q.dq(q.input("x", ir.Uint8, 40, 1), 1, 128)
+		w := make([]int8, 18)
+		for i := range w {
+			w[i] = int8(1 - 2*(i%2))
+		}
+		wv := q.g.AddInitializer("w", ir.FromSlice(ir.Int8, []int64{1, 18}, w))
+		wf := q.g.Apply("DequantizeLinear", []*ir.Value{wv, q.scalar(1)})
+		y := q.g.Apply("MatMul", []*ir.Value{x, wf})
+		y = q.g.Apply("QuantizeLinear", []*ir.Value{y, q.scalar(2), q.zp(ir.Int8, zp)})
+		q.run(y, "qmatmul", []string{"dq-input", "dq-weight", "base", "q-output"}, "QMatMul", Options{})
+	}
+}

@@ -33,7 +33,11 @@ QDQ model that cc build, ONNX Runtime and TensorRT read: int8 weights (per outpu
 channel by default) and int32 biases behind DequantizeLinear, and uint8
 QuantizeLinear -> DequantizeLinear pairs on the activations of Conv, Gemm, MatMul,
 Add, Mul, Concat, the pools, Sigmoid and HardSwish (a following Relu or Clip, and a
-Conv's residual Add, stay inside the pair). Graph outputs stay float.
+Conv's residual Add, stay inside the pair). Graph outputs stay float. Where INT8
+would be slower than FP32 (a set of quantized nodes whose quantize and dequantize
+steps at its border cost more than its integer kernels save, such as one small Gemm
+between float ops) the nodes stay float and the command says so; --quantize-all
+quantizes them anyway.
 
 DATA (--calib) is a tensor file (.pb TensorProto or .npy) whose leading dim counts
 samples (a [32,3,224,224] file is 32 runs of a [1,3,224,224] input), a folder of
@@ -100,6 +104,7 @@ type quantizeFlags struct {
 	perChannel *bool
 	perTensor  *bool
 	keep       *string
+	all        *bool
 	cache      *string
 }
 
@@ -110,6 +115,7 @@ func addQuantizeFlags(fs *flag.FlagSet) *quantizeFlags {
 	q.perChannel = fs.Bool("per-channel", true, "one weight scale per output channel")
 	q.perTensor = fs.Bool("per-tensor", false, "one weight scale per weight tensor")
 	q.keep = fs.String("keep-fp32", "", "comma-separated `NODES` (by name) to leave in float32")
+	q.all = fs.Bool("quantize-all", false, "quantize every node that can be, also where INT8 would be slower than FP32 (by default such nodes stay float, and the command names them)")
 	q.cache = fs.String("calib-cache", "", "calibration cache `FILE` (JSON): read when it exists and was made for this model (no runs, no --calib needed), written after calibrating otherwise")
 	return q
 }
@@ -127,7 +133,7 @@ func (q *quantizeFlags) options(fs *flag.FlagSet, lim ir.Limits) (quantize.Optio
 		return quantize.Options{}, cli.Usagef("--calib DATA is required (or --calib-cache FILE holding this model's calibration)")
 	}
 	opts := quantize.Options{Method: method, PerTensor: *q.perTensor || !*q.perChannel, KeepFP32: split(*q.keep),
-		Data: *q.calib, CacheFile: *q.cache}
+		QuantizeAll: *q.all, Data: *q.calib, CacheFile: *q.cache}
 	opts.Build.Limits = lim
 	return opts, nil
 }
@@ -136,7 +142,7 @@ func (q *quantizeFlags) options(fs *flag.FlagSet, lim ir.Limits) (quantize.Optio
 // it records them in opts and returns the quantization's options (nil for
 // fp32, where the quantize flags have no use).
 func (q *quantizeFlags) forBuild(fs *flag.FlagSet, precision string, opts *build.Options) (*quantize.Options, error) {
-	names := []string{"calib", "method", "per-channel", "per-tensor", "keep-fp32", "calib-cache"}
+	names := []string{"calib", "method", "per-channel", "per-tensor", "keep-fp32", "quantize-all", "calib-cache"}
 	switch precision {
 	case "fp32":
 		for _, name := range names {
@@ -161,6 +167,9 @@ func (q *quantizeFlags) forBuild(fs *flag.FlagSet, precision string, opts *build
 	}
 	if len(qopts.KeepFP32) > 0 {
 		opts.Quantize = append(opts.Quantize, "--keep-fp32="+strings.Join(qopts.KeepFP32, ","))
+	}
+	if qopts.QuantizeAll {
+		opts.Quantize = append(opts.Quantize, "--quantize-all")
 	}
 	return &qopts, nil
 }
@@ -254,12 +263,19 @@ func quantizeSummary(res *quantize.Result, opts quantize.Options) string {
 		weights = "per-tensor"
 	}
 	s := fmt.Sprintf("%d of %d nodes quantized (%s), %d activation tensors, %s weights; ", n, res.Nodes, strings.Join(units, ", "), res.Tensors, weights)
-	if res.FromCache {
-		return s + fmt.Sprintf("%s ranges from the calibration cache %s (%d samples)", opts.Method, opts.CacheFile, res.Samples)
+	if n == 0 {
+		s = fmt.Sprintf("none of %d nodes quantized; ", res.Nodes)
 	}
-	s += fmt.Sprintf("%s ranges from %d samples in %d runs, calibrated in %s", opts.Method, res.Samples, res.Runs, res.Calibration.Round(time.Millisecond))
-	if res.CacheWritten {
-		s += ", cached in " + opts.CacheFile
+	if res.FromCache {
+		s += fmt.Sprintf("%s ranges from the calibration cache %s (%d samples)", opts.Method, opts.CacheFile, res.Samples)
+	} else {
+		s += fmt.Sprintf("%s ranges from %d samples in %d runs, calibrated in %s", opts.Method, res.Samples, res.Runs, res.Calibration.Round(time.Millisecond))
+		if res.CacheWritten {
+			s += ", cached in " + opts.CacheFile
+		}
+	}
+	for _, k := range res.KeptFloat {
+		s += "\nkept in FP32, INT8 would be slower: " + k
 	}
 	return s
 }

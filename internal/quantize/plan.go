@@ -50,11 +50,18 @@ type plan struct {
 	acts  []*ir.Value
 	isAct map[*ir.Value]bool
 	share map[*ir.Value]*ir.Value
+	// ins and out are each unit's activation inputs given a pair and the
+	// tensor its QuantizeLinear quantizes.
+	ins map[*ir.Node][]*ir.Value
+	out map[*ir.Node]*ir.Value
+	// keptFloat describes the islands left float because INT8 would be
+	// slower there (guard.go).
+	keptFloat []string
 }
 
 // planOf decides what m's graph quantizes. keep names nodes to leave
-// float.
-func planOf(m *ir.Model, keep []string, perTensor bool) (*plan, error) {
+// float; guard leaves float where INT8 would be slower.
+func planOf(m *ir.Model, keep []string, perTensor, guard bool) (*plan, error) {
 	g := m.Graph
 	if err := checkKeep(g, keep); err != nil {
 		return nil, err
@@ -64,7 +71,8 @@ func planOf(m *ir.Model, keep []string, perTensor bool) (*plan, error) {
 		kept[k] = true
 	}
 	p := &plan{g: g, absorbed: map[*ir.Node]*ir.Node{}, weightAxis: map[*ir.Node]int{},
-		isAct: map[*ir.Value]bool{}, share: map[*ir.Value]*ir.Value{}}
+		isAct: map[*ir.Value]bool{}, share: map[*ir.Value]*ir.Value{},
+		ins: map[*ir.Node][]*ir.Value{}, out: map[*ir.Node]*ir.Value{}}
 	uses := g.Uses()
 	isOutput := map[*ir.Value]bool{}
 	for _, v := range g.Outputs {
@@ -202,12 +210,18 @@ func planOf(m *ir.Model, keep []string, perTensor bool) (*plan, error) {
 			continue
 		}
 		p.units = append(p.units, n)
-		for _, v := range ins {
+		p.ins[n], p.out[n] = ins, out
+	}
+	if guard {
+		p.keepFloatIslands(uses, isOutput)
+	}
+	for _, n := range p.units {
+		for _, v := range p.ins[n] {
 			p.addAct(v)
 		}
-		p.addAct(out)
+		p.addAct(p.out[n])
 		if n.OpType == "MaxPool" {
-			p.share[out] = n.Inputs[0]
+			p.share[p.out[n]] = n.Inputs[0]
 		}
 	}
 	// Layout ops between quantized tensors pass their parameters on.

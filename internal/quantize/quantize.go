@@ -35,6 +35,9 @@ type Options struct {
 	PerTensor bool
 	// KeepFP32 names nodes to leave float.
 	KeepFP32 []string
+	// QuantizeAll quantizes also where the guard (guard.go) would keep
+	// FP32 because INT8 would be slower.
+	QuantizeAll bool
 	// Data is the calibration data, in internal/dataset's forms (one path,
 	// or NAME=PATH per input). It may be empty when CacheFile holds the
 	// model's calibration.
@@ -72,6 +75,9 @@ type Result struct {
 	// running it.
 	Calibration time.Duration
 	Warnings    []string
+	// KeptFloat describes each set of quantizable nodes left float
+	// because INT8 would be slower there (guard.go).
+	KeptFloat []string
 }
 
 // Quantize quantizes m, read from the file whose bytes are src (their hash
@@ -84,7 +90,7 @@ func Quantize(m *ir.Model, src []byte, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Model: m, Nodes: len(m.Graph.Nodes), Units: map[string]int{}}
-	p, err := planOf(m, opts.KeepFP32, opts.PerTensor)
+	p, err := planOf(m, opts.KeepFP32, opts.PerTensor, !opts.QuantizeAll)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +134,7 @@ func Quantize(m *ir.Model, src []byte, opts Options) (*Result, error) {
 		res.Units[n.OpType]++
 	}
 	res.Tensors = len(p.acts)
+	res.KeptFloat = p.keptFloat
 	return res, nil
 }
 

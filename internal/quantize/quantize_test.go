@@ -146,7 +146,7 @@ func TestQDQConvNet(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	calib := writeTensor(t, dir, "x.pb", randn(rng, 1, 16, 3, 8, 8))
 
-	res := quantizeOnReference(t, m, src, Options{Data: []string{calib}})
+	res := quantizeOnReference(t, m, src, Options{Data: []string{calib}, QuantizeAll: true})
 	assert.Equal(t, map[string]int{"Conv": 4, "Gemm": 1, "MaxPool": 1, "Concat": 1, "GlobalAveragePool": 1}, res.Units)
 	assert.Equal(t, 16, res.Samples)
 
@@ -233,7 +233,7 @@ func TestChainsKeepTheirPairOutside(t *testing.T) {
 	g.SetOutputs(prod)
 	src, m := modelBytes(t, ir.NewModel(g, 13))
 	calib := writeTensor(t, t.TempDir(), "x.pb", randn(rng, 1, 32, 16))
-	res := quantizeOnReference(t, m, src, Options{Data: []string{calib}, Method: Method{Name: "minmax"}})
+	res := quantizeOnReference(t, m, src, Options{Data: []string{calib}, Method: Method{Name: "minmax"}, QuantizeAll: true})
 	assert.Equal(t, map[string]int{"MatMul": 1, "Sigmoid": 1, "Mul": 1}, res.Units)
 	for _, n := range res.Model.Graph.Nodes {
 		switch n.OpType {
@@ -257,7 +257,7 @@ func TestChainsKeepTheirPairOutside(t *testing.T) {
 func TestKeepFP32(t *testing.T) {
 	src, m := modelBytes(t, convNet(2))
 	calib := writeTensor(t, t.TempDir(), "x.pb", randn(rand.New(rand.NewPCG(3, 3)), 1, 4, 3, 8, 8))
-	res := quantizeOnReference(t, m, src, Options{Data: []string{calib}, KeepFP32: []string{"conv3b", "fc"}})
+	res := quantizeOnReference(t, m, src, Options{Data: []string{calib}, KeepFP32: []string{"conv3b", "fc"}, QuantizeAll: true})
 	assert.Equal(t, 3, res.Units["Conv"])
 	assert.Zero(t, res.Units["Gemm"])
 	for _, n := range res.Model.Graph.Nodes {
@@ -277,7 +277,7 @@ func TestKeepFP32(t *testing.T) {
 func TestPerTensor(t *testing.T) {
 	src, m := modelBytes(t, convNet(3))
 	calib := writeTensor(t, t.TempDir(), "x.pb", randn(rand.New(rand.NewPCG(3, 3)), 1, 4, 3, 8, 8))
-	res := quantizeOnReference(t, m, src, Options{Data: []string{calib}, PerTensor: true})
+	res := quantizeOnReference(t, m, src, Options{Data: []string{calib}, PerTensor: true, QuantizeAll: true})
 	for _, n := range res.Model.Graph.Nodes {
 		if n.OpType == "Conv" || n.OpType == "Gemm" {
 			dq := n.Inputs[1].Producer

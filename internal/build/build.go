@@ -3,18 +3,19 @@
 package build
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/frontend/text"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
@@ -213,6 +214,9 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		return nil, err
 	}
 	warnings := saveCache(cache)
+	if opts.Precision == "int8" && precisionOf(m) != "int8" {
+		warnings = append(warnings, "nothing in the model computes in INT8 (where it would be slower, quantization left it float): the engine is FP32")
+	}
 	plan, err := text.Print(withoutBigConstants(m))
 	if err != nil {
 		return nil, err
@@ -222,7 +226,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		KilnVersion:  Version,
 		ModelName:    m.Graph.Name,
 		SourceSHA256: hex.EncodeToString(sum[:]),
-		Precision:    cmp.Or(opts.Precision, "fp32"),
+		Precision:    precisionOf(m),
 		Target:       engine.Target{Triple: "x86_64-unknown-linux-gnu", CPU: cpuName, Features: code.Features},
 		ArenaBytes:   code.ArenaBytes,
 		TensorBytes:  code.TensorBytes,
@@ -313,4 +317,18 @@ func set(names []string) map[string]bool {
 		}
 	}
 	return s
+}
+
+// precisionOf is the precision an optimized graph computes in: "int8" when
+// integer kernels compute some of it (quantized fusion groups, ONNX's
+// integer ops), else "fp32".
+func precisionOf(m *ir.Model) string {
+	for _, n := range m.Graph.Nodes {
+		switch {
+		case n.Domain == ir.KilnDomain && n.OpType == ops.FusionGroup && strings.HasPrefix(n.Attr("kind").S, "q"),
+			n.Domain == "" && slices.Contains([]string{"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"}, n.OpType):
+			return "int8"
+		}
+	}
+	return "fp32"
 }

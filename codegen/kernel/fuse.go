@@ -35,6 +35,9 @@ func Inline(e *Expr, defs map[*Buffer]*Kernel) *Expr {
 		r := e
 		if k := defs[e.Buf]; k != nil && e.Op == OpLoad {
 			r = in(Subst(k.Value, args))
+			if d := e.Buf.DType; d == ir.Float16 || d == ir.BFloat16 {
+				r = CastTo(r, d) // the store it replaces would have rounded
+			}
 		} else if changed {
 			r = rebuild(e, args)
 		}

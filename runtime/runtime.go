@@ -165,7 +165,7 @@ func HostTriple() string {
 func RebuildAdvice(missing []string) string {
 	vnniOnly := true
 	for _, f := range missing {
-		vnniOnly = vnniOnly && (f == "avx512_vnni" || f == "avx_vnni")
+		vnniOnly = vnniOnly && (f == "avx512_vnni" || f == "avx_vnni" || f == "avx512vbmi")
 	}
 	switch {
 	case vnniOnly && len(MissingFeatures([]string{"avx512f", "avx512bw", "avx512dq", "avx512vl"})) == 0:
@@ -182,7 +182,8 @@ func MissingFeatures(need []string) []string {
 	have := map[string]bool{
 		"avx": cpu.X86.HasAVX, "avx2": cpu.X86.HasAVX2, "fma": cpu.X86.HasFMA,
 		"avx512f": cpu.X86.HasAVX512F, "avx512bw": cpu.X86.HasAVX512BW, "avx512dq": cpu.X86.HasAVX512DQ,
-		"avx512vl": cpu.X86.HasAVX512VL, "avx512_vnni": cpu.X86.HasAVX512VNNI, "avx_vnni": cpu.X86.HasAVXVNNI,
+		"avx512vl": cpu.X86.HasAVX512VL, "avx512vbmi": cpu.X86.HasAVX512VBMI,
+		"avx512_vnni": cpu.X86.HasAVX512VNNI, "avx_vnni": cpu.X86.HasAVXVNNI,
 		"asimd": cpu.ARM64.HasASIMD, "asimddp": cpu.ARM64.HasASIMDDP,
 	}
 	var missing []string

@@ -202,9 +202,12 @@ func cpuFeatures(cpu string) ([]string, error) {
 		return []string{"avx", "avx2", "fma"}, nil
 	case "x86-64-v4", "skylake-avx512":
 		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl"}, nil
-	case "icelake-server", "icelake-client", "znver4", "sapphirerapids", "cascadelake":
+	case "cascadelake":
 		// AVX-512 with VNNI: the int8 kernels use vpdpbusd.
 		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni"}, nil
+	case "icelake-server", "icelake-client", "znver4", "sapphirerapids":
+		// and VBMI: vpermb (the int8 depthwise kernel).
+		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"}, nil
 	case "x86-64", "x86-64-v2":
 		return nil, fmt.Errorf("codegen/cpu: -mcpu=%s has no AVX2; kiln needs at least x86-64-v3", cpu)
 	case "native":
@@ -225,7 +228,7 @@ func cpuFeatures(cpu string) ([]string, error) {
 			}
 		}
 		var out []string
-		for _, f := range []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx_vnni"} {
+		for _, f := range []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vbmi", "avx512_vnni", "avx_vnni"} {
 			if flags[f] {
 				out = append(out, f)
 			}

@@ -174,11 +174,11 @@ func (g *gen) qconvGeom(n *ir.Node, x, w, y *ir.Value) (convGeom, error) {
 }
 
 // qDepthwise reports whether the convolution runs on the depthwise kernel:
-// one input channel per group, taps few enough that float32 sums of
-// u8·s8 products stay exact.
+// one input channel per group, a window of at most 7×7 (its taps
+// unrolled).
 func (ql *qlin) qDepthwise() bool {
 	c := ql.cg
-	return ql.conv && c.C/c.group == 1 && c.group > 1 && c.kh*c.kw*255*128 < 1<<24
+	return ql.conv && c.C/c.group == 1 && c.group > 1 && c.kh*c.kw <= 49
 }
 
 // qconvLayout is where a convolution's scratch holds the padded input
@@ -479,66 +479,119 @@ func (k *kfn) interleave4(v [4]value.Value, L int64) value.Value {
 
 // lowerQDepthwise runs a convolution of one input channel per group
 // directly on NCHW bytes, like lowerConvGrouped: per output plane, runs of
-// rows with the same in-range taps, vectors of L output pixels whose
-// padding lanes load zp. The sums of u8·s8 products are exact in float32
-// (qDepthwise bounds the taps); each run's accumulators start at -zp·Σw
-// of its taps, and the sum then goes through the requantizing store.
+// rows with the same in-range taps, vectors of L output pixels. Taps go
+// four at a time through vpdpbusd: the four taps' pixel vectors are
+// interleaved into dwords (as im2col's), times the four weights
+// broadcast. Every tap reads zp where it falls in the padding (a whole
+// padded row is a constant vector), so each channel's sum starts at
+// bias - zp·Σw over all taps, as in the GEMM.
 func (g *gen) lowerQDepthwise(ql *qlin, c convGeom) {
-	_, L := g.qTarget()
+	isa, L := g.qTarget()
 	X := ql.x
 	runs := tapRuns(c.OH, c.sh, c.ph, c.dh, c.kh, c.H)
 	taps := c.kh * c.kw
-	// Weights as floats; each run's start per channel; bias int32.
-	wf := make([]float32, len(ql.w))
-	for i, v := range ql.w {
-		wf[i] = float32(v)
+	groups := (taps + 3) / 4
+	// Weights per channel and tap group: one dword (qMadd: the even and
+	// odd int16 pairs).
+	pk := qPacker{isa: isa, lanes: L}
+	per := int64(4)
+	if isa == qMadd {
+		per = 8
 	}
-	wOff := g.addFloats(wf)
-	zp := ql.zpX
-	if ql.xSigned {
-		zp += 128
-	}
-	starts := make([]float32, int64(len(runs))*c.OC)
-	for ri, run := range runs {
-		for oc := int64(0); oc < c.OC; oc++ {
-			var s int64
-			for _, kh := range run.taps {
-				for kw := int64(0); kw < c.kw; kw++ {
-					s += int64(ql.w[oc*taps+kh*c.kw+kw])
+	wb := make([]byte, c.OC*groups*per)
+	for oc := int64(0); oc < c.OC; oc++ {
+		for gi := int64(0); gi < groups; gi++ {
+			var v [4]int8
+			for j := int64(0); j < 4; j++ {
+				if t := 4*gi + j; t < taps {
+					v[j] = ql.w[oc*taps+t]
 				}
 			}
-			starts[int64(ri)*c.OC+oc] = float32(-zp * s)
+			pk.putGroup(wb[(oc*groups+gi)*per:], v, 0)
 		}
 	}
-	sOff := g.addFloats(starts)
-	bias := make([]int32, c.OC)
-	copy(bias, ql.bias)
+	wOff := g.addWeights(wb)
+	// With AVX512-VBMI a row's taps come four at a time out of one load:
+	// vpermb gathers output o's bytes o·s + j·d (j < 4) into its dword,
+	// times the row's weights (w[kh][4g..4g+3]) broadcast.
+	vbmi := isa == qVNNI && L == 16 && hasFeature(g.feats, "avx512vbmi") && 15*c.sw+3*c.dw+1 <= 64
+	kwg := (c.kw + 3) / 4
+	var rowOff, idxOff int64
+	if vbmi {
+		rb := make([]byte, c.OC*c.kh*kwg*4)
+		for oc := int64(0); oc < c.OC; oc++ {
+			for kh := int64(0); kh < c.kh; kh++ {
+				for gi := int64(0); gi < kwg; gi++ {
+					for j := int64(0); j < 4; j++ {
+						if kw := 4*gi + j; kw < c.kw {
+							rb[((oc*c.kh+kh)*kwg+gi)*4+j] = byte(ql.w[oc*taps+kh*c.kw+kw])
+						}
+					}
+				}
+			}
+		}
+		rowOff = g.addWeights(rb)
+		idx := make([]byte, 64)
+		for o := int64(0); o < 16; o++ {
+			for j := int64(0); j < 4; j++ {
+				idx[4*o+j] = byte(o*c.sw + j*c.dw)
+			}
+		}
+		idxOff = g.addWeights(idx)
+	}
 	st := qstore{perRow: true}
-	g.channelParams(ql, &st, bias, L)
-	bOff := st.corr // the int32 array holds the bias here
+	g.channelParams(ql, &st, ql.corr(), L)
 	planes := c.N * c.OC
 	par := planes > 1 && 2*planes*c.OH*c.OW*taps >= 1<<17
 	mult := c.OC / c.group
+	zpByte := constant.NewInt(i8, ql.zpX)
 	g.step("QConvDW", !par, func(k *kfn) {
 		xp, yp := k.bytesAt(k.ptr(X), c64(0)), k.ptr(ql.y)
 		var resp value.Value
 		if ql.res != nil {
 			resp = k.ptr(ql.res)
 		}
-		wp := k.locPtr(loc{space: inWeights, off: wOff}, f32)
-		sp := k.locPtr(loc{space: inWeights, off: sOff}, f32)
-		bp := k.locPtr(loc{space: inWeights, off: bOff}, i32)
+		wp := k.locPtr(loc{space: inWeights, off: wOff}, i8)
+		corrP := k.locPtr(loc{space: inWeights, off: st.corr}, i32)
 		k.parLoop(planes, par, func(p value.Value) {
 			oc := k.rem(p, c64(c.OC))
 			img := k.div(p, c64(c.OC))
 			ic := k.div(oc, c64(mult))
 			xPlane := k.mul(k.add(k.mul(img, c64(c.C)), ic), c64(c.H*c.W))
-			wBase := k.mul(oc, c64(taps))
-			bias := k.splatOf(k.load(bp, oc), L)
+			start := k.splatOf(k.load(corrP, oc), L)
+			wBase := k.mul(oc, c64(groups*per))
+			wv := make([][2]value.Value, groups)
+			for gi := range wv {
+				o := k.add(wBase, c64(int64(gi)*per))
+				wv[gi][0] = k.splatOf(k.loadAt(i32, wp, o), L)
+				if isa == qMadd {
+					wv[gi][1] = k.splatOf(k.loadAt(i32, wp, k.add(o, c64(4))), L)
+				}
+			}
+			var rowW [][]value.Value // [kh][kw group] splats (VBMI)
+			var perm value.Value
+			if vbmi {
+				rp := k.locPtr(loc{space: inWeights, off: rowOff}, i8)
+				rowW = make([][]value.Value, c.kh)
+				for kh := range rowW {
+					for gi := int64(0); gi < kwg; gi++ {
+						o := k.add(k.mul(oc, c64(c.kh*kwg*4)), c64((int64(kh)*kwg+gi)*4))
+						rowW[kh] = append(rowW[kh], k.splatOf(k.loadAt(i32, rp, o), L))
+					}
+				}
+				perm = k.loadAt(ivec(64, i8), k.locPtr(loc{space: inWeights, off: idxOff}, i8), c64(0))
+			}
+			zpVec := k.b.NewBitCast(splat(int(4*L), zpByte), ivec(L, i32))
+			if ql.xSigned {
+				zpVec = k.b.NewBitCast(splat(int(4*L), constant.NewInt(i8, ql.zpX+128)), ivec(L, i32))
+			}
 			nch := (c.OW + L - 1) / L
 			const chunkBlock = 8
-			for ri, run := range runs {
-				start := k.splatOf(k.load(sp, k.add(c64(int64(ri)*c.OC), oc)), L)
+			for _, run := range runs {
+				inRun := map[int64]bool{}
+				for _, kh := range run.taps {
+					inRun[kh] = true
+				}
 				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
 					for cb := int64(0); cb < nch; cb += chunkBlock {
 						ce := min(nch, cb+chunkBlock)
@@ -546,30 +599,102 @@ func (g *gen) lowerQDepthwise(ql *qlin, c convGeom) {
 						for i := range accs {
 							accs[i] = start
 						}
-						for _, kh := range run.taps {
-							ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
-							row := k.add(xPlane, k.mul(ih, c64(c.W)))
-							for kw := int64(0); kw < c.kw; kw++ {
-								wv := k.splatOf(k.load(wp, k.add(wBase, c64(kh*c.kw+kw))), L)
-								for j := cb; j < ce; j++ {
+						if vbmi {
+							for kh := int64(0); kh < c.kh; kh++ {
+								for gi := int64(0); gi < kwg; gi++ {
+									for j := cb; j < ce; j++ {
+										if !inRun[kh] { // a padded row: zp times the row's weights
+											accs[j-cb] = k.dot4(accs[j-cb], zpVec, rowW[kh][gi], L)
+											continue
+										}
+										ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+										row := k.add(xPlane, k.mul(ih, c64(c.W)))
+										valid := min(L, c.OW-j*L)
+										col0 := j*L*c.sw + 4*gi*c.dw - c.pw
+										span := (valid-1)*c.sw + 3*c.dw + 1
+										v := k.loadBytesMasked(xp, row, col0, 64, span, c.W, ql.zpX)
+										v = k.call("llvm.x86.avx512.permvar.qi.512", v.Type(), v, perm)
+										if ql.xSigned {
+											v = k.b.NewXor(v, splat(64, constant.NewInt(i8, -128)))
+										}
+										accs[j-cb] = k.dot4(accs[j-cb], k.b.NewBitCast(v, ivec(L, i32)), rowW[kh][gi], L)
+									}
+								}
+							}
+						}
+						for gi := int64(0); gi < groups && !vbmi; gi++ {
+							for j := cb; j < ce; j++ {
+								var vs [4]value.Value
+								real := min(4, taps-4*gi)
+								for tj := int64(0); tj < 4; tj++ {
+									t := 4*gi + tj
+									kh, kw := t/c.kw, t%c.kw
+									if t >= taps || !inRun[kh] {
+										vs[tj] = splat(int(L), zpByte) // a padded row (or past the taps: weight 0)
+										continue
+									}
+									ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+									row := k.add(xPlane, k.mul(ih, c64(c.W)))
 									col0 := j*L*c.sw + kw*c.dw - c.pw
-									xv := k.loadU8Strided(xp, row, col0, c.sw, c.W, L, min(L, c.OW-j*L), ql.zpX)
-									xf := k.u8ToFloat(xv, ql.xSigned, L)
-									accs[j-cb] = k.fma(xf, wv, accs[j-cb])
+									vs[tj] = k.loadU8Strided(xp, row, col0, c.sw, c.W, L, min(L, c.OW-j*L), ql.zpX)
+								}
+								var x4 value.Value
+								if real == 1 {
+									// One tap (weights w, 0, 0, 0): its bytes
+									// widened to dwords, no interleave.
+									v := vs[0]
+									if ql.xSigned {
+										v = k.b.NewXor(v, splat(int(L), constant.NewInt(i8, -128)))
+									}
+									x4 = k.b.NewZExt(v, ivec(L, i32))
+								} else {
+									x4 = k.interleave4(vs, L)
+									if ql.xSigned {
+										x4 = k.b.NewXor(x4, splat(int(4*L), constant.NewInt(i8, -128)))
+									}
+									x4 = k.b.NewBitCast(x4, ivec(L, i32))
+								}
+								a := accs[j-cb]
+								if isa == qMadd {
+									ev, od := k.splitU8(x4, L)
+									s := k.b.NewAdd(k.pmaddwd(ev, wv[gi][0], L), k.pmaddwd(od, wv[gi][1], L))
+									accs[j-cb] = k.b.NewAdd(a, s)
+								} else {
+									accs[j-cb] = k.dot4(a, x4, wv[gi][0], L)
 								}
 							}
 						}
 						yRow := k.add(k.mul(p, c64(c.OH*c.OW)), k.mul(oh, c64(c.OW)))
 						for j := cb; j < ce; j++ {
-							acc := k.b.NewAdd(k.cvtRound(accs[j-cb]), bias)
-							at := k.add(yRow, c64(j*L))
-							st.store(k, acc, yp, resp, at, oc, L, min(L, c.OW-j*L))
+							st.store(k, accs[j-cb], yp, resp, k.add(yRow, c64(j*L)), oc, L, min(L, c.OW-j*L))
 						}
 					}
 				})
 			}
 		})
 	})
+}
+
+// loadBytesMasked loads n bytes x[row + col0 + b]: those with b < span
+// whose column lies in [0, width), the others fill (never read).
+func (k *kfn) loadBytesMasked(p, row value.Value, col0, n, span, width, fill int64) value.Value {
+	mask := make([]constant.Constant, n)
+	on := 0
+	for b := range mask {
+		c := col0 + int64(b)
+		in := int64(b) < span && c >= 0 && c < width
+		mask[b] = constant.NewBool(in)
+		if in {
+			on++
+		}
+	}
+	vt := ivec(n, i8)
+	fv := splat(int(n), constant.NewInt(i8, fill))
+	if on == 0 {
+		return fv
+	}
+	q := k.b.NewBitCast(k.bytesAt(p, k.add(row, c64(col0))), types.NewPointer(vt))
+	return k.call(fmt.Sprintf("llvm.masked.load.v%di8.p0v%di8", n, n), vt, q, c32(1), constant.NewVector(ivec(n, i1), mask...), fv)
 }
 
 // u8ToFloat widens L bytes (u8, or s8 flipped to u8) to floats.

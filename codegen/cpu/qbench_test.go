@@ -17,23 +17,40 @@ import (
 
 type benchConv struct {
 	C, H, OC, k, s int64
+	dw             bool // depthwise (group = C = OC)
 }
 
 func (c benchConv) String() string {
+	if c.dw {
+		return fmt.Sprintf("dw%dx%d_C%d_H%d_s%d", c.k, c.k, c.C, c.H, c.s)
+	}
 	return fmt.Sprintf("%dx%d_C%d_H%d_OC%d_s%d", c.k, c.k, c.C, c.H, c.OC, c.s)
+}
+
+func (c benchConv) group() int64 {
+	if c.dw {
+		return c.C
+	}
+	return 1
 }
 
 func (c benchConv) outH() int64 { return (c.H+2*(c.k/2)-c.k)/c.s + 1 }
 
 func (c benchConv) macs() float64 {
 	oh := c.outH()
-	return float64(c.OC * oh * oh * c.C * c.k * c.k)
+	return float64(c.OC * oh * oh * c.C / c.group() * c.k * c.k)
 }
 
 var resnet18Convs = []benchConv{
-	{64, 56, 64, 3, 1}, {128, 28, 128, 3, 1}, {256, 14, 256, 3, 1}, {512, 7, 512, 3, 1},
-	{64, 56, 128, 3, 2}, {3, 224, 64, 7, 2},
-	{64, 56, 128, 1, 2}, {128, 28, 256, 1, 2}, {256, 14, 512, 1, 2},
+	{64, 56, 64, 3, 1, false}, {128, 28, 128, 3, 1, false}, {256, 14, 256, 3, 1, false}, {512, 7, 512, 3, 1, false},
+	{64, 56, 128, 3, 2, false}, {3, 224, 64, 7, 2, false},
+	{64, 56, 128, 1, 2, false}, {128, 28, 256, 1, 2, false}, {256, 14, 512, 1, 2, false},
+}
+
+// mobilenetConvs are mobilenet_v2's depthwise and 1×1 shapes.
+var mobilenetConvs = []benchConv{
+	{32, 112, 32, 3, 1, true}, {96, 112, 96, 3, 2, true}, {144, 56, 144, 3, 1, true}, {576, 14, 576, 3, 1, true},
+	{32, 112, 16, 1, 1, false}, {16, 112, 96, 1, 1, false}, {144, 56, 24, 1, 1, false}, {576, 14, 96, 1, 1, false},
 }
 
 // qconvBenchModel is the layer as a qconv group: u8 in, per-channel s8
@@ -44,10 +61,10 @@ func qconvBenchModel(_ testing.TB, c benchConv) (*ir.Model, map[string]*ir.Tenso
 	sx := float32(0.02)
 	xf := q.dq(x, sx, 128)
 	sw := q.scales(c.OC, true)
-	wf, _ := q.weights(sw, 0, c.OC, c.C, c.k, c.k)
+	wf, _ := q.weights(sw, 0, c.OC, c.C/c.group(), c.k, c.k)
 	p := c.k / 2
 	y := q.g.Apply("Conv", []*ir.Value{xf, wf, q.bias(sx, sw, c.OC)},
-		ir.AttrIs("pads", p, p, p, p), ir.AttrIs("strides", c.s, c.s))
+		ir.AttrIs("pads", p, p, p, p), ir.AttrIs("strides", c.s, c.s), ir.AttrI("group", c.group()))
 	y = q.g.Apply("Relu", []*ir.Value{y})
 	y = q.g.Apply("QuantizeLinear", []*ir.Value{y, q.scalar(0.05), q.zp(ir.Uint8, 0)})
 	y.Name = "y"
@@ -63,8 +80,8 @@ func fconvBenchModel(b *testing.B, c benchConv) (*ir.Model, map[string]*ir.Tenso
 	g := ir.NewGraph("bench")
 	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, c.C, c.H, c.H)))
 	p := c.k / 2
-	y := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", randTensor(r, c.OC, c.C, c.k, c.k)), g.AddInitializer("b", randTensor(r, c.OC))},
-		ir.AttrIs("pads", p, p, p, p), ir.AttrIs("strides", c.s, c.s))
+	y := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", randTensor(r, c.OC, c.C/c.group(), c.k, c.k)), g.AddInitializer("b", randTensor(r, c.OC))},
+		ir.AttrIs("pads", p, p, p, p), ir.AttrIs("strides", c.s, c.s), ir.AttrI("group", c.group()))
 	y = g.Apply("Relu", []*ir.Value{y})
 	y.Name = "y"
 	g.SetOutputs(y)
@@ -95,7 +112,7 @@ func benchEngine(b *testing.B, m *ir.Model, feeds map[string]*ir.Tensor, macs fl
 }
 
 func BenchmarkQConv(b *testing.B) {
-	for _, c := range resnet18Convs {
+	for _, c := range append(resnet18Convs, mobilenetConvs...) {
 		b.Run("int8_"+c.String(), func(b *testing.B) {
 			m, feeds := qconvBenchModel(b, c)
 			benchEngine(b, m, feeds, c.macs())
@@ -143,7 +160,7 @@ func TestQConvSteps(t *testing.T) {
 		t.Skip("measurements run with -perf")
 	}
 	needLLC(t)
-	for _, c := range resnet18Convs {
+	for _, c := range append(resnet18Convs, mobilenetConvs...) {
 		m, feeds := qconvBenchModel(nil, c)
 		res, err := Compile(m, Options{})
 		if err != nil {

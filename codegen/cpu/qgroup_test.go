@@ -367,30 +367,44 @@ func TestQConvGroups(t *testing.T) {
 	}
 }
 
-// TestQConvAVX2 runs convolutions and a matmul on the x86-64-v3 path (no
-// VNNI, no AVX-512: int16 pairs and vpmaddwd) and on AVX-512 without VNNI.
-func TestQConvFallbackISAs(t *testing.T) {
-	for _, cpu := range []string{"x86-64-v3", "x86-64-v4"} {
+// TestQISAs runs a convolution, a depthwise convolution and a matmul for
+// each instruction set the int8 kernels take: AVX2 (x86-64-v3) and AVX-512
+// without VNNI (x86-64-v4) multiply in int16 pairs with vpmaddwd, VNNI
+// without VBMI (cascadelake) interleaves the depthwise taps itself, and
+// the host (native) uses what it has.
+func TestQISAs(t *testing.T) {
+	for _, cpu := range []string{"x86-64-v3", "x86-64-v4", "cascadelake", "native"} {
 		t.Run(cpu, func(t *testing.T) {
 			if hasCPU(cpu) != nil {
 				t.Skip(hasCPU(cpu))
+			}
+			feats, _ := cpuFeatures(cpu)
+			vnni, vbmi := slices.Contains(feats, "avx512_vnni") || slices.Contains(feats, "avx_vnni"), slices.Contains(feats, "avx512vbmi")
+			check := func(res *Result, what string) {
+				t.Helper()
+				if strings.Contains(res.LLVMIR, "vpdpbusd") != vnni || strings.Contains(res.LLVMIR, "pmadd") == vnni {
+					t.Errorf("%s: vpdpbusd used %v, want %v", what, !vnni, vnni)
+				}
 			}
 			c := qconvCase{N: 1, C: 5, H: 7, W: 7, OC: 20, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
 				xType: ir.Int8, yType: ir.Uint8, zpX: -3, perChannel: true, bias: true, residual: true, act: "Relu"}
 			q := newQTest(t, "conv_"+cpu, 12)
 			y, roles := c.build(q)
-			res := q.run(y, "qconv", roles, "QPad QIm2col QConv", Options{CPU: cpu})
-			if strings.Contains(res.LLVMIR, "vpdpbusd") || !strings.Contains(res.LLVMIR, "pmadd") {
-				t.Errorf("-mcpu=%s: the integer product is not vpmaddwd's", cpu)
+			check(q.run(y, "qconv", roles, "QPad QIm2col QConv", Options{CPU: cpu}), "conv")
+			for _, s := range []int64{1, 2} {
+				dw := qconvCase{N: 1, C: 8, H: 10, W: 37, OC: 8, kh: 3, kw: 3, stride: s, pad: 1, dil: 1, grp: 8,
+					xType: ir.Int8, yType: ir.Uint8, zpX: 7, perChannel: true, bias: true, act: "Relu"}
+				q = newQTest(t, "dw_"+cpu, 13)
+				y, roles = dw.build(q)
+				res := q.run(y, "qconv", roles, "QConvDW", Options{CPU: cpu})
+				check(res, "depthwise")
+				if strings.Contains(res.LLVMIR, "permvar") != (vnni && vbmi) {
+					t.Errorf("depthwise: vpermb used %v, want %v", !(vnni && vbmi), vnni && vbmi)
+				}
 			}
-			dw := qconvCase{N: 1, C: 8, H: 10, W: 10, OC: 8, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 8,
-				xType: ir.Uint8, yType: ir.Uint8, zpX: 7, perChannel: true, bias: true, act: "Relu"}
-			q = newQTest(t, "dw_"+cpu, 13)
-			y, roles = dw.build(q)
-			q.run(y, "qconv", roles, "QConvDW", Options{CPU: cpu})
 			q = newQTest(t, "mm_"+cpu, 14)
 			y, roles = qmatmulCase{M: []int64{3, 9}, K: 37, N: 29, xType: ir.Int8, zpX: 5, bias: true}.build(q)
-			q.run(y, "qmatmul", roles, "QMatMul", Options{CPU: cpu})
+			check(q.run(y, "qmatmul", roles, "QMatMul", Options{CPU: cpu}), "matmul")
 		})
 	}
 }

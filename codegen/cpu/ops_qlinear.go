@@ -373,6 +373,7 @@ func (g *gen) emitQIm2col(ql *qlin, c convGeom, l qconvLayout, cg, k4 int64, par
 	X := ql.x
 	taps := c.kh * c.kw
 	items := c.N * c.group * k4
+	pairs := g.qRowPairs(ql, c, l, k4)
 	g.step("QIm2col", !par, func(k *kfn) {
 		var src value.Value
 		if l.pad {
@@ -396,6 +397,10 @@ func (g *gen) emitQIm2col(ql *qlin, c convGeom, l qconvLayout, cg, k4 int64, par
 				bases[j] = k.add(plane, k.add(k.mul(kh, c64(c.dh*l.Wp)), k.mul(kw, c64(c.dw))))
 			}
 			out := k.mul(k.add(k.mul(b, c64(k4)), qg), c64(l.npad*4))
+			if pairs != nil {
+				pairs.emit(k, src, dst, out, bases, qg, ql.xSigned)
+				return
+			}
 			sw := c.sw
 			if l.rows == 1 && l.cols == l.npix && !l.pad {
 				sw = 1
@@ -424,6 +429,97 @@ func (g *gen) emitQIm2col(ql *qlin, c convGeom, l qconvLayout, cg, k4 int64, par
 			})
 		})
 	})
+}
+
+// qRowPairs is im2col with AVX512-VBMI for kernels at least 3 wide: the
+// four K indices of a group (c, kh, kw in order) lie in at most two input
+// rows, so 16 output pixels' dwords are one vpermt2b of two 64-byte loads
+// (the first row from the first tap's column, the second from column 0)
+// by the group's index pattern, a compile-time table (patterns repeat
+// every taps/gcd(taps, 4) groups; the last group, whose indices past K
+// repeat the last, has its own).
+type qRowPairs struct {
+	c          convGeom
+	l          qconvLayout
+	k4, period int64
+	tab        int64 // weights offset of the patterns, 64 bytes each
+}
+
+func (g *gen) qRowPairs(ql *qlin, c convGeom, l qconvLayout, k4 int64) *qRowPairs {
+	_, L := g.qTarget()
+	taps := c.kh * c.kw
+	if L != 16 || !hasFeature(g.feats, "avx512vbmi") || !l.pad || c.kw < 3 || c.dw != 1 || 15*c.sw+c.kw > 64 {
+		return nil
+	}
+	period := taps / gcd(taps, 4) // groups until a group starts a channel again
+	tap := func(q, j int64) (row, kw int64) {
+		kk := min(4*q+j, ql.K-1)
+		return kk / c.kw, kk % c.kw // row: channel·kh + kh
+	}
+	pattern := func(q int64) []byte {
+		p := make([]byte, 64)
+		rowA, kwA := tap(q, 0)
+		for j := int64(0); j < 4; j++ {
+			row, kw := tap(q, j)
+			var sel, off int64
+			switch row {
+			case rowA:
+				off = kw - kwA
+			default: // the next row, from its column 0
+				sel, off = 64, kw
+			}
+			for o := int64(0); o < 16; o++ {
+				p[4*o+j] = byte(sel + o*c.sw + off)
+			}
+		}
+		return p
+	}
+	var tab []byte
+	for q := int64(0); q < period; q++ {
+		tab = append(tab, pattern(q)...)
+	}
+	tab = append(tab, pattern(k4-1)...)
+	return &qRowPairs{c: c, l: l, k4: k4, period: period, tab: g.addWeights(tab)}
+}
+
+// emit writes K group qg's panel: bases holds each of its four K indices'
+// first byte in the padded input.
+func (rp *qRowPairs) emit(k *kfn, src, dst, out value.Value, bases [4]value.Value, qg value.Value, signed bool) {
+	c, l := rp.c, rp.l
+	const L = 16
+	pi := k.rem(qg, c64(rp.period))
+	pi = k.sel(k.icmp(enum.IPredEQ, qg, c64(rp.k4-1)), c64(rp.period), pi)
+	idx := k.loadAt(ivec(64, i8), k.locPtr(loc{space: inWeights, off: rp.tab}, i8), k.mul(pi, c64(64)))
+	// The second row starts at the last index's column 0 (bases are
+	// rows of Wp plus a column).
+	rowB := k.sub(bases[3], k.rem(bases[3], c64(l.Wp)))
+	vt := ivec(64, i8)
+	chunk := func(rowOff, outPix, c0 value.Value) {
+		at := k.add(rowOff, k.mul(c0, c64(c.sw)))
+		a := k.loadAt(vt, src, k.add(bases[0], at))
+		b := k.loadAt(vt, src, k.add(rowB, at))
+		v := k.call("llvm.x86.avx512.vpermi2var.qi.512", vt, a, idx, b)
+		if signed {
+			v = k.b.NewXor(v, splat(64, constant.NewInt(i8, -128)))
+		}
+		k.storeAt(v, dst, k.add(out, k.mul(k.add(outPix, c0), c64(4))))
+	}
+	k.loop(c64(0), c64(l.rows), func(oh value.Value) {
+		rowOff := k.mul(oh, c64(c.sh*l.Wp))
+		outPix := k.mul(oh, c64(l.cols))
+		n := (l.cols + L - 1) / L
+		// Whole vectors: a row's tail spills into the next row's start,
+		// which that row overwrites (or the panel's padding); the loads
+		// stay inside the padded copy's slack.
+		k.loop(c64(0), c64(n), func(ci value.Value) { chunk(rowOff, outPix, k.mul(ci, c64(L))) })
+	})
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // loadBytesStrided loads L bytes p[at + l·s] (l < n; other lanes

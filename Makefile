@@ -18,7 +18,7 @@ BENCHTIME ?= 3
 OUT      := out
 
 # Packages whose code is concurrent: also tested with the race detector.
-RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance
+RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance ./internal/serve
 
 .PHONY: help build deps test fuzz fuzz-long conformance bench demo clean
 

@@ -24,8 +24,8 @@ import (
 
 var tool = &cli.Tool{
 	Name:     "infer",
-	Summary:  "kiln's runtime: run, check, benchmark and compare compiled engine files",
-	Commands: []*cli.Command{runCmd, checkCmd, benchCmd, compareCmd},
+	Summary:  "kiln's runtime: run, check, benchmark, compare and serve compiled engine files",
+	Commands: []*cli.Command{runCmd, checkCmd, benchCmd, compareCmd, serveCmd},
 	Footer:   "Engines (.kiln files) are built by 'bin/cc build MODEL'.",
 }
 

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/internal/limitflags"
+	"github.com/kiln-ml/kiln/internal/serve"
+	"github.com/kiln-ml/kiln/runtime"
+)
+
+var serveCmd = &cli.Command{
+	Name:    "serve",
+	Summary: "serve a model repository over KServe's v2 inference protocol (HTTP/REST)",
+	Help: `--model-repository DIR is in Triton's layout: DIR/NAME/VERSION/model.kiln, VERSION a
+positive integer; the newest version of each model is served, under NAME. Every model must
+load, or the server does not start.
+
+HTTP (--http): GET /v2/health/live, /v2/health/ready, /v2 (server metadata),
+/v2/models/NAME[/versions/V] (model metadata), /v2/models/NAME[/versions/V]/ready;
+POST /v2/models/NAME[/versions/V]/infer with JSON tensors or the binary tensor data
+extension (Inference-Header-Content-Length); POST /v2/repository/index and
+/v2/repository/models/NAME/load (reload the newest version from disk while requests run:
+those in flight finish on the old engine, new ones go to the new; an engine that fails to
+load is refused and the old one keeps serving) and .../unload.
+
+Each model runs --instances contexts, each one inference at a time on --threads threads.
+A request waits in the model's queue for an instance; a full queue (--max-queue) is
+answered 503 at once, a wait past --timeout 503 too. A bad request (unknown model, input
+or output, wrong datatype or shape, malformed JSON, a body over --max-request-bytes) is
+answered 400 with a message naming the problem. SIGTERM or SIGINT shuts down gracefully:
+readiness turns 503, the requests in flight finish, then the server exits with status 0.`,
+	MaxArgs: 0,
+	Setup: func(fs *flag.FlagSet) cli.RunFunc {
+		repo := fs.String("model-repository", "", "the model repository `DIR` (NAME/VERSION/model.kiln; required)")
+		httpAddr := fs.String("http", ":8000", "serve HTTP/REST on `ADDR` (host:port)")
+		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
+		instances := cli.PositiveInt(fs, "instances", 1, "`K` contexts per model, each running one inference at a time")
+		maxQueue := cli.PositiveInt(fs, "max-queue", 64, "at most `N` requests wait per model; more are answered 503")
+		timeout := fs.Duration("timeout", 30*time.Second, "answer 503 to a request not done after `D` (0: no limit)")
+		maxBody := int64(64 << 20)
+		fs.Func("max-request-bytes", "the largest HTTP request body, in `bytes` (K, M, G suffixes; default 64M)", func(s string) error {
+			n, err := limitflags.ParseBytes(s)
+			maxBody = n
+			return err
+		})
+		requireSigned := requireSignedFlag(fs)
+		limits := limitflags.Add(fs, limitflags.Tensor, limitflags.Arena)
+		return func(env *cli.Env, args []string) error {
+			if *repo == "" {
+				return cli.Usagef("--model-repository is required")
+			}
+			if *timeout < 0 {
+				return cli.Usagef("--timeout %v: want a duration of 0 or more", *timeout)
+			}
+			cfg := serve.Config{
+				Repository: *repo, Threads: env.ClampThreads("--threads", *threads), Instances: *instances,
+				MaxQueue: *maxQueue, Timeout: *timeout, MaxRequestBytes: maxBody, Limits: limits.Limits(),
+				Load: func(path string) (*runtime.Engine, error) { return loadEngine(path, *requireSigned) },
+				Log:  env.Stderr,
+			}
+			// The CLI's own handler exits at once on SIGINT and SIGTERM; a
+			// server finishes its requests first, so it takes the signals over.
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ln, err := net.Listen("tcp", *httpAddr)
+			if err != nil {
+				return fmt.Errorf("--http: %w", err)
+			}
+			s, err := serve.New(cfg)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			fmt.Fprintf(env.Stderr, "infer serve: HTTP on %s\n", ln.Addr())
+			return s.Run(ctx, serve.Listeners{HTTP: ln})
+		}
+	},
+}

@@ -20,7 +20,7 @@ OUT      := out
 # Packages whose code is concurrent: also tested with the race detector.
 RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance ./internal/serve
 
-.PHONY: help build deps test fuzz fuzz-long conformance bench demo clean
+.PHONY: help build deps test fuzz fuzz-long conformance bench demo clean proto
 
 help: ## list the targets
 	@echo "kiln — make TARGET"
@@ -120,6 +120,21 @@ demo: deps build ## inspect, convert and test the bundled models, compile them t
 	done
 	@echo
 	@echo "(charts of each comparison: $(OUT)/demo/digits_cnn.int8.html, $(OUT)/demo/digits_mlp.int8.html)"
+
+# The KServe v2 gRPC stubs are generated from the vendored .proto and
+# committed, so builds need no protoc; `make proto` regenerates them with
+# the plugin versions pinned here (protoc from apt's protobuf-compiler).
+PROTO_DIR := internal/serve/inferencepb
+PROTO_PKG := github.com/kiln-ml/kiln/$(PROTO_DIR)
+
+proto: ## regenerate internal/serve/inferencepb's Go code from grpc_predict_v2.proto (needs protoc)
+	@command -v protoc >/dev/null || { echo "make proto needs protoc: apt-get install -y protobuf-compiler"; exit 1; }
+	GOBIN=$(abspath $(BIN)) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	GOBIN=$(abspath $(BIN)) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+	protoc -I $(PROTO_DIR) --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
+		--go_out=$(PROTO_DIR) --go_opt=paths=source_relative --go_opt=Mgrpc_predict_v2.proto=$(PROTO_PKG) \
+		--go-grpc_out=$(PROTO_DIR) --go-grpc_opt=paths=source_relative --go-grpc_opt=Mgrpc_predict_v2.proto=$(PROTO_PKG) \
+		grpc_predict_v2.proto
 
 clean: ## remove bin/ and out/
 	rm -rf $(BIN) $(OUT)

@@ -18,7 +18,7 @@ import (
 
 var serveCmd = &cli.Command{
 	Name:    "serve",
-	Summary: "serve a model repository over KServe's v2 inference protocol (HTTP/REST)",
+	Summary: "serve a model repository over KServe's v2 inference protocol (HTTP/REST and gRPC)",
 	Help: `--model-repository DIR is in Triton's layout: DIR/NAME/VERSION/model.kiln, VERSION a
 positive integer; the newest version of each model is served, under NAME. Every model must
 load, or the server does not start.
@@ -31,6 +31,11 @@ extension (Inference-Header-Content-Length); POST /v2/repository/index and
 those in flight finish on the old engine, new ones go to the new; an engine that fails to
 load is refused and the old one keeps serving) and .../unload.
 
+gRPC (--grpc): the protocol's service inference.GRPCInferenceService (ServerLive,
+ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer); inputs as typed
+contents or raw_input_contents, outputs as raw_output_contents; a bad request is answered
+INVALID_ARGUMENT, a full queue UNAVAILABLE, a timeout DEADLINE_EXCEEDED.
+
 Each model runs --instances contexts, each one inference at a time on --threads threads.
 A request waits in the model's queue for an instance; a full queue (--max-queue) is
 answered 503 at once, a wait past --timeout 503 too. A bad request (unknown model, input
@@ -41,6 +46,7 @@ readiness turns 503, the requests in flight finish, then the server exits with s
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		repo := fs.String("model-repository", "", "the model repository `DIR` (NAME/VERSION/model.kiln; required)")
 		httpAddr := fs.String("http", ":8000", "serve HTTP/REST on `ADDR` (host:port)")
+		grpcAddr := fs.String("grpc", ":8001", "serve gRPC (inference.GRPCInferenceService) on `ADDR` (empty: no gRPC)")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
 		instances := cli.PositiveInt(fs, "instances", 1, "`K` contexts per model, each running one inference at a time")
 		maxQueue := cli.PositiveInt(fs, "max-queue", 64, "at most `N` requests wait per model; more are answered 503")
@@ -75,13 +81,26 @@ readiness turns 503, the requests in flight finish, then the server exits with s
 			if err != nil {
 				return fmt.Errorf("--http: %w", err)
 			}
+			ls := serve.Listeners{HTTP: ln}
+			if *grpcAddr != "" {
+				if ls.GRPC, err = net.Listen("tcp", *grpcAddr); err != nil {
+					ln.Close()
+					return fmt.Errorf("--grpc: %w", err)
+				}
+			}
 			s, err := serve.New(cfg)
 			if err != nil {
 				ln.Close()
+				if ls.GRPC != nil {
+					ls.GRPC.Close()
+				}
 				return err
 			}
 			fmt.Fprintf(env.Stderr, "infer serve: HTTP on %s\n", ln.Addr())
-			return s.Run(ctx, serve.Listeners{HTTP: ln})
+			if ls.GRPC != nil {
+				fmt.Fprintf(env.Stderr, "infer serve: gRPC on %s\n", ls.GRPC.Addr())
+			}
+			return s.Run(ctx, ls)
 		}
 	},
 }

@@ -39,7 +39,7 @@ func TestServe(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	require.NoError(t, os.WriteFile(path, eng.Engine, 0o644))
 
-	cmd := exec.Command(bin, "serve", "--model-repository", repo, "--http", "127.0.0.1:0", "--threads", "1")
+	cmd := exec.Command(bin, "serve", "--model-repository", repo, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--threads", "1")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // Listeners are where Run serves; a nil listener is a protocol not served.
 type Listeners struct {
-	HTTP net.Listener
+	HTTP, GRPC net.Listener
 }
 
 // DrainTimeout bounds how long a shutdown waits for requests in flight.
@@ -27,6 +29,11 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 		hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- hs.Serve(ls.HTTP) }()
 	}
+	var gs *grpc.Server
+	if ls.GRPC != nil {
+		gs = s.GRPCServer()
+		go func() { errc <- gs.Serve(ls.GRPC) }()
+	}
 	var err error
 	select {
 	case <-ctx.Done():
@@ -36,10 +43,22 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	s.draining.Store(true)
 	drain, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		if gs != nil {
+			gs.GracefulStop()
+		}
+		close(stopped)
+	}()
 	if hs != nil {
 		if e := hs.Shutdown(drain); e != nil && err == nil {
 			err = e
 		}
+	}
+	select {
+	case <-stopped:
+	case <-drain.Done():
+		gs.Stop()
 	}
 	s.Close()
 	s.log.Printf("shut down")

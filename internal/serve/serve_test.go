@@ -19,10 +19,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/internal/build"
+	"github.com/kiln-ml/kiln/internal/serve/inferencepb"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
 )
@@ -73,6 +76,7 @@ func writeVersion(t *testing.T, dir, name string, version int, eng []byte) {
 type server struct {
 	*Server
 	url  string
+	grpc inferencepb.GRPCInferenceServiceClient
 	stop func()
 }
 
@@ -85,10 +89,15 @@ func start(t *testing.T, cfg Config) *server {
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	gln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, Listeners{HTTP: ln}) }()
-	srv := &server{Server: s, url: "http://" + ln.Addr().String()}
+	go func() { done <- s.Run(ctx, Listeners{HTTP: ln, GRPC: gln}) }()
+	conn, err := grpc.NewClient(gln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	srv := &server{Server: s, url: "http://" + ln.Addr().String(), grpc: inferencepb.NewGRPCInferenceServiceClient(conn)}
 	var once sync.Once
 	srv.stop = func() {
 		once.Do(func() {

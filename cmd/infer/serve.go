@@ -40,7 +40,9 @@ Each model runs --instances contexts, each one inference at a time on --threads 
 A request waits in the model's queue for an instance; a full queue (--max-queue) is
 answered 503 at once, a wait past --timeout 503 too. A bad request (unknown model, input
 or output, wrong datatype or shape, malformed JSON, a body over --max-request-bytes) is
-answered 400 with a message naming the problem. SIGTERM or SIGINT shuts down gracefully:
+answered 400 with a message naming the problem. GET /metrics on the HTTP port gives
+Prometheus metrics (requests and failures by model, latency, queue time, batch sizes).
+SIGTERM or SIGINT shuts down gracefully:
 readiness turns 503, the requests in flight finish, then the server exits with status 0.`,
 	MaxArgs: 0,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {

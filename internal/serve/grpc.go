@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -81,17 +82,27 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *inferencepb.ModelMet
 // or as typed contents, and answers with raw_output_contents, as Triton
 // does.
 func (g *grpcService) ModelInfer(ctx context.Context, req *inferencepb.ModelInferRequest) (*inferencepb.ModelInferResponse, error) {
+	start := time.Now()
+	resp, err := g.modelInfer(ctx, req)
+	g.s.observe(req.GetModelName(), "grpc", start, err)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+func (g *grpcService) modelInfer(ctx context.Context, req *inferencepb.ModelInferRequest) (*inferencepb.ModelInferResponse, error) {
 	r := &Request{Model: req.GetModelName(), Version: req.GetModelVersion(), ID: req.GetId()}
 	raw := req.GetRawInputContents()
 	if len(raw) > 0 && len(raw) != len(req.GetInputs()) {
-		return nil, status.Errorf(codes.InvalidArgument, "raw_input_contents holds %d tensors for %d inputs", len(raw), len(req.GetInputs()))
+		return nil, badRequest("raw_input_contents holds %d tensors for %d inputs", len(raw), len(req.GetInputs()))
 	}
 	if len(req.GetInputs()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "the request has no inputs")
+		return nil, badRequest("the request has no inputs")
 	}
 	for i, in := range req.GetInputs() {
 		if in.GetName() == "" {
-			return nil, status.Errorf(codes.InvalidArgument, "input %d has no name", i)
+			return nil, badRequest("input %d has no name", i)
 		}
 		input := Input{Name: in.GetName(), Datatype: in.GetDatatype(), Shape: in.GetShape()}
 		if input.Shape == nil {
@@ -99,7 +110,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inferencepb.ModelInfe
 		}
 		if len(raw) > 0 {
 			if in.GetContents() != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "input %q has contents and raw_input_contents; give one", in.GetName())
+				return nil, badRequest("input %q has contents and raw_input_contents; give one", in.GetName())
 			}
 			data := raw[i]
 			input.Decode = func(d ir.DType, shape []int64) (*ir.Tensor, error) { return rawTensor(data, d, shape) }
@@ -114,7 +125,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inferencepb.ModelInfe
 	}
 	resp, err := g.s.Infer(ctx, r)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	out := &inferencepb.ModelInferResponse{ModelName: resp.Model, ModelVersion: resp.Version, Id: resp.ID}
 	for _, t := range resp.Outputs {

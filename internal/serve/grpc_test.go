@@ -128,4 +128,8 @@ func TestGRPC(t *testing.T) {
 	}
 	_, err = c.ModelInfer(ctx, input("input", "FP32", []int64{1, 64}, fp32))
 	assert.NoError(t, err, "the server keeps serving after bad requests")
+	metrics := scrape(t, s.url)
+	assert.Equal(t, float64(n+9+1), metrics[`kiln_inference_requests_total{model="digits_mlp",protocol="grpc"}`])
+	assert.Equal(t, 9.0, metrics[`kiln_inference_failures_total{model="digits_mlp",protocol="grpc",reason="bad_request"}`])
+	assert.Equal(t, 1.0, metrics[`kiln_inference_failures_total{model="_unknown",protocol="grpc",reason="bad_request"}`])
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/kiln-ml/kiln/ir"
 )
@@ -29,6 +30,7 @@ func (s *Server) Handler() http.Handler {
 			writeError(w, &Error{Kind: Unavailable, Msg: "the server is shutting down"})
 		}
 	})
+	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.HandleFunc("GET /v2", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"name": Name, "version": Version, "extensions": Extensions})
 	})
@@ -148,15 +150,24 @@ type (
 )
 
 func (s *Server) httpInfer(w http.ResponseWriter, r *http.Request) {
-	req, binaryOut, err := s.parseHTTPInfer(w, r)
+	start := time.Now()
+	err := s.httpInferResponse(w, r)
 	if err != nil {
 		writeError(w, err)
-		return
+	}
+	s.observe(r.PathValue("name"), "http", start, err)
+}
+
+// httpInferResponse answers an infer request, or returns the error to
+// answer with.
+func (s *Server) httpInferResponse(w http.ResponseWriter, r *http.Request) error {
+	req, binaryOut, err := s.parseHTTPInfer(w, r)
+	if err != nil {
+		return err
 	}
 	resp, err := s.Infer(r.Context(), req)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	out := httpResponse{ModelName: resp.Model, ModelVersion: resp.Version, ID: resp.ID}
 	var tail [][]byte
@@ -176,13 +187,12 @@ func (s *Server) httpInfer(w http.ResponseWriter, r *http.Request) {
 	}
 	header, err := json.Marshal(out)
 	if err != nil {
-		writeError(w, &Error{Kind: Internal, Msg: err.Error()})
-		return
+		return &Error{Kind: Internal, Msg: err.Error()}
 	}
 	if len(tail) == 0 {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(header)
-		return
+		return nil
 	}
 	size := len(header)
 	for _, b := range tail {
@@ -195,6 +205,7 @@ func (s *Server) httpInfer(w http.ResponseWriter, r *http.Request) {
 	for _, b := range tail {
 		w.Write(b)
 	}
+	return nil
 }
 
 // parseHTTPInfer reads an infer request: JSON, or with the binary tensor

@@ -347,6 +347,10 @@ func TestHTTPBadRequests(t *testing.T) {
 	}
 	code, body, _ := post(t, http.DefaultClient, infer, good, nil)
 	assert.Equal(t, 200, code, "%s", body)
+	metrics := scrape(t, s.url)
+	assert.Equal(t, 1.0, metrics[`kiln_inference_failures_total{model="_unknown",protocol="http",reason="bad_request"}`], "the unknown model's request")
+	assert.Equal(t, 20.0, metrics[`kiln_inference_failures_total{model="digits_mlp",protocol="http",reason="bad_request"}`])
+	assert.Equal(t, 21.0, metrics[`kiln_inference_requests_total{model="digits_mlp",protocol="http"}`])
 	for _, path := range []string{"/v3/models", "/v2/models/digits_mlp/infer"} {
 		code, v := get(t, s.url+path)
 		assert.Equal(t, 404, code)
@@ -504,6 +508,14 @@ func TestLoad(t *testing.T) {
 	assert.Equal(t, clients*perClient, versions["1"]+versions["2"])
 	assert.Positive(t, versions["1"], "requests before the reload")
 	assert.Positive(t, versions["2"], "requests after the reload")
+	metrics := scrape(t, s.url)
+	assert.Equal(t, float64(clients*perClient), metrics[`kiln_inference_requests_total{model="digits_cnn",protocol="http"}`])
+	assert.Equal(t, float64(clients*perClient), metrics[`kiln_inference_request_duration_seconds_count{model="digits_cnn"}`])
+	assert.Equal(t, float64(clients*perClient), metrics[`kiln_inference_queue_duration_seconds_count{model="digits_cnn"}`])
+	assert.Equal(t, float64(clients*perClient), metrics[`kiln_inference_batch_size_sum{model="digits_cnn"}`], "one row per request")
+	for name := range metrics {
+		assert.False(t, strings.HasPrefix(name, "kiln_inference_failures_total"), "%s: a request failed", name)
+	}
 	slices.Sort(latencies)
 	pct := func(p float64) time.Duration { return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))] }
 	t.Logf("%d requests (%d clients x %d, reload in the middle: %d on version 1, %d on version 2), 0 failed; latency p50 %v, p90 %v, p99 %v, max %v",
@@ -543,4 +555,27 @@ func TestQueueBounds(t *testing.T) {
 	require.NoError(t, s.Load("digits_mlp"))
 	code, data, _ = post(t, http.DefaultClient, s.url+"/v2/models/digits_mlp/infer", body, nil)
 	assert.Equal(t, 200, code, "%s", data)
+}
+
+// scrape reads GET /metrics into a map from series (name and labels) to
+// value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, line)
+		out[line[:i]] = v
+	}
+	return out
 }

@@ -66,6 +66,7 @@ type Server struct {
 	loadMu sync.Mutex
 
 	draining atomic.Bool
+	metrics  *metrics
 }
 
 // Name and Version are what server metadata reports.
@@ -92,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	s := &Server{cfg: cfg, log: log.New(cfg.Log, "infer serve: ", log.LstdFlags), models: map[string]*model{}}
+	s := &Server{cfg: cfg, log: log.New(cfg.Log, "infer serve: ", log.LstdFlags), models: map[string]*model{}, metrics: newMetrics()}
 	names, err := modelNames(cfg.Repository)
 	if err != nil {
 		return nil, fmt.Errorf("--model-repository: %w", err)
@@ -525,6 +526,14 @@ func (s *Server) work(m *model, c *runtime.Context) {
 
 // run runs a batch of jobs (usually one) on a context.
 func (s *Server) run(m *model, c *runtime.Context, batch []*job) {
+	now := time.Now()
+	rows := int64(0)
+	for _, j := range batch {
+		s.metrics.queue.WithLabelValues(m.name).Observe(now.Sub(j.enqueued).Seconds())
+		rows += j.rows
+	}
+	s.metrics.batch.WithLabelValues(m.name).Observe(float64(len(batch)))
+	s.metrics.rows.WithLabelValues(m.name).Observe(float64(rows))
 	if len(batch) == 1 {
 		out, err := c.Run(batch[0].inputs)
 		if err != nil {

@@ -42,6 +42,15 @@ answered 503 at once, a wait past --timeout 503 too. A bad request (unknown mode
 or output, wrong datatype or shape, malformed JSON, a body over --max-request-bytes) is
 answered 400 with a message naming the problem. GET /metrics on the HTTP port gives
 Prometheus metrics (requests and failures by model, latency, queue time, batch sizes).
+
+--max-batch N batches requests for engines whose inputs and outputs lead with one dynamic
+dim (cc build keeps a model's dynamic batch axis): an instance that takes a request waits up
+to --max-queue-delay for more, runs up to N rows (and at most the engine's range) as one
+inference and splits the outputs; other engines run one request at a time.
+--capture DIR writes a --capture-rate fraction of the requests' inputs to
+DIR/MODEL/INPUT/*.pb in the background (a bounded buffer: a sample that does not fit is
+dropped and counted in /metrics, never waited for); cc quantize --calib DIR/MODEL/INPUT
+reads them.
 SIGTERM or SIGINT shuts down gracefully:
 readiness turns 503, the requests in flight finish, then the server exits with status 0.`,
 	MaxArgs: 0,
@@ -59,11 +68,21 @@ readiness turns 503, the requests in flight finish, then the server exits with s
 			maxBody = n
 			return err
 		})
+		maxBatch := cli.PositiveInt(fs, "max-batch", 1, "batch up to `N` rows of requests into one inference, for engines with a dynamic batch dim (1: no batching)")
+		delay := fs.Duration("max-queue-delay", 0, "with --max-batch, wait up to `D` for a batch to fill (0: batch what is already queued)")
+		capture := fs.String("capture", "", "write a sample of the requests' inputs to `DIR`/MODEL/INPUT/*.pb, calibration data for cc quantize --calib")
+		captureRate := cli.NonNegativeFloat(fs, "capture-rate", 0.01, "with --capture, the fraction `R` (0 to 1) of requests sampled")
 		requireSigned := requireSignedFlag(fs)
 		limits := limitflags.Add(fs, limitflags.Tensor, limitflags.Arena)
 		return func(env *cli.Env, args []string) error {
 			if *repo == "" {
 				return cli.Usagef("--model-repository is required")
+			}
+			if *captureRate > 1 {
+				return cli.Usagef("--capture-rate %g: want a fraction from 0 to 1", *captureRate)
+			}
+			if *delay < 0 {
+				return cli.Usagef("--max-queue-delay %v: want a duration of 0 or more", *delay)
 			}
 			if *timeout < 0 {
 				return cli.Usagef("--timeout %v: want a duration of 0 or more", *timeout)
@@ -71,6 +90,7 @@ readiness turns 503, the requests in flight finish, then the server exits with s
 			cfg := serve.Config{
 				Repository: *repo, Threads: env.ClampThreads("--threads", *threads), Instances: *instances,
 				MaxQueue: *maxQueue, Timeout: *timeout, MaxRequestBytes: maxBody, Limits: limits.Limits(),
+				MaxBatch: *maxBatch, MaxQueueDelay: *delay, CaptureDir: *capture, CaptureRate: *captureRate,
 				Load: func(path string) (*runtime.Engine, error) { return loadEngine(path, *requireSigned) },
 				Log:  env.Stderr,
 			}

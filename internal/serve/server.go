@@ -45,6 +45,10 @@ type Config struct {
 	// up to MaxQueueDelay for a batch to fill.
 	MaxBatch      int
 	MaxQueueDelay time.Duration
+	// CaptureDir, when set, receives a CaptureRate fraction of the
+	// requests' inputs as calibration samples (capture.go).
+	CaptureDir  string
+	CaptureRate float64
 	// Limits bound each context's arena and tensors.
 	Limits ir.Limits
 	// Load loads an engine file (runtime.Load when nil; infer passes one
@@ -65,8 +69,10 @@ type Server struct {
 	// loadMu serializes loads and unloads (each reads the disk and swaps).
 	loadMu sync.Mutex
 
-	draining atomic.Bool
-	metrics  *metrics
+	draining  atomic.Bool
+	metrics   *metrics
+	capture   *capturer // nil without --capture
+	closeOnce sync.Once
 }
 
 // Name and Version are what server metadata reports.
@@ -97,6 +103,11 @@ func New(cfg Config) (*Server, error) {
 	names, err := modelNames(cfg.Repository)
 	if err != nil {
 		return nil, fmt.Errorf("--model-repository: %w", err)
+	}
+	if cfg.CaptureDir != "" {
+		if s.capture, err = newCapturer(cfg.CaptureDir, cfg.CaptureRate, s.metrics, s.log.Printf); err != nil {
+			return nil, err
+		}
 	}
 	for _, name := range names {
 		if err := s.Load(name); err != nil {
@@ -229,6 +240,8 @@ func (s *Server) Close() {
 	for _, m := range all {
 		<-m.closed
 	}
+	// No request holds a model now, so none can offer a sample.
+	s.closeOnce.Do(s.capture.close)
 }
 
 // Ready reports whether the server takes requests: false once it is
@@ -389,6 +402,7 @@ func (s *Server) Infer(ctx context.Context, req *Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.capture.offer(m.name, inputs)
 	if s.cfg.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)

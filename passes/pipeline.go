@@ -70,6 +70,7 @@ type Timing struct {
 
 // O2 is the default float pipeline, in order.
 var O2 = []Pass{
+	{Name: "lower-training", Run: lowerTrainingPass, Required: true, Doc: "expands Gradient nodes (passes/autodiff) and rewrites the losses and optimizers into primitive ops"},
 	{Name: "infer", Run: inferPass, Required: true, Doc: "type and shape inference; propagates small compile-time values"},
 	{Name: "simplify", Run: simplifyPass, Doc: "removes Identity, inference-mode Dropout, no-op Reshape/Transpose/Cast"},
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
@@ -90,6 +91,8 @@ var O2 = []Pass{
 // passOrder lists "a before b" constraints checked by a test, so a table
 // edit cannot silently break what later passes assume.
 var passOrder = [][2]string{
+	// Backends compile primitive ops; inference types what lowering wrote.
+	{"lower-training", "infer"},
 	{"infer", "simplify"},
 	{"infer", "fold"},
 	{"simplify", "fold"},

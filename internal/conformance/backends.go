@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/passes/autodiff"
 	"github.com/kiln-ml/kiln/runtime/reference"
 )
 
@@ -22,6 +23,11 @@ func (r Reference) ReadLimits() ir.Limits { return r.Limits }
 // opsets and dtypes come back as reference.UnsupportedErrors, which
 // RunTest reports as UNSUPPORTED.
 func (r Reference) Prepare(m *ir.Model) (Runner, error) {
+	// Gradient nodes state facts about their graph: autodiff expands them
+	// into the gradient ops first.
+	if err := autodiff.ExpandGradients(m); err != nil {
+		return nil, err
+	}
 	e, err := reference.NewWithin(m, r.Limits)
 	if err != nil {
 		return nil, err

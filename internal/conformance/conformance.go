@@ -120,6 +120,9 @@ func RunTest(dir string, b Backend, tol Tolerance) (res Result) {
 	}
 	sort.Strings(sets)
 	notes := conformInputs(m, sets[0], lim)
+	if fix := knownDefects[res.Name]; fix != nil {
+		notes = append(notes, fix(m))
+	}
 	runner, err := b.Prepare(m)
 	if err != nil {
 		return classify(res.Name, err)
@@ -167,6 +170,21 @@ func conformInputs(m *ir.Model, set string, lim ir.Limits) []string {
 		}
 	}
 	return notes
+}
+
+// knownDefects repairs ONNX node tests whose model disagrees with the
+// code that generated their data, each with the note the result reports.
+var knownDefects = map[string]func(m *ir.Model) string{
+	// ONNX's generator computed the outputs with epsilon 1e-2 but wrote the
+	// Adam node without it (onnx/onnx#7749), so the default 0 is taken.
+	"test_adam_multiple": func(m *ir.Model) string {
+		for _, n := range m.Graph.Nodes {
+			if n.OpType == "Adam" && n.Attr("epsilon") == nil {
+				n.SetAttr(ir.AttrF("epsilon", 1e-2))
+			}
+		}
+		return "the Adam node takes epsilon 1e-2, which its data was computed with and the model omits (onnx/onnx#7749)"
+	},
 }
 
 func shapeAdmits(s ir.Shape, dims []int64) bool {

@@ -269,3 +269,11 @@ func RunTypes(s *Schema, n *ir.Node, opset int64, opsets Opsets, inputs []*ir.Te
 	}
 	return c.Outputs, nil
 }
+
+// InferNode types one node's outputs from its inputs' types and the known
+// values (initializers' and small computed ones), adding its outputs'
+// values to known where inference computes them: for passes that build
+// nodes and need their types at once (passes/autodiff).
+func InferNode(n *ir.Node, opsets Opsets, known map[*ir.Value]*ir.Tensor) error {
+	return inferNode(n, opsets, ir.DefaultLimits(), known, map[*ir.Value]*SymTensor{})
+}

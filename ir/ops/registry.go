@@ -173,8 +173,8 @@ func (e *UnsupportedError) Error() string {
 // may use semantics these rows do not implement, so it is refused rather
 // than run as if it were older. Raise an entry only after checking the
 // ONNX changelog's ops of the new version (TestNewestOpsetCoversRows keeps
-// the rows within it).
-var newestOpset = map[string]int64{"": 23, ir.KilnDomain: 1}
+// the rows within it). ai.onnx.preview.training has had one version.
+var newestOpset = map[string]int64{"": 23, ir.KilnDomain: 1, TrainingDomain: 1}
 
 // NewestOpset returns the newest opset version kiln implements for a
 // domain ("" and "ai.onnx" are the same), and false for a domain it does

@@ -1,0 +1,202 @@
+package autodiff
+
+import (
+	"slices"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// Shape and index ops (ir/ops shape.go, index.go): the gradient moves dy
+// back to where each element came from.
+
+func init() {
+	reshape := func(c *Ctx) ([]*ir.Value, error) { return []*ir.Value{c.ReshapeTo(c.DY[0], c.X(0))}, nil }
+	define("", map[string]Rule{
+		"Reshape": reshape, "Flatten": reshape, "Squeeze": reshape, "Unsqueeze": reshape,
+		"Transpose": func(c *Ctx) ([]*ir.Value, error) {
+			rank := c.X(0).Type.Shape.Rank()
+			perm := c.KernelContext.Ints("perm")
+			if perm == nil {
+				for a := rank - 1; a >= 0; a-- {
+					perm = append(perm, int64(a))
+				}
+			}
+			inv := make([]int64, len(perm))
+			for i, p := range perm {
+				inv[p] = int64(i)
+			}
+			return []*ir.Value{c.Transpose(c.DY[0], inv...)}, nil
+		},
+		"Expand": func(c *Ctx) ([]*ir.Value, error) {
+			d, err := c.SumTo(c.DY[0], c.Y(0).Type.Shape, c.X(0))
+			if err != nil {
+				return nil, c.Fail("%v", err)
+			}
+			return []*ir.Value{d}, nil
+		},
+		"Concat": concatRule,
+		"Split":  splitRule,
+		"Slice":  sliceRule,
+		"Pad":    padRule,
+		"Tile":   tileRule,
+		"Trilu": func(c *Ctx) ([]*ir.Value, error) {
+			return []*ir.Value{c.Op("Trilu", append([]*ir.Value{c.DY[0]}, c.Node.Inputs[1:]...), c.Node.Attrs...)}, nil
+		},
+		"GatherElements": func(c *Ctx) ([]*ir.Value, error) {
+			if c.Opset < 16 {
+				return nil, c.Fail("the gradient of GatherElements adds into repeated indices with ScatterElements(reduction=add), which needs opset 16 (the model imports %d)", c.Opset)
+			}
+			x := c.X(0)
+			return []*ir.Value{c.Op("ScatterElements", []*ir.Value{c.ZerosLike(x), c.X(1), c.DY[0]},
+				ir.AttrI("axis", c.Int("axis")), ir.AttrS("reduction", "add"))}, nil
+		},
+		// DepthToSpace in DCR mode and SpaceToDepth undo each other.
+		"DepthToSpace": func(c *Ctx) ([]*ir.Value, error) {
+			if c.String("mode") == "CRD" {
+				return nil, c.Fail("the gradient of DepthToSpace in CRD mode is not implemented (DCR is)")
+			}
+			return []*ir.Value{c.Op("SpaceToDepth", []*ir.Value{c.DY[0]}, ir.AttrI("blocksize", c.Int("blocksize")))}, nil
+		},
+		"SpaceToDepth": func(c *Ctx) ([]*ir.Value, error) {
+			return []*ir.Value{c.Op("DepthToSpace", []*ir.Value{c.DY[0]}, ir.AttrI("blocksize", c.Int("blocksize")))}, nil
+		},
+	})
+	notDifferentiable("", "its result does not depend on its input's values (a shape or a constant)",
+		"Shape", "Size", "Constant", "ConstantOfShape", "EyeLike", "Range", "OneHot")
+	notDifferentiable("", "not implemented: scattering dy to repeated indices needs ScatterND with reduction=add over the gathered axis moved first; embeddings are the use", "Gather")
+	notDifferentiable("", "not implemented: its gradient is a GatherND-shaped scatter", "GatherND")
+	notDifferentiable("", "not implemented: the updates' gradient gathers dy at the indices and the data's masks them out", "ScatterElements", "ScatterND")
+	notDifferentiable("", "not implemented: the gradient of an interpolation is its transpose, a scatter of each output's taps", "Resize")
+}
+
+// sliceAxis is x[start:end] along axis (Slice in the opset's form).
+func (c *Ctx) sliceAxis(x *ir.Value, axis, start, end int64) *ir.Value {
+	if c.Builder.Opset() >= 10 {
+		return c.Op("Slice", []*ir.Value{x, c.Int64s(start), c.Int64s(end), c.Int64s(axis)})
+	}
+	return c.Op("Slice", []*ir.Value{x}, ir.AttrIs("starts", start), ir.AttrIs("ends", end), ir.AttrIs("axes", axis))
+}
+
+// padZeros pads x with zeros (Pad in the opset's form).
+func (c *Ctx) padZeros(x *ir.Value, begin, end []int64) *ir.Value {
+	pads := append(slices.Clone(begin), end...)
+	if c.Builder.Opset() >= 11 {
+		return c.Op("Pad", []*ir.Value{x, c.Int64s(pads...)})
+	}
+	return c.Op("Pad", []*ir.Value{x}, ir.AttrIs("pads", pads...))
+}
+
+// staticDims is v's static shape, or an error naming the node.
+func (c *Ctx) staticDims(v *ir.Value) ([]int64, error) {
+	dims, ok := v.Type.Shape.Ints()
+	if !ok {
+		return nil, c.Fail("the gradient needs %q's static shape, which is %s", v.Name, v.Type.Shape)
+	}
+	return dims, nil
+}
+
+func concatRule(c *Ctx) ([]*ir.Value, error) {
+	rank := c.Y(0).Type.Shape.Rank()
+	axis := c.Int("axis")
+	if axis < 0 {
+		axis += int64(rank)
+	}
+	out := make([]*ir.Value, len(c.Node.Inputs))
+	at := int64(0)
+	for i, x := range c.Node.Inputs {
+		d := x.Type.Shape.Dims[axis]
+		if !d.IsStatic() {
+			return nil, c.Fail("input %d's axis %d is not static", i, axis)
+		}
+		if c.Need[i] {
+			out[i] = c.sliceAxis(c.DY[0], axis, at, at+d.Value)
+		}
+		at += d.Value
+	}
+	return out, nil
+}
+
+func splitRule(c *Ctx) ([]*ir.Value, error) {
+	rank := c.X(0).Type.Shape.Rank()
+	axis := c.Int("axis")
+	if axis < 0 {
+		axis += int64(rank)
+	}
+	parts := make([]*ir.Value, len(c.Node.Outputs))
+	for i, y := range c.Node.Outputs {
+		parts[i] = c.DY[i]
+		if parts[i] == nil {
+			parts[i] = c.ZerosLike(y)
+		}
+	}
+	return []*ir.Value{c.Op("Concat", parts, ir.AttrI("axis", axis))}, nil
+}
+
+// sliceRule pads dy back to the input's shape with zeros (unit steps).
+func sliceRule(c *Ctx) ([]*ir.Value, error) {
+	dims, err := c.staticDims(c.X(0))
+	if err != nil {
+		return nil, err
+	}
+	first, steps, counts, err := c.SliceWindow(dims)
+	if err != nil {
+		return nil, err
+	}
+	begin, end := make([]int64, len(dims)), make([]int64, len(dims))
+	for a := range dims {
+		if steps[a] != 1 && counts[a] > 1 {
+			return nil, c.Fail("the gradient of a Slice with step %d is not implemented (unit steps are)", steps[a])
+		}
+		begin[a], end[a] = first[a], dims[a]-first[a]-counts[a]
+		if counts[a] == 0 {
+			begin[a], end[a] = 0, dims[a]
+		}
+	}
+	return []*ir.Value{c.padZeros(c.DY[0], begin, end)}, nil
+}
+
+// padRule slices the padding off dy (constant mode, no cropping).
+func padRule(c *Ctx) ([]*ir.Value, error) {
+	x := c.X(0)
+	dims, err := c.staticDims(x)
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.PadSpec(x.Type.Elem, dims)
+	if err != nil {
+		return nil, err
+	}
+	if p.Mode != "constant" {
+		return nil, c.Fail("the gradient of Pad in %s mode is not implemented (constant is)", p.Mode)
+	}
+	d := c.DY[0]
+	for a := range dims {
+		if p.Begin[a] < 0 || p.End[a] < 0 {
+			return nil, c.Fail("the gradient of a cropping Pad is not implemented")
+		}
+		if p.Begin[a] != 0 || p.End[a] != 0 {
+			d = c.sliceAxis(d, int64(a), p.Begin[a], p.Begin[a]+dims[a])
+		}
+	}
+	return []*ir.Value{d}, nil
+}
+
+// tileRule sums dy's copies: [r0·d0, ...] viewed as [r0, d0, r1, d1, ...]
+// summed over the r axes.
+func tileRule(c *Ctx) ([]*ir.Value, error) {
+	dims, err := c.staticDims(c.X(0))
+	if err != nil {
+		return nil, err
+	}
+	reps := c.Value(c.X(1))
+	if reps == nil {
+		return nil, c.Fail("repeats must be a constant to differentiate Tile")
+	}
+	var split, axes []int64
+	for a, d := range dims {
+		split = append(split, reps.Int64At(a), d)
+		axes = append(axes, int64(2*a))
+	}
+	v := c.Op("Reshape", []*ir.Value{c.DY[0], c.Int64s(split...)})
+	return []*ir.Value{c.ReshapeTo(c.ReduceSum(v, axes, false), c.X(0))}, nil
+}

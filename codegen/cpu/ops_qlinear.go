@@ -190,7 +190,19 @@ type qconvLayout struct {
 	npix, npad      int64 // output pixels; im2col row length (padded)
 	padBytes, cols0 int64 // bytes of the padded copy; offset of the panels
 	panelBytes      int64 // one (image, group) panel
+	// rowBlock > 0: im2col is fused into the convolution, per block of
+	// that many output rows, into a slice of sliceBytes per thread
+	// ([K/4][sliceNpad][4]) that stays in cache while every row tile
+	// reads it, instead of panels too big for L2.
+	rowBlock, sliceNpad, sliceBytes int64
 }
+
+// Im2col is fused into the convolution from panels of qFuseIm2colAbove
+// bytes, in slices of about qFuseSlice bytes (in L2 beside the weights,
+// and many row tiles long, so that few are tails), with at least
+// qFuseIm2colItems blocks to share between threads (variables: tests fuse
+// every convolution, in small blocks).
+var qFuseIm2colAbove, qFuseSlice, qFuseIm2colItems int64 = 512 << 10, 192 << 10, 6
 
 func (g *gen) qconvLayout(ql *qlin, N int64) qconvLayout {
 	c := ql.cg
@@ -217,6 +229,14 @@ func (g *gen) qconvLayout(ql *qlin, N int64) qconvLayout {
 	k4 := (ql.K + 3) / 4
 	l.panelBytes = k4 * l.npad * 4
 	l.cols0 = l.padBytes
+	if c.group == 1 && l.rows > 1 && l.panelBytes > qFuseIm2colAbove {
+		R := min(max(qFuseSlice/(k4*4*l.cols), 1), l.rows)
+		if N*((l.rows+R-1)/R) >= qFuseIm2colItems {
+			l.rowBlock = R
+			l.sliceNpad = (R*l.cols+L-1)/L*L + L
+			l.sliceBytes = align64(k4 * l.sliceNpad * 4)
+		}
+	}
 	return l
 }
 
@@ -225,6 +245,9 @@ func (g *gen) qlinScratch(ql *qlin) int64 {
 		return 0
 	}
 	l := g.qconvLayout(ql, ql.cg.N)
+	if l.rowBlock > 0 {
+		return l.cols0 + threadSlots*l.sliceBytes
+	}
 	return l.cols0 + ql.cg.N*ql.cg.group*l.panelBytes
 }
 
@@ -245,10 +268,13 @@ func (g *gen) lowerQLin(ql *qlin) error {
 func (g *gen) lowerQConvGemm(ql *qlin, c convGeom) error {
 	isa, L := g.qTarget()
 	l := g.qconvLayout(ql, c.N)
-	cg, ocg := c.C/c.group, c.OC/c.group
+	ocg := c.OC / c.group
 	K, k4 := ql.K, (ql.K+3)/4
 	q := &qgemm{M: ocg, N: l.npix, K: K, batch: c.N * c.group, lanes: L, isa: isa}
 	q.mr, q.nv = qBlocking(q.M, q.N, L)
+	if l.rowBlock > 0 {
+		q.mr, q.nv = qBlocking(q.M, l.rowBlock*l.cols, L)
+	}
 	q.parallel = 2*q.M*q.N*K*q.batch >= 1<<18
 	// Weights: each group's rows packed on their own.
 	pk := qPacker{isa: isa, lanes: L}
@@ -277,9 +303,52 @@ func (g *gen) lowerQConvGemm(ql *qlin, c convGeom) error {
 	if l.pad {
 		g.emitQPad(ql, c, l)
 	}
-	g.emitQIm2col(ql, c, l, cg, k4, q.parallel)
+	if l.rowBlock > 0 {
+		g.emitQConvRows(ql, c, l, q)
+		return nil
+	}
+	g.emitQIm2col(ql, c, l, k4, q.parallel)
 	g.step("QConv", !q.parallel, q.emit)
 	return nil
+}
+
+// emitQConvRows is the convolution with im2col fused (l.rowBlock): per
+// image and block of output rows, the block's panel goes to the thread's
+// slice, then every row tile runs over it.
+func (g *gen) emitQConvRows(ql *qlin, c convGeom, l qconvLayout, q *qgemm) {
+	R, k4 := l.rowBlock, q.k4()
+	blocks := (l.rows + R - 1) / R
+	pairs := g.qRowPairs(ql, c, l, k4)
+	g.step("QConv", !q.parallel, func(k *kfn) {
+		src := g.qIm2colSource(k, ql, l)
+		slot := k.tid
+		if !q.parallel {
+			slot = c64(0)
+		}
+		slice := k.bytesAt(k.scratchPtr(0), k.add(c64(l.cols0), k.mul(slot, c64(l.sliceBytes))))
+		k.parLoop(c.N*blocks, q.parallel, func(it value.Value) {
+			img, blk := k.div(it, c64(blocks)), k.rem(it, c64(blocks))
+			r0 := k.mul(blk, c64(R))
+			run := func(rows int64) {
+				k.loop(c64(0), c64(k4), func(qg value.Value) {
+					out := k.mul(qg, c64(l.sliceNpad*4))
+					g.qIm2colRows(k, ql, c, l, pairs, src, slice, out, img, qg, r0, rows)
+				})
+				t := *q
+				t.N, t.batch, t.parallel = rows*l.cols, 1, false
+				t.vec = func(*kfn) value.Value { return slice }
+				t.vecTile, t.vecGroup, t.vecBatch = t.nb()*4, l.sliceNpad*4, nil
+				first := k.add(k.mul(img, c64(c.OC*l.npix)), k.mul(r0, c64(l.cols)))
+				t.st.cBatch = func(*kfn, value.Value) value.Value { return first }
+				t.emit(k)
+			}
+			if tail := l.rows % R; tail > 0 {
+				k.ifElse(k.icmp(enum.IPredEQ, blk, c64(blocks-1)), func() { run(tail) }, func() { run(R) })
+			} else {
+				run(R)
+			}
+		})
+	})
 }
 
 // emitQPad copies the input into the scratch with zp borders: planes of
@@ -368,66 +437,76 @@ func (k *kfn) fillBytes(dst, do value.Value, n int64, v *constant.Int) {
 // their weights are zero). Work items are (panel, K group); each walks
 // its output rows in order, so a row's tail vector may spill into the
 // next row's start, which that row then overwrites.
-func (g *gen) emitQIm2col(ql *qlin, c convGeom, l qconvLayout, cg, k4 int64, par bool) {
-	_, L := g.qTarget()
-	X := ql.x
-	taps := c.kh * c.kw
+func (g *gen) emitQIm2col(ql *qlin, c convGeom, l qconvLayout, k4 int64, par bool) {
 	items := c.N * c.group * k4
 	pairs := g.qRowPairs(ql, c, l, k4)
 	g.step("QIm2col", !par, func(k *kfn) {
-		var src value.Value
-		if l.pad {
-			src = k.bytesAt(k.scratchPtr(0), c64(0))
-		} else {
-			src = k.bytesAt(k.ptr(X), c64(0))
-		}
+		src := g.qIm2colSource(k, ql, l)
 		dst := k.bytesAt(k.scratchPtr(0), c64(l.cols0))
 		k.parLoop(items, par, func(it value.Value) {
 			b := k.div(it, c64(k4))
 			qg := k.rem(it, c64(k4))
-			img, grp := k.div(b, c64(c.group)), k.rem(b, c64(c.group))
-			chan0 := k.add(k.mul(img, c64(c.C)), k.mul(grp, c64(cg)))
-			var bases [4]value.Value
-			for j := int64(0); j < 4; j++ {
-				kk := k.add(k.mul(qg, c64(4)), c64(j))
-				kk = k.sel(k.icmp(enum.IPredSLT, kk, c64(ql.K)), kk, c64(ql.K-1))
-				ch, t := k.div(kk, c64(taps)), k.rem(kk, c64(taps))
-				kh, kw := k.div(t, c64(c.kw)), k.rem(t, c64(c.kw))
-				plane := k.mul(k.add(chan0, ch), c64(l.Hp*l.Wp))
-				bases[j] = k.add(plane, k.add(k.mul(kh, c64(c.dh*l.Wp)), k.mul(kw, c64(c.dw))))
-			}
 			out := k.mul(k.add(k.mul(b, c64(k4)), qg), c64(l.npad*4))
-			if pairs != nil {
-				pairs.emit(k, src, dst, out, bases, qg, ql.xSigned)
-				return
-			}
-			sw := c.sw
-			if l.rows == 1 && l.cols == l.npix && !l.pad {
-				sw = 1
-			}
-			chunk := func(rowOff, outPix value.Value, c0 value.Value, n int64) {
-				var vs [4]value.Value
-				for j := range vs {
-					vs[j] = k.loadBytesStrided(src, k.add(bases[j], k.add(rowOff, k.mul(c0, c64(sw)))), sw, L, n, !l.pad)
-				}
-				v := k.interleave4(vs, L)
-				if ql.xSigned {
-					v = k.b.NewXor(v, splat(int(4*L), constant.NewInt(i8, -128)))
-				}
-				k.storeAt(v, dst, k.add(out, k.mul(k.add(outPix, c0), c64(4))))
-			}
-			k.loop(c64(0), c64(l.rows), func(oh value.Value) {
-				rowOff := k.mul(oh, c64(c.sh*l.Wp))
-				outPix := k.mul(oh, c64(l.cols))
-				full := l.cols / L
-				if full > 0 {
-					k.loop(c64(0), c64(full), func(ci value.Value) { chunk(rowOff, outPix, k.mul(ci, c64(L)), L) })
-				}
-				if t := l.cols % L; t > 0 {
-					chunk(rowOff, outPix, c64(full*L), t)
-				}
-			})
+			g.qIm2colRows(k, ql, c, l, pairs, src, dst, out, b, qg, c64(0), l.rows)
 		})
+	})
+}
+
+// qIm2colSource is the input im2col reads: the padded copy, or the input.
+func (g *gen) qIm2colSource(k *kfn, ql *qlin, l qconvLayout) value.Value {
+	if l.pad {
+		return k.bytesAt(k.scratchPtr(0), c64(0))
+	}
+	return k.bytesAt(k.ptr(ql.x), c64(0))
+}
+
+// qIm2colRows writes output rows [r0, r0+rows) of K group qg of panel b
+// (image·group + group) at dst[out], the first row's first pixel first.
+func (g *gen) qIm2colRows(k *kfn, ql *qlin, c convGeom, l qconvLayout, pairs *qRowPairs, src, dst, out, b, qg, r0 value.Value, rows int64) {
+	_, L := g.qTarget()
+	taps := c.kh * c.kw
+	cg := c.C / c.group
+	img, grp := k.div(b, c64(c.group)), k.rem(b, c64(c.group))
+	chan0 := k.add(k.mul(img, c64(c.C)), k.mul(grp, c64(cg)))
+	var bases [4]value.Value
+	for j := int64(0); j < 4; j++ {
+		kk := k.add(k.mul(qg, c64(4)), c64(j))
+		kk = k.sel(k.icmp(enum.IPredSLT, kk, c64(ql.K)), kk, c64(ql.K-1))
+		ch, t := k.div(kk, c64(taps)), k.rem(kk, c64(taps))
+		kh, kw := k.div(t, c64(c.kw)), k.rem(t, c64(c.kw))
+		plane := k.mul(k.add(chan0, ch), c64(l.Hp*l.Wp))
+		bases[j] = k.add(plane, k.add(k.mul(kh, c64(c.dh*l.Wp)), k.mul(kw, c64(c.dw))))
+	}
+	if pairs != nil {
+		pairs.emit(k, src, dst, out, bases, qg, r0, rows, ql.xSigned)
+		return
+	}
+	sw := c.sw
+	if l.rows == 1 && l.cols == l.npix && !l.pad {
+		sw = 1
+	}
+	chunk := func(rowOff, outPix value.Value, c0 value.Value, n int64) {
+		var vs [4]value.Value
+		for j := range vs {
+			vs[j] = k.loadBytesStrided(src, k.add(bases[j], k.add(rowOff, k.mul(c0, c64(sw)))), sw, L, n, !l.pad)
+		}
+		v := k.interleave4(vs, L)
+		if ql.xSigned {
+			v = k.b.NewXor(v, splat(int(4*L), constant.NewInt(i8, -128)))
+		}
+		k.storeAt(v, dst, k.add(out, k.mul(k.add(outPix, c0), c64(4))))
+	}
+	k.loop(c64(0), c64(rows), func(r value.Value) {
+		oh := k.add(r0, r)
+		rowOff := k.mul(oh, c64(c.sh*l.Wp))
+		outPix := k.mul(r, c64(l.cols))
+		full := l.cols / L
+		if full > 0 {
+			k.loop(c64(0), c64(full), func(ci value.Value) { chunk(rowOff, outPix, k.mul(ci, c64(L)), L) })
+		}
+		if t := l.cols % L; t > 0 {
+			chunk(rowOff, outPix, c64(full*L), t)
+		}
 	})
 }
 
@@ -482,9 +561,9 @@ func (g *gen) qRowPairs(ql *qlin, c convGeom, l qconvLayout, k4 int64) *qRowPair
 	return &qRowPairs{c: c, l: l, k4: k4, period: period, tab: g.addWeights(tab)}
 }
 
-// emit writes K group qg's panel: bases holds each of its four K indices'
-// first byte in the padded input.
-func (rp *qRowPairs) emit(k *kfn, src, dst, out value.Value, bases [4]value.Value, qg value.Value, signed bool) {
+// emit writes output rows [r0, r0+rows) of K group qg's panel: bases
+// holds each of its four K indices' first byte in the padded input.
+func (rp *qRowPairs) emit(k *kfn, src, dst, out value.Value, bases [4]value.Value, qg, r0 value.Value, rows int64, signed bool) {
 	c, l := rp.c, rp.l
 	const L = 16
 	pi := k.rem(qg, c64(rp.period))
@@ -504,9 +583,9 @@ func (rp *qRowPairs) emit(k *kfn, src, dst, out value.Value, bases [4]value.Valu
 		}
 		k.storeAt(v, dst, k.add(out, k.mul(k.add(outPix, c0), c64(4))))
 	}
-	k.loop(c64(0), c64(l.rows), func(oh value.Value) {
-		rowOff := k.mul(oh, c64(c.sh*l.Wp))
-		outPix := k.mul(oh, c64(l.cols))
+	k.loop(c64(0), c64(rows), func(r value.Value) {
+		rowOff := k.mul(k.add(r0, r), c64(c.sh*l.Wp))
+		outPix := k.mul(r, c64(l.cols))
 		n := (l.cols + L - 1) / L
 		// Whole vectors: a row's tail spills into the next row's start,
 		// which that row overwrites (or the panel's padding); the loads

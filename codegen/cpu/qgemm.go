@@ -324,6 +324,10 @@ func (q *qgemm) emit(k *kfn) {
 		ch := off(c64(0), q.st.chBatch)
 		m0, n0 := k.mul(mi, c64(q.mr)), k.mul(ni, c64(nb))
 		tile := func(rows, cols int64) {
+			if q.turnTail(rows, cols) {
+				q.microT(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, ch)
+				return
+			}
 			q.micro(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch)
 		}
 		byCols := func(rows int64) {
@@ -352,18 +356,8 @@ func (q *qgemm) emit(k *kfn) {
 // and one xmm, not four zmm.
 func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch value.Value) {
 	L := q.lanes
-	nv := (cols + L - 1) / L
-	width := make([]int64, nv)
-	for j := range width {
-		width[j] = L
-	}
-	if rem := cols - (nv-1)*L; rem <= L/2 {
-		w := L / 2
-		for w/2 >= rem && w/2 >= 4 {
-			w /= 2
-		}
-		width[nv-1] = w
-	}
+	width := q.widths(cols)
+	nv := int64(len(width))
 	madd := q.isa == qMadd
 	// Each accumulator starts at its channel's corr.
 	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
@@ -502,6 +496,97 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 	}
 }
 
+// widths are the vector widths (int32 lanes) micro covers cols with.
+func (q *qgemm) widths(cols int64) []int64 {
+	L := q.lanes
+	nv := (cols + L - 1) / L
+	width := make([]int64, nv)
+	for j := range width {
+		width[j] = L
+	}
+	if rem := cols - (nv-1)*L; rem <= L/2 {
+		w := L / 2
+		for w/2 >= rem && w/2 >= 4 {
+			w /= 2
+		}
+		width[nv-1] = w
+	}
+	return width
+}
+
+// vpdpbusdCost is a vpdpbusd's cost in zmm issues: the narrower forms run
+// two per cycle (Ice Lake, Zen 4).
+func vpdpbusdCost(lanes int64) float64 {
+	if lanes >= 16 {
+		return 1
+	}
+	return 0.5
+}
+
+// turnTail reports whether a tile of rows × cols is cheaper with the
+// roles turned (microT): few columns, a convolution's weights
+// broadcast by row, and a row tile that is one vector of dwords.
+func (q *qgemm) turnTail(rows, cols int64) bool {
+	W := q.mr
+	if q.isa != qVNNI || q.acts || !q.st.perRow || q.vecTile != q.nb()*4 || W > q.lanes || W&(W-1) != 0 || W < 4 || cols > 24 {
+		return false
+	}
+	var now float64
+	for _, w := range q.widths(cols) {
+		now += float64(rows) * vpdpbusdCost(w)
+	}
+	return float64(cols)*vpdpbusdCost(W) < now
+}
+
+// microT computes a tile of few columns with the roles turned: a K
+// group's dwords of the tile's mr rows (contiguous in the packing) are
+// the vector, s8, and each column's activation dword is broadcast, u8, so
+// the 49th pixel of a 7×7 layer costs one vpdpbusd per K group, not one
+// per row. Lanes are channels: the store scatters them down the rows.
+func (q *qgemm) microT(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, ch value.Value) {
+	W := q.mr
+	ch0 := k.add(ch, m0)
+	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
+	corr := k.loadAt(ivec(W, i32), corrP, k.mul(ch0, c64(4)))
+	// A few columns are a few dependency chains of vpdpbusd: U
+	// interleaved K groups per iteration keep eight in flight.
+	U := min(max(8/cols, 1), q.k4())
+	zero := constant.NewZeroInitializer(ivec(W, i32))
+	init := make([]value.Value, U*cols)
+	for i := range init {
+		init[i] = zero
+	}
+	step := func(g value.Value, acc []value.Value) []value.Value {
+		wv := k.loadAt(ivec(W, i32), bcp, k.add(bcOff, k.mul(g, c64(q.bcGroup))))
+		at := k.add(vecOff, k.mul(g, c64(q.vecGroup)))
+		out := make([]value.Value, cols)
+		for c := range out {
+			d := k.loadAt(i32, vecp, k.add(at, c64(int64(c)*4)))
+			out[c] = k.dot4(acc[c], k.splatOf(d, W), wv, W)
+		}
+		return out
+	}
+	main := q.k4() / U
+	acc := k.loopAcc(c64(0), c64(main), init, func(it value.Value, acc []value.Value) []value.Value {
+		out := make([]value.Value, 0, len(acc))
+		for u := int64(0); u < U; u++ {
+			out = append(out, step(k.add(k.mul(it, c64(U)), c64(u)), acc[u*cols:(u+1)*cols])...)
+		}
+		return out
+	})
+	sum := acc[:cols]
+	for g := main * U; g < q.k4(); g++ {
+		sum = step(c64(g), sum)
+	}
+	for c := int64(0); c < cols; c++ {
+		v := k.b.NewAdd(sum[c], corr)
+		for u := int64(1); u < U; u++ {
+			v = k.b.NewAdd(v, acc[u*cols+c])
+		}
+		q.st.storeDown(k, v, cp, resp, k.add(cOff, c64(c)), ch0, W, rows)
+	}
+}
+
 // store requantizes one vector of sums (channel ch: per row, or the first
 // of lanes channels) and stores its first valid lanes at element at.
 func (st *qstore) store(k *kfn, acc, cp, resp, at, ch value.Value, L, valid int64) {
@@ -509,24 +594,63 @@ func (st *qstore) store(k *kfn, acc, cp, resp, at, ch value.Value, L, valid int6
 		k.maskedStoreAt(acc, cp, k.mul(at, c64(4)), valid)
 		return
 	}
-	param := func(off int64, t types.Type, size int64) value.Value {
-		p := k.locPtr(loc{space: inWeights, off: off}, i8)
-		if st.perRow {
-			return k.splatOf(k.loadAt(t, p, k.mul(ch, c64(size))), L)
+	var res value.Value
+	if resp != nil {
+		res = st.residual(k, k.maskedLoadAt(ivec(L, i8), resp, at, valid, nil), L)
+	}
+	q := st.requant(k, acc, res, ch, L, !st.perRow)
+	k.maskedStoreAt(k.b.NewTrunc(q, ivec(L, i8)), cp, at, valid)
+}
+
+// storeDown is store for a vector whose lanes are channels ch, ch+1, ...
+// (rows of the output): lane i goes to element at + i·ldc, for the first
+// valid lanes.
+func (st *qstore) storeDown(k *kfn, acc, cp, resp, at, ch value.Value, L, valid int64) {
+	elem := func(i int64) value.Value { return k.add(at, c64(i*st.ldc)) }
+	if st.out == qOutInt32 {
+		for i := int64(0); i < valid; i++ {
+			k.storeAt(k.b.NewExtractElement(acc, c32(i)), cp, k.mul(elem(i), c64(4)))
 		}
-		return k.loadAt(ivec(L, t), p, k.mul(ch, c64(size)))
+		return
 	}
 	var res value.Value
 	if resp != nil {
-		r := k.maskedLoadAt(ivec(L, i8), resp, at, valid, nil)
-		if st.resSigned {
-			res = k.b.NewSExt(r, ivec(L, i32))
-		} else {
-			res = k.b.NewZExt(r, ivec(L, i32))
+		var r value.Value = constant.NewZeroInitializer(ivec(L, i8))
+		for i := int64(0); i < valid; i++ {
+			r = k.b.NewInsertElement(r, k.loadAt(i8, resp, elem(i)), c32(i))
 		}
-		if st.resZp != 0 {
-			res = k.b.NewSub(res, isplat(L, st.resZp))
+		res = st.residual(k, r, L)
+	}
+	q := k.b.NewTrunc(st.requant(k, acc, res, ch, L, true), ivec(L, i8))
+	for i := int64(0); i < valid; i++ {
+		k.storeAt(k.b.NewExtractElement(q, c32(i)), cp, elem(i))
+	}
+}
+
+// residual widens the residual's bytes to int32 less its zero point.
+func (st *qstore) residual(k *kfn, r value.Value, L int64) value.Value {
+	var res value.Value
+	if st.resSigned {
+		res = k.b.NewSExt(r, ivec(L, i32))
+	} else {
+		res = k.b.NewZExt(r, ivec(L, i32))
+	}
+	if st.resZp != 0 {
+		res = k.b.NewSub(res, isplat(L, st.resZp))
+	}
+	return res
+}
+
+// requant is the store's arithmetic on one vector of sums: the output
+// steps plus zero point, as int32. Its per-channel parameters are one per
+// lane from channel ch on (byLane), or channel ch's splat.
+func (st *qstore) requant(k *kfn, acc, res, ch value.Value, L int64, byLane bool) value.Value {
+	param := func(off int64, t types.Type, size int64) value.Value {
+		p := k.locPtr(loc{space: inWeights, off: off}, i8)
+		if !byLane {
+			return k.splatOf(k.loadAt(t, p, k.mul(ch, c64(size))), L)
 		}
+		return k.loadAt(ivec(L, t), p, k.mul(ch, c64(size)))
 	}
 	var q value.Value
 	if st.out == qOutF64 {
@@ -573,7 +697,7 @@ func (st *qstore) store(k *kfn, acc, cp, resp, at, ch value.Value, L, valid int6
 			q = k.b.NewAdd(q, isplat(L, zpI))
 		}
 	}
-	k.maskedStoreAt(k.b.NewTrunc(q, ivec(L, i8)), cp, at, valid)
+	return q
 }
 
 // qZeroPointSplit splits a zero point into an even part (added in float

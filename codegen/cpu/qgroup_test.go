@@ -329,8 +329,45 @@ func (q *qtest) inferred(v *ir.Value) *ir.Value {
 }
 
 func TestQConvGroups(t *testing.T) {
+	for _, c := range qconvCases() {
+		t.Run(c.name, func(t *testing.T) {
+			q := newQTest(t, c.name, 11)
+			y, roles := c.build(q)
+			q.run(y, "qconv", roles, c.kernels, Options{})
+		})
+	}
+}
+
+// TestQConvFusedIm2col runs every convolution the fused im2col takes
+// (qconvLayout's rowBlock) through it, on each instruction set: blocks of
+// rows with a shorter last one, batches, strides, residuals.
+func TestQConvFusedIm2col(t *testing.T) {
+	above, slice, items := qFuseIm2colAbove, qFuseSlice, qFuseIm2colItems
+	qFuseIm2colAbove, qFuseSlice, qFuseIm2colItems = 0, 6<<10, 1
+	defer func() { qFuseIm2colAbove, qFuseSlice, qFuseIm2colItems = above, slice, items }()
+	for _, cpu := range []string{"x86-64-v3", "cascadelake", "native"} {
+		for _, c := range qconvCases() {
+			if c.grp != 1 || c.H == 1 || c.kh*c.kw == 1 && c.stride == 1 && c.pad == 0 {
+				continue // no rows to block: a 1×1 reads each plane as one row
+			}
+			t.Run(cpu+"/"+c.name, func(t *testing.T) {
+				if hasCPU(cpu) != nil {
+					t.Skip(hasCPU(cpu))
+				}
+				q := newQTest(t, c.name, 11)
+				y, roles := c.build(q)
+				res := q.run(y, "qconv", roles, "", Options{CPU: cpu})
+				if got := strings.Join(res.Kernels, " "); strings.Contains(got, "QIm2col") || !strings.HasSuffix(got, "QConv") {
+					t.Errorf("compiled to %s, want im2col fused into QConv", got)
+				}
+			})
+		}
+	}
+}
+
+func qconvCases() []qconvCase {
 	u8, s8 := ir.Uint8, ir.Int8
-	for _, c := range []qconvCase{
+	cases := []qconvCase{
 		{name: "3x3_pad_bias_relu_perchannel", N: 1, C: 8, H: 9, W: 11, OC: 16, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
 			xType: u8, yType: u8, zpX: 3, perChannel: true, bias: true, act: "Relu", kernels: "QPad QIm2col QConv"},
 		{name: "k27_stride2_pertensor_nobias", N: 1, C: 3, H: 17, W: 15, OC: 10, kh: 3, kw: 3, stride: 2, pad: 1, dil: 1, grp: 1,
@@ -353,18 +390,19 @@ func TestQConvGroups(t *testing.T) {
 			xType: u8, yType: u8, zpX: 0, perChannel: true, bias: true, squeeze: 30},
 		{name: "3x3_54px_s8_out", N: 1, C: 12, H: 6, W: 9, OC: 9, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
 			xType: u8, yType: s8, zpX: 200, perChannel: true, bias: true},
+		{name: "groups2_7x7_tail_turned_residual", N: 1, C: 16, H: 7, W: 7, OC: 32, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 2,
+			xType: u8, yType: s8, zpX: 21, perChannel: true, bias: true, residual: true, act: "Relu"},
 		{name: "stem_7x7_s2", N: 1, C: 3, H: 32, W: 32, OC: 16, kh: 7, kw: 7, stride: 2, pad: 3, dil: 1, grp: 1,
 			xType: u8, yType: u8, zpX: 114, perChannel: true, bias: true, act: "Relu"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if c.H == 0 {
-				c.H, c.kh = 1, 1
-			}
-			q := newQTest(t, c.name, 11)
-			y, roles := c.build(q)
-			q.run(y, "qconv", roles, c.kernels, Options{})
-		})
+		{name: "3x3_batch2_rows_in_blocks", N: 2, C: 24, H: 13, W: 12, OC: 40, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
+			xType: s8, yType: u8, zpX: 5, perChannel: true, bias: true, residual: true},
 	}
+	for i := range cases {
+		if cases[i].H == 0 {
+			cases[i].H, cases[i].kh = 1, 1
+		}
+	}
+	return cases
 }
 
 // TestQISAs runs a convolution, a depthwise convolution and a matmul for
@@ -533,6 +571,7 @@ func TestQLinearOpsOnInt8Kernels(t *testing.T) {
 		{"QLinearConv-10(group=4, strides=[2 2], pads=[1 1 1 1]) T[2,4,9,9], float=[0.1], T=[3], int8[4,1,3,3]=rand, float=[0.02], int8=[0], float=[0.3], int8=[-4], int32[4]=rand", "QConvDW"},
 		{"QLinearConv-10 T[1,8,7,7], float=[0.5], T=[0], int8[16,8,1,1]=rand, float=[0.25], int8=[0], float=[2], T=[3]", "QIm2col QConv"},
 		{"ConvInteger-10(pads=[1 1 1 1]) T[2,3,6,17], int8[5,3,3,3]=rand, T=[4], int8[5]=[1 -2 3 0 0]", "QPad QIm2col QConv"},
+		{"ConvInteger-10(pads=[1 1 1 1]) T[1,4,7,7], int8[8,4,3,3]=rand, T=[9], int8=[0]", "QPad QIm2col QConv"},
 		{"ConvInteger-10(group=3) T[1,6,5,5], uint8[6,2,2,2]=[100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127 128 129 130 131 132 133 134 135 136 137 138 139 141 142 143 144 145 146 147 148], T=[1], uint8=[100]", "QIm2col QConv"},
 		{"QLinearMatMul-10 T[3,17], float=[0.02], T=[3], int8[17,9]=rand, float=[0.03], int8=[0], float=[0.05], uint8=[100]", "QMatMul"},
 		{"QLinearMatMul-10 T[16,4], float=[0.1], T=[0], int8[4,16]=rand, float=[1], int8=[0], float=[1], T=[0]", "QMatMul"}, // ties

@@ -30,7 +30,7 @@ IN_SCOPE = awk -F'\t' -v dir=$(ONNXNODE) -v added="$(SCOPE_ADDED)" \
 # Packages whose code is concurrent: also tested with the race detector.
 RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance ./internal/serve
 
-.PHONY: help build deps test fuzz fuzz-long conformance bench demo clean proto
+.PHONY: help build deps test fuzz fuzz-long conformance bench demo clean proto lib lib-test
 
 help: ## list the targets
 	@echo "kiln — make TARGET"
@@ -130,6 +130,25 @@ demo: deps build ## inspect, convert and test the bundled models, compile them t
 	done
 	@echo
 	@echo "(charts of each comparison: $(OUT)/demo/digits_cnn.int8.html, $(OUT)/demo/digits_mlp.int8.html)"
+
+# libkiln: the runtime as a C library, the only cgo in kiln (infer and the
+# runtime build with CGO_ENABLED=0). kiln.h is the API; the header cgo
+# writes beside the library (Go's types) is removed.
+lib: ## build bin/libkiln.so and bin/kiln.h: kiln's runtime as a C library (needs cgo and gcc)
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $(BIN)/libkiln.so ./bindings/c
+	rm -f $(BIN)/libkiln.h
+	cp bindings/c/kiln.h $(BIN)/kiln.h
+
+lib-test: lib build ## build libkiln and the C and Python examples, classify a digit with both; the C answer must equal infer run's
+	@mkdir -p $(OUT)/lib-test
+	$(BIN)/cc build testdata/models/digits_mlp.onnx -o $(OUT)/lib-test/digits_mlp.kiln
+	gcc -Wall -Wextra -Werror -O2 -I $(BIN) bindings/c/example/digit.c -L $(BIN) -lkiln -Wl,-rpath,$(abspath $(BIN)) -o $(OUT)/lib-test/digit
+	$(OUT)/lib-test/digit $(OUT)/lib-test/digits_mlp.kiln bindings/c/example/digit_2.npy | tee $(OUT)/lib-test/c.txt
+	python3 bindings/c/example/digit.py $(BIN)/libkiln.so $(OUT)/lib-test/digits_mlp.kiln bindings/c/example/digit_2.npy | tee $(OUT)/lib-test/python.txt
+	diff $(OUT)/lib-test/c.txt $(OUT)/lib-test/python.txt
+	$(BIN)/infer run $(OUT)/lib-test/digits_mlp.kiln --input input=bindings/c/example/digit_2.npy --threads 1
+	@echo "the C and Python examples agree; now on ten held-out digits against infer run --output-dir, bit for bit:"
+	CGO_ENABLED=1 $(GO) test -count=1 -v -run TestExamples ./bindings/c
 
 # The KServe v2 gRPC stubs are generated from the vendored .proto and
 # committed, so builds need no protoc; `make proto` regenerates them with

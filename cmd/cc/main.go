@@ -17,6 +17,7 @@ var tool = &cli.Tool{
 		testCmd,
 		quantizeCmd,
 		buildCmd,
+		gradCmd,
 		passesCmd,
 		keygenCmd,
 	},

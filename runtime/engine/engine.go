@@ -63,6 +63,42 @@ type Metadata struct {
 	// Pinned are model inputs compiled as constants (cc build --value):
 	// a run may give them, with exactly these values, or leave them out.
 	Pinned []Pinned `json:"pinned,omitempty"`
+	// Training describes a training-step engine (cc build --train); nil
+	// for an inference engine.
+	Training *Training `json:"training,omitempty"`
+}
+
+// Training is a training-step engine's record: which inputs take the data,
+// the labels, the learning rate and the step count, which output is the
+// loss, and the state (parameters and optimizer state) that each run
+// reads from inputs and writes, updated, to outputs, which the next run
+// reads back.
+type Training struct {
+	Loss      string       `json:"loss"`      // the scalar loss output
+	LossKind  string       `json:"loss_kind"` // "softmax-cross-entropy" or "mse"
+	Output    string       `json:"output"`    // the model's first output (class scores)
+	Data      []string     `json:"data"`      // the model's inputs
+	Label     string       `json:"label"`
+	LR        string       `json:"lr"`   // the learning rate input (scalar)
+	Step      string       `json:"step"` // the step count input (int64 scalar, from 1)
+	DefaultLR float64      `json:"default_lr"`
+	Optimizer string       `json:"optimizer"`
+	Batch     int64        `json:"batch"`
+	State     []TrainState `json:"state"`
+	// Model is the inference model (ONNX) the engine trains, holding the
+	// initial parameters: the state's starting point, and what an export
+	// writes with the trained ones.
+	Model []byte `json:"model"`
+}
+
+// TrainState is one tensor of a training engine's state: read from input
+// Input, written updated to output Output. Param names the inference
+// model's initializer it is ("" for optimizer state, which starts at
+// zero).
+type TrainState struct {
+	Input  string `json:"input"`
+	Output string `json:"output"`
+	Param  string `json:"param,omitempty"`
 }
 
 // Pinned is an input whose value the engine was compiled for.

@@ -45,13 +45,14 @@ func TestServe(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	defer cmd.Process.Kill()
 	lines := bufio.NewScanner(stderr)
-	addr := ""
+	addr, said := "", ""
 	for addr == "" && lines.Scan() {
+		said += lines.Text() + "\n"
 		if a, ok := strings.CutPrefix(lines.Text(), "infer serve: HTTP on "); ok {
 			addr = a
 		}
 	}
-	require.NotEmpty(t, addr, "infer serve did not say where it listens")
+	require.NotEmpty(t, addr, "infer serve did not say where it listens; it said:\n%s", said)
 	rest := make(chan string)
 	go func() {
 		var b strings.Builder

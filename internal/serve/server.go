@@ -549,14 +549,14 @@ func (s *Server) run(m *model, c *runtime.Context, batch []*job) {
 	s.metrics.batch.WithLabelValues(m.name).Observe(float64(len(batch)))
 	s.metrics.rows.WithLabelValues(m.name).Observe(float64(rows))
 	if len(batch) == 1 {
-		out, err := c.Run(batch[0].inputs)
+		out, err := safeRun(c, batch[0].inputs)
 		if err != nil {
 			err = &Error{Kind: Internal, Msg: fmt.Sprintf("model %q: %v", m.name, err)}
 		}
 		batch[0].done <- result{outputs: out, err: err}
 		return
 	}
-	out, err := c.Run(concat(m.inputs, batch))
+	out, err := safeRun(c, concat(m.inputs, batch))
 	if err != nil {
 		for _, j := range batch {
 			j.done <- result{err: &Error{Kind: Internal, Msg: fmt.Sprintf("model %q: %v", m.name, err)}}
@@ -566,4 +566,15 @@ func (s *Server) run(m *model, c *runtime.Context, batch []*job) {
 	for i, outs := range split(out, batch) {
 		batch[i].done <- result{outputs: outs}
 	}
+}
+
+// safeRun is c.Run with a panic turned into the request's error: the
+// server answers 500 and goes on serving.
+func safeRun(c *runtime.Context, inputs map[string]*ir.Tensor) (out map[string]*ir.Tensor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error: %v", r)
+		}
+	}()
+	return c.Run(inputs)
 }

@@ -151,14 +151,14 @@ func setElement(t *ir.Tensor, i int, tok json.Token) error {
 	if d.IsSigned() {
 		v, err := strconv.ParseInt(text, 10, d.Size()*8)
 		if err != nil {
-			return fmt.Errorf("%s is not a %s value", text, Datatype(d))
+			return fmt.Errorf("%s is not an integer in %s's range", text, Datatype(d))
 		}
 		putUint(t, i, uint64(v))
 		return nil
 	}
 	v, err := strconv.ParseUint(text, 10, d.Size()*8)
 	if err != nil {
-		return fmt.Errorf("%s is not a %s value", text, Datatype(d))
+		return fmt.Errorf("%s is not an integer in %s's range", text, Datatype(d))
 	}
 	putUint(t, i, v)
 	return nil

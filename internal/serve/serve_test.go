@@ -579,3 +579,54 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	}
 	return out
 }
+
+// TestGracefulShutdown: a shutdown (SIGTERM in infer serve) waits for the
+// requests in flight: three requests queued when it starts are all
+// answered 200 once an instance runs them, and only then does Run return,
+// with the engine unloaded.
+func TestGracefulShutdown(t *testing.T) {
+	engs := builtEngines(t)
+	s := start(t, Config{Repository: repository(t, map[string][]byte{"digits_mlp": engs["mlp"]})})
+	s.cfg.Instances = 0
+	require.NoError(t, s.Load("digits_mlp"))
+	s.mu.Lock()
+	m := s.models["digits_mlp"]
+	s.mu.Unlock()
+	body := jsonInfer("input", sample(digits(t).flat, 0))
+	codes := make(chan int, 3)
+	for range 3 {
+		go func() {
+			code, _, _ := post(t, http.DefaultClient, s.url+"/v2/models/digits_mlp/infer", body, nil)
+			codes <- code
+		}()
+	}
+	for len(m.queue) < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		s.stop()
+		close(stopped)
+	}()
+	for s.Ready() {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-stopped:
+		t.Fatal("Run returned with requests in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	c, err := m.eng.NewContext(runtime.Options{Threads: 1})
+	require.NoError(t, err)
+	m.workers.Add(1)
+	go s.work(m, c)
+	for range 3 {
+		assert.Equal(t, 200, <-codes)
+	}
+	<-stopped
+	select {
+	case <-m.closed:
+	default:
+		t.Error("Run returned before the engine was unloaded")
+	}
+}

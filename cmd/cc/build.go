@@ -54,6 +54,7 @@ such a build is refused before it starts.`,
 		maxShape := cli.Shapes(fs, "max", fmt.Sprintf("`NAME=DIMS`: the largest shape of input NAME the engine accepts; memory is planned for it (default: %d for each dynamic dim)", cpu.DefaultMaxDim))
 		precision := fs.String("precision", "fp32", "fp32, or int8: quantize the model first, as cc quantize does (--calib and the flags below), and compile its QDQ form")
 		quant := addQuantizeFlags(fs)
+		train := addTrainFlags(fs)
 		return func(env *cli.Env, args []string) error {
 			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]
 			if ext == "" {
@@ -112,6 +113,9 @@ such a build is refused before it starts.`,
 					return err
 				}
 				return text.WriteFile(dump, m)
+			}
+			if err := train.apply(fs, m, &opts); err != nil {
+				return cli.FileError(model, err)
 			}
 			if qopts != nil {
 				if err := quantizeForBuild(env, model, m, *qopts, append(inputs, quant.inputs()...), outputs); err != nil {

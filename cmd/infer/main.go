@@ -25,7 +25,7 @@ import (
 var tool = &cli.Tool{
 	Name:     "infer",
 	Summary:  "kiln's runtime: run, check, benchmark, compare and serve compiled engine files",
-	Commands: []*cli.Command{runCmd, checkCmd, benchCmd, compareCmd, serveCmd},
+	Commands: []*cli.Command{runCmd, checkCmd, benchCmd, compareCmd, serveCmd, trainCmd},
 	Footer:   "Engines (.kiln files) are built by 'bin/cc build MODEL'.",
 }
 

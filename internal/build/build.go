@@ -55,6 +55,11 @@ type Options struct {
 	// others.
 	Precision string
 	Quantize  []string
+	// Training is the record of a training-step model (cc build --train,
+	// internal/training.Step), stored in the engine's metadata; Train
+	// are its flags, recorded with the others.
+	Training *engine.Training
+	Train    []string
 
 	// Shapes pin inputs' dims or give the ranges of their dynamic dims.
 	Shapes  Shapes
@@ -241,6 +246,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index, Debug: debug[io.Name]})
 	}
 	meta.Pinned = opts.pinned
+	meta.Training = opts.Training
 	for _, s := range code.Symbols {
 		meta.Symbols = append(meta.Symbols, engine.Symbol{Name: s.Name, Min: s.Min, Opt: s.Opt, Max: s.Max})
 	}
@@ -264,6 +270,7 @@ func (o Options) flags() []string {
 	if len(o.MarkOutputs) > 0 {
 		f = append(f, "--mark-outputs="+strings.Join(o.MarkOutputs, ","))
 	}
+	f = append(f, o.Train...)
 	if o.Precision != "" && o.Precision != "fp32" {
 		f = append(append(f, "--precision="+o.Precision), o.Quantize...)
 	}

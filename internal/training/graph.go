@@ -374,6 +374,36 @@ func Step(m *ir.Model, o StepOptions) (*ir.Model, *engine.Training, error) {
 	return m, tr, m.Verify()
 }
 
+// Inference returns the training record's inference model at the step's
+// batch with the trained parameters as inputs, named as the model's
+// initializers: compiled, it evaluates and serves the parameters without
+// the backward pass.
+func Inference(tr *engine.Training) (*ir.Model, error) {
+	m, err := onnx.Read(tr.Model, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := SetBatch(m, tr.Batch); err != nil {
+		return nil, err
+	}
+	params := map[string]bool{}
+	for _, s := range tr.State {
+		if s.Param != "" {
+			params[s.Param] = true
+		}
+	}
+	g := m.Graph
+	for _, v := range slices.Clone(g.Initializers) {
+		if params[v.Name] {
+			g.Initializers = slices.DeleteFunc(g.Initializers, func(w *ir.Value) bool { return w == v })
+			v.Const = nil
+			g.Inputs = append(g.Inputs, v)
+		}
+	}
+	_, err = ops.InferShapes(m)
+	return m, err
+}
+
 func concat(lists ...[]*ir.Value) []*ir.Value {
 	var out []*ir.Value
 	for _, l := range lists {

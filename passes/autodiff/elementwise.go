@@ -72,8 +72,10 @@ func init() {
 			return c.Mul(dy, c.Mul(g, c.k(x, 2/math.Sqrt(math.Pi))))
 		}),
 
+		// Relu tests its output (y > 0 exactly where x > 0), so the
+		// input need not live on and a Conv can fuse the Relu.
 		"Relu": unary(func(c *Ctx, x, y, dy *ir.Value) *ir.Value {
-			return c.Where(c.gt(x, 0), dy, c.k(x, 0))
+			return c.Where(c.gt(y, 0), dy, c.k(x, 0))
 		}),
 		"LeakyRelu": unary(func(c *Ctx, x, y, dy *ir.Value) *ir.Value {
 			return c.Where(c.gt(x, 0), dy, c.Mul(dy, c.attrK(x, "alpha")))

@@ -89,6 +89,10 @@ type Training struct {
 	// initial parameters: the state's starting point, and what an export
 	// writes with the trained ones.
 	Model []byte `json:"model"`
+	// Inference is an engine of Model at the step's batch with the
+	// parameters as inputs (named as Model's initializers): it evaluates
+	// and serves the parameters as they train.
+	Inference []byte `json:"inference,omitempty"`
 }
 
 // TrainState is one tensor of a training engine's state: read from input

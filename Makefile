@@ -28,7 +28,7 @@ IN_SCOPE = awk -F'\t' -v dir=$(ONNXNODE) -v added="$(SCOPE_ADDED)" \
 	  if ($$2 == "in" || all && uses) print dir "/" $$1 }' $(SCOPE) $(SCOPE)
 
 # Packages whose code is concurrent: also tested with the race detector.
-RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance ./internal/serve
+RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance ./internal/trainer ./internal/serve
 
 .PHONY: help build deps test fuzz fuzz-long conformance bench demo clean proto lib lib-test
 

@@ -174,7 +174,7 @@ func TestInconsistentEnginesAreRefused(t *testing.T) {
 			e.Meta.Outputs = append(e.Meta.Outputs, engine.Binding{Name: "extra", DType: "float", Shape: []int64{1}, Index: 4})
 		}, runtime.ErrInconsistent, "metadata binds 5 io slots (2 inputs, 3 outputs), the code has 4"},
 		{"shortened weights", func(e *engine.Engine) { e.Weights = e.Weights[:len(e.Weights)-64] },
-			runtime.ErrInconsistent, `section "weights" holds 384 bytes, the code reads 448`},
+			runtime.ErrInconsistent, `section "weights" holds 384 bytes, the code's record says 448`},
 		{"longer weights", func(e *engine.Engine) { e.Weights = append(slices.Clone(e.Weights), 0) }, runtime.ErrInconsistent, `section "weights" holds 449 bytes`},
 		{"kernel list", func(e *engine.Engine) { e.Meta.Kernels = e.Meta.Kernels[:1] }, runtime.ErrInconsistent, "metadata lists 1 kernels, the code has 3 steps"},
 		{"features", func(e *engine.Engine) { e.Meta.Target.Features = []string{"avx"} }, runtime.ErrInconsistent, "the code was compiled for [avx avx2 fma]"},

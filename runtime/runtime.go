@@ -125,9 +125,10 @@ func LoadBytesWith(buf []byte, opts LoadOptions) (*Engine, error) {
 		return nil, fmt.Errorf("this CPU lacks %s, which the engine's code needs (it was built with --cpu %s); %s",
 			strings.Join(missing, ", "), f.Meta.Target.CPU, RebuildAdvice(missing))
 	}
-	e.weightBuf = cpurt.NewBuffer(int64(len(f.Weights)))
+	if e.weightBuf, err = cpurt.LiveWeights(abi, f.Weights); err != nil {
+		return nil, err
+	}
 	e.weights = e.weightBuf.Bytes
-	copy(e.weights, f.Weights)
 	if e.lib, err = cpurt.Open(f.Code[triple]); err != nil {
 		return nil, err
 	}

@@ -70,8 +70,8 @@ func checkCode(e *engine.Engine, triple string, ins, outs []binding) (*cpurt.ABI
 // code's record: the field, what the engine says and what the code needs.
 func compareABI(e *engine.Engine, abi *cpurt.ABI, ins, outs []binding) error {
 	m := &e.Meta
-	if int64(len(e.Weights)) != abi.WeightsBytes {
-		return fmt.Errorf("section \"weights\" holds %d bytes, the code reads %d", len(e.Weights), abi.WeightsBytes)
+	if int64(len(e.Weights)) != abi.StoredBytes {
+		return fmt.Errorf("section \"weights\" holds %d bytes, the code's record says %d", len(e.Weights), abi.StoredBytes)
 	}
 	if m.ArenaBytes != abi.ArenaBytes {
 		return fmt.Errorf("metadata arena_bytes is %d, the code needs %d", m.ArenaBytes, abi.ArenaBytes)

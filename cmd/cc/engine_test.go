@@ -53,7 +53,7 @@ func TestInspectEngineRefusals(t *testing.T) {
 		"last byte":            {flip(len(good) - 1), "checksum mismatch in the trailer"},
 		"truncated":            {good[:len(good)-20], "truncated"},
 		"shortened weights": {editedEngine(t, func(e *engine.Engine) { e.Weights = e.Weights[:len(e.Weights)-64] }),
-			`section "weights" holds 384 bytes, the code reads 448`},
+			`section "weights" holds 384 bytes, the code's record says 448`},
 		"arena 0":                   {editedEngine(t, func(e *engine.Engine) { e.Meta.ArenaBytes = 0 }), "metadata arena_bytes is 0, the code needs 64"},
 		"no outputs":                {editedEngine(t, func(e *engine.Engine) { e.Meta.Outputs = nil }), "the engine has no outputs"},
 		"output index out of range": {editedEngine(t, func(e *engine.Engine) { e.Meta.Outputs[0].Index = 7 }), `output "y" has io index 7, out of range`},

@@ -91,7 +91,7 @@ func TestDamagedEnginesAreRefused(t *testing.T) {
 		"kiln version flipped": {flip(19), "checksum mismatch in the header"},
 		"header count":         {flip(12), "checksum mismatch in the header"},
 		"section table":        {flip(60), "checksum mismatch in the section table"},
-		"shortened weights":    {edited(func(e *engine.Engine) { e.Weights = e.Weights[:len(e.Weights)-64] }), `section "weights" holds 384 bytes, the code reads 448`},
+		"shortened weights":    {edited(func(e *engine.Engine) { e.Weights = e.Weights[:len(e.Weights)-64] }), `section "weights" holds 384 bytes, the code's record says 448`},
 		"arena 0":              {edited(func(e *engine.Engine) { e.Meta.ArenaBytes = 0 }), "metadata arena_bytes is 0, the code needs 64"},
 		"no outputs":           {edited(func(e *engine.Engine) { e.Meta.Outputs = nil }), "the engine has no outputs"},
 		"output index":         {edited(func(e *engine.Engine) { e.Meta.Outputs[1].Index = 9 }), `output "z" has io index 9, out of range`},

@@ -29,6 +29,8 @@ func (g *gen) abi() *rcpu.ABI {
 	rec := &rcpu.ABI{
 		Version:      rcpu.ABIVersion,
 		WeightsBytes: int64(len(g.weights)),
+		StoredBytes:  int64(len(g.storedWeights())),
+		Derived:      g.derived,
 		ArenaBytes:   g.arenaBytes,
 		Steps:        len(g.steps),
 		Features:     append([]string{}, g.feats...),

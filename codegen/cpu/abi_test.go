@@ -34,7 +34,7 @@ func TestABIRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if abi.Version != rcpu.ABIVersion || abi.WeightsBytes != int64(len(res.Weights)) || abi.ArenaBytes != res.ArenaBytes ||
+			if abi.Version != rcpu.ABIVersion || abi.StoredBytes != int64(len(res.Weights)) || abi.ArenaBytes != res.ArenaBytes ||
 				abi.Steps != len(res.Kernels) || !slices.Equal(abi.Features, res.Features) {
 				t.Fatalf("record %+v; result: weights %d, arena %d, %d kernels, features %v",
 					abi, len(res.Weights), res.ArenaBytes, len(res.Kernels), res.Features)

@@ -23,6 +23,7 @@ import (
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/ir"
+	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
 // Options selects the target.
@@ -71,9 +72,11 @@ type Result struct {
 	SharedObject []byte
 	LLVMIR       string
 	Object       []byte
-	// Weights is the constant blob kiln_run reads (64-byte aligned
-	// offsets; load it at a 64-byte aligned address).
+	// Weights is the engine's weights section: the constant blob kiln_run
+	// reads (64-byte aligned offsets), less the Derived ranges, which
+	// rcpu.LiveWeights computes at load.
 	Weights []byte
+	Derived []rcpu.Derived
 	// ArenaBytes is the size of the scratch arena kiln_run needs;
 	// TensorBytes is the sum of all intermediate tensors (and scratch), for
 	// comparison.
@@ -148,7 +151,8 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	}
 	res := &Result{
 		LLVMIR:      g.mod.String(),
-		Weights:     g.weights,
+		Weights:     g.storedWeights(),
+		Derived:     g.derived,
 		ArenaBytes:  g.arenaBytes,
 		TensorBytes: g.tensorBytes,
 		Inputs:      g.inputs,

@@ -16,6 +16,7 @@ import (
 type Engine struct {
 	Result  *Result
 	lib     *rcpu.Library
+	live    *rcpu.Buffer
 	weights []byte
 }
 
@@ -25,13 +26,19 @@ func Load(r *Result) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := rcpu.AlignedBytes(int64(len(r.Weights)) + 64)
-	copy(w, r.Weights)
-	return &Engine{Result: r, lib: lib, weights: w}, nil
+	w, err := rcpu.ExpandWeights(r.Weights, r.Derived)
+	if err != nil {
+		lib.Close()
+		return nil, err
+	}
+	return &Engine{Result: r, lib: lib, live: w, weights: w.Bytes}, nil
 }
 
 // Close unloads the engine.
-func (e *Engine) Close() error { return e.lib.Close() }
+func (e *Engine) Close() error {
+	e.live.Free()
+	return e.lib.Close()
+}
 
 // NewArena returns a scratch arena for one concurrent caller.
 func (e *Engine) NewArena() []byte { return rcpu.AlignedBytes(e.Result.ArenaBytes + 64) }

@@ -9,6 +9,7 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
+	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
@@ -60,6 +61,7 @@ type gen struct {
 	steps []step
 
 	weights []byte
+	derived []rcpu.Derived // ranges of weights the loader computes, in order
 	wOff    map[*ir.Tensor]int64
 	locs    map[*ir.Value]loc
 	skip    map[*ir.Node]bool // folded at compile time
@@ -218,6 +220,29 @@ func (g *gen) addWeights(b []byte) int64 {
 	g.weights = append(g.weights, make([]byte, off-int64(len(g.weights)))...)
 	g.weights = append(g.weights, b...)
 	return off
+}
+
+// addDerived reserves d.Bytes of the blob for weights the loader computes
+// (rcpu.Derived): the engine stores the blob without them.
+func (g *gen) addDerived(d rcpu.Derived) int64 {
+	d.Off = g.addWeights(make([]byte, d.Bytes))
+	g.derived = append(g.derived, d)
+	return d.Off
+}
+
+// storedWeights is the blob less the derived ranges: the engine's
+// weights section.
+func (g *gen) storedWeights() []byte {
+	if len(g.derived) == 0 {
+		return g.weights
+	}
+	var out []byte
+	at := int64(0)
+	for _, d := range g.derived {
+		out = append(out, g.weights[at:d.Off]...)
+		at = d.Off + d.Bytes
+	}
+	return append(out, g.weights[at:]...)
 }
 
 // addFloats appends float32s to the weights blob.

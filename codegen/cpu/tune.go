@@ -373,10 +373,15 @@ func timeRuns(res *Result, in *ir.Tensor, footprint int64) ([]float32, time.Dura
 		return nil, 0, err
 	}
 	defer lib.Close()
-	copies := make([]*rcpu.Buffer, max(1, min(64, footprint/max(1, int64(len(res.Weights))))))
+	live, err := rcpu.ExpandWeights(res.Weights, res.Derived)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer live.Free()
+	copies := make([]*rcpu.Buffer, max(1, min(64, footprint/max(1, int64(len(live.Bytes))))))
 	for i := range copies {
-		copies[i] = rcpu.NewBuffer(int64(len(res.Weights)) + 64)
-		copy(copies[i].Bytes, res.Weights)
+		copies[i] = rcpu.NewBuffer(int64(len(live.Bytes)) + 64)
+		copy(copies[i].Bytes, live.Bytes)
 		defer copies[i].Free()
 	}
 	arena := rcpu.NewBuffer(res.ArenaBytes + 64)

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"github.com/kiln-ml/kiln/ir"
+	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -113,31 +114,15 @@ func (g *gen) lowerWinograd(n *ir.Node, c convGeom, spec *winoSpec) {
 	vOff := align64(4 * w.vFloats()) // byte offset of M in the scratch
 	g.winoInput(X, w)
 
-	// U[p] = (G g Gᵀ)[p] for every (oc, ic), packed as the GEMM's A panels.
-	wf := floatsOf(g.constOf(n.Inputs[1]))
+	// U[p] = (G g Gᵀ)[p] for every (oc, ic), packed as the GEMM's A
+	// panels: four times the plain weights for F(4×4, 3×3), so the engine
+	// stores those and the loader computes U (rcpu.DerivedWinograd).
 	gm := g.newGemm(c.OC, w.T, c.C)
 	gm.batch, gm.parallel = A*A, true
 	mt := (c.OC + gm.mr - 1) / gm.mr
 	panel := mt * c.C * gm.mr
-	u := make([]float32, A*A*panel)
-	for oc := int64(0); oc < c.OC; oc++ {
-		for ic := int64(0); ic < c.C; ic++ {
-			gk := wf[(oc*c.C+ic)*9 : (oc*c.C+ic+1)*9]
-			for a := int64(0); a < A; a++ {
-				for b := int64(0); b < A; b++ {
-					var s float64
-					for i := 0; i < 3; i++ {
-						for j := 0; j < 3; j++ {
-							s += w.g[a][i] * float64(gk[i*3+j]) * w.g[b][j]
-						}
-					}
-					p := a*A + b
-					u[p*panel+(oc/gm.mr*c.C+ic)*gm.mr+oc%gm.mr] = float32(s)
-				}
-			}
-		}
-	}
-	uOff := g.addFloats(u)
+	src := g.constLoc(g.constOf(n.Inputs[1]))
+	uOff := g.addDerived(rcpu.Derived{Kind: rcpu.DerivedWinograd, Bytes: 4 * A * A * panel, Src: src.off, OC: c.OC, C: c.C, MR: gm.mr, G: w.g})
 	gm.a = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: uOff}, f32) }
 	gm.aTile, gm.aRi, gm.aKi = c.C*gm.mr, 1, gm.mr
 	gm.aBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(panel)) }

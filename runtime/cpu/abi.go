@@ -17,8 +17,8 @@ const ABISymbol = "kiln_abi"
 
 // ABIVersion is the record layout this package writes and reads. Version
 // 2 added dynamic shapes: the symbols, and the dims table in the io slot
-// after the outputs.
-const ABIVersion = 2
+// after the outputs; version 3 derived weights (derive.go).
+const ABIVersion = 3
 
 // maxABIBytes bounds the record a loader will read.
 const maxABIBytes = 1 << 20
@@ -26,8 +26,12 @@ const maxABIBytes = 1 << 20
 // ABI is an engine code's record of its interface.
 type ABI struct {
 	Version int `json:"abi"`
-	// WeightsBytes is the size of the weights blob the code reads.
-	WeightsBytes int64 `json:"weights_bytes"`
+	// WeightsBytes is the size of the weights blob the code reads, the
+	// live weights; StoredBytes, of the engine's weights section: the live
+	// weights less the Derived ranges, which the loader computes.
+	WeightsBytes int64     `json:"weights_bytes"`
+	StoredBytes  int64     `json:"stored_bytes"`
+	Derived      []Derived `json:"derived,omitempty"`
 	// ArenaBytes is the arena the code uses, work-stealing counters
 	// included.
 	ArenaBytes int64 `json:"arena_bytes"`
@@ -154,6 +158,9 @@ func ParseABI(data []byte) (*ABI, error) {
 		if s.Bytes < 0 {
 			return nil, fmt.Errorf("the code's %s record: io slot %d has %d bytes", ABISymbol, i, s.Bytes)
 		}
+	}
+	if err := a.checkDerived(); err != nil {
+		return nil, fmt.Errorf("the code's %s record: %v", ABISymbol, err)
 	}
 	return &a, nil
 }

@@ -1,0 +1,111 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// winoF4G is Winograd F(4×4, 3×3)'s G.
+var winoF4G = [][]float64{{0.25, 0, 0}, {-1. / 6, -1. / 6, -1. / 6}, {-1. / 6, 1. / 6, -1. / 6}, {1. / 24, 1. / 12, 1. / 6}, {1. / 24, -1. / 12, 1. / 6}, {0, 0, 1}}
+
+// derivedCase is stored weights of prefix bytes, a float32 [OC][C][3][3]
+// source, suffix bytes, and one Winograd range after the source.
+func derivedCase(r *rand.Rand, OC, C, MR int64) (stored []byte, src []float32, d Derived) {
+	prefix := make([]byte, 64)
+	r.Read(prefix)
+	src = make([]float32, OC*C*9)
+	for i := range src {
+		src[i] = float32(r.NormFloat64())
+	}
+	stored = append(stored, prefix...)
+	for _, v := range src {
+		stored = binary.LittleEndian.AppendUint32(stored, math.Float32bits(v))
+	}
+	for len(stored)%64 != 0 {
+		stored = append(stored, byte(r.Intn(256)))
+	}
+	d = Derived{Kind: DerivedWinograd, Off: int64(len(stored)), Src: 64, OC: OC, C: C, MR: MR, G: winoF4G}
+	d.Bytes = 4 * 36 * d.panel()
+	suffix := make([]byte, 100)
+	r.Read(suffix)
+	return append(stored, suffix...), src, d
+}
+
+// TestExpandWeights: the live weights hold the stored bytes around the
+// derived range, and the range holds G g Gᵀ of each kernel in its panel.
+func TestExpandWeights(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for _, dims := range [][3]int64{{37, 5, 16}, {8, 3, 8}, {64, 33, 16}} {
+		OC, C, MR := dims[0], dims[1], dims[2]
+		stored, src, d := derivedCase(r, OC, C, MR)
+		buf, err := ExpandWeights(stored, []Derived{d})
+		require.NoError(t, err)
+		live := buf.Bytes
+		assert.Equal(t, stored[:d.Off], live[:d.Off])
+		assert.Equal(t, stored[d.Off:], live[d.Off+d.Bytes:])
+		u := floats(live[d.Off : d.Off+d.Bytes])
+		panel := d.panel()
+		worst := 0.0
+		for oc := int64(0); oc < OC; oc++ {
+			for ic := int64(0); ic < C; ic++ {
+				for a := 0; a < 6; a++ {
+					for b := 0; b < 6; b++ {
+						var want float64
+						for i := 0; i < 3; i++ {
+							for j := 0; j < 3; j++ {
+								want += winoF4G[a][i] * float64(src[(oc*C+ic)*9+int64(i*3+j)]) * winoF4G[b][j]
+							}
+						}
+						got := u[int64(a*6+b)*panel+(oc/MR*C+ic)*MR+oc%MR]
+						worst = max(worst, math.Abs(float64(got)-want)/(math.Abs(want)+1e-3))
+					}
+				}
+			}
+		}
+		assert.Less(t, worst, 1e-6, "OC %d C %d MR %d", OC, C, MR)
+		buf.Free()
+	}
+}
+
+// TestDerivedChecks: a record whose derived ranges would send the loader
+// (or the code) outside the weights, or read what is not yet computed, is
+// refused, naming the problem.
+func TestDerivedChecks(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	stored, _, d := derivedCase(r, 20, 4, 8)
+	for name, c := range map[string]struct {
+		edit func(d *Derived, a *ABI)
+		want string
+	}{
+		"unknown kind":   {func(d *Derived, _ *ABI) { d.Kind = "fft" }, `unknown kind "fft"`},
+		"bytes":          {func(d *Derived, _ *ABI) { d.Bytes -= 64 }, "the transform writes"},
+		"past the end":   {func(d *Derived, a *ABI) { d.Off = a.WeightsBytes - 64 }, "outside"},
+		"misaligned":     {func(d *Derived, _ *ABI) { d.Off += 4 }, "outside"},
+		"source outside": {func(d *Derived, _ *ABI) { d.Src = 1 << 40 }, "source"},
+		"reads itself":   {func(d *Derived, _ *ABI) { d.Src = d.Off }, "reads derived weights 0"},
+		"huge dims":      {func(d *Derived, _ *ABI) { d.OC = 1 << 40 }, "out of range"},
+		"NaN transform":  {func(d *Derived, _ *ABI) { d.G = [][]float64{{0, 0, 0}, {0, 0, 0}, {0, 0, math.NaN()}} }, "transform value NaN"},
+		"short row":      {func(d *Derived, _ *ABI) { d.G = [][]float64{{0, 0}, {0, 0, 0}, {0, 0, 0}} }, "row of 2 values"},
+		"stored bytes":   {func(_ *Derived, a *ABI) { a.StoredBytes-- }, "stored bytes"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dd := d
+			dd.G = append([][]float64{}, d.G...)
+			a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)) + d.Bytes}
+			c.edit(&dd, a)
+			a.Derived = []Derived{dd}
+			err := a.checkDerived()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+	// Two ranges that overlap.
+	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)) + 2*d.Bytes, Derived: []Derived{d, d}}
+	a.Derived[1].Off += 64
+	assert.ErrorContains(t, a.checkDerived(), "overlaps")
+}

@@ -36,9 +36,12 @@ func TestMarkOutputsAll(t *testing.T) {
 		batch int64
 	}{{"../../testdata/models/digits_cnn.onnx", 1}, {"../../testdata/models/digits_cnn_dynamic/model.onnx", 3}} {
 		t.Run(filepath.Base(filepath.Dir(c.path))+"/"+filepath.Base(c.path), func(t *testing.T) {
-			plain, err := Build(c.path, Options{OptLevel: 2})
+			// One timing cache: both builds make the same Winograd choices,
+			// which measurements on a busy machine could otherwise differ on.
+			cache := filepath.Join(t.TempDir(), "timing.cache")
+			plain, err := Build(c.path, Options{OptLevel: 2, TimingCache: cache})
 			require.NoError(t, err)
-			marked, err := Build(c.path, Options{OptLevel: 2, MarkOutputs: []string{MarkAll}})
+			marked, err := Build(c.path, Options{OptLevel: 2, TimingCache: cache, MarkOutputs: []string{MarkAll}})
 			require.NoError(t, err)
 			pe, err := runtime.LoadBytes(plain.Engine)
 			require.NoError(t, err)

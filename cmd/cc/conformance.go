@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/conformance"
 	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/passes/autodiff"
 )
 
 var testCmd = &cli.Command{
@@ -77,6 +78,9 @@ type testOptions struct {
 
 func init() {
 	conformance.Register("cpu", conformance.CPU{Build: buildWithin(ir.Limits{})})
+	// Gradient nodes state facts about their graph: autodiff expands them
+	// before the reference executor runs it.
+	conformance.Register("reference", conformance.Reference{Rewrite: autodiff.ExpandGradients})
 }
 
 // buildWithin is the cpu backend's compiler under limits.

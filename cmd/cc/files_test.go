@@ -108,8 +108,8 @@ func TestBuildIRDefaultOutputIsNotTheModel(t *testing.T) {
 	requireRefused(t, dir, []string{"build", model, "--emit", "obj", "-o", model + ".bin"}, "the model's external data")
 	requireRefused(t, dir, []string{"build", model, "--emit", "ir", "-o", filepath.Join(dir, "x.onnxtxt"), "--timing-cache", model + ".bin"}, "the timing cache")
 	// A --dump-after file may not be an input either.
-	require.NoError(t, os.Rename(model, filepath.Join(dir, "00-infer.onnxtxt")))
-	requireRefused(t, dir, []string{"build", filepath.Join(dir, "00-infer.onnxtxt"), "--emit", "ir", "-o", filepath.Join(dir, "x.onnxtxt"),
+	require.NoError(t, os.Rename(model, filepath.Join(dir, "01-infer.onnxtxt")))
+	requireRefused(t, dir, []string{"build", filepath.Join(dir, "01-infer.onnxtxt"), "--emit", "ir", "-o", filepath.Join(dir, "x.onnxtxt"),
 		"--timing-cache", "none", "--dump-after", "infer", "--dump-dir", dir}, "a --dump-after file")
 }
 

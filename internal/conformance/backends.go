@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
-	"github.com/kiln-ml/kiln/passes/autodiff"
 	"github.com/kiln-ml/kiln/runtime/reference"
 )
 
@@ -14,6 +13,11 @@ import (
 // under Limits (zero fields: ir.DefaultLimits).
 type Reference struct {
 	Limits ir.Limits
+	// Rewrite, when set, changes the model before the executor takes it:
+	// cmd/cc sets autodiff.ExpandGradients, which expands the Gradient
+	// nodes that state facts about their graph (infer, which links no
+	// passes, leaves it nil).
+	Rewrite func(m *ir.Model) error
 }
 
 // ReadLimits are the limits RunTest reads the test's files under.
@@ -23,10 +27,10 @@ func (r Reference) ReadLimits() ir.Limits { return r.Limits }
 // opsets and dtypes come back as reference.UnsupportedErrors, which
 // RunTest reports as UNSUPPORTED.
 func (r Reference) Prepare(m *ir.Model) (Runner, error) {
-	// Gradient nodes state facts about their graph: autodiff expands them
-	// into the gradient ops first.
-	if err := autodiff.ExpandGradients(m); err != nil {
-		return nil, err
+	if r.Rewrite != nil {
+		if err := r.Rewrite(m); err != nil {
+			return nil, err
+		}
 	}
 	e, err := reference.NewWithin(m, r.Limits)
 	if err != nil {

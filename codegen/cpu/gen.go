@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"bytes"
 	"fmt"
+	"hash/maphash"
 	"sort"
 	"strings"
 
@@ -61,7 +63,9 @@ type gen struct {
 	steps []step
 
 	weights []byte
-	derived []rcpu.Derived // ranges of weights the loader computes, in order
+	derived []rcpu.Derived     // ranges of weights the loader computes, in order
+	wSeen   map[uint64][]int64 // blobs added, by hash: their offsets
+	wSeed   maphash.Seed
 	wOff    map[*ir.Tensor]int64
 	locs    map[*ir.Value]loc
 	skip    map[*ir.Node]bool // folded at compile time
@@ -215,7 +219,28 @@ func (g *gen) isGraphInput(v *ir.Value) bool {
 }
 
 // addWeights appends bytes to the blob at a 64-byte aligned offset.
+// Identical blobs are stored once: a weight several layers share
+// (PyTorch exports repeated layers' equal weights as one initializer
+// behind Identity nodes) would otherwise be packed once per use.
 func (g *gen) addWeights(b []byte) int64 {
+	if len(b) < 64 {
+		return g.appendWeights(b)
+	}
+	if g.wSeen == nil {
+		g.wSeen, g.wSeed = map[uint64][]int64{}, maphash.MakeSeed()
+	}
+	h := maphash.Bytes(g.wSeed, b)
+	for _, off := range g.wSeen[h] {
+		if bytes.Equal(g.weights[off:off+int64(len(b))], b) {
+			return off
+		}
+	}
+	off := g.appendWeights(b)
+	g.wSeen[h] = append(g.wSeen[h], off)
+	return off
+}
+
+func (g *gen) appendWeights(b []byte) int64 {
 	off := align64(int64(len(g.weights)))
 	g.weights = append(g.weights, make([]byte, off-int64(len(g.weights)))...)
 	g.weights = append(g.weights, b...)
@@ -225,7 +250,7 @@ func (g *gen) addWeights(b []byte) int64 {
 // addDerived reserves d.Bytes of the blob for weights the loader computes
 // (rcpu.Derived): the engine stores the blob without them.
 func (g *gen) addDerived(d rcpu.Derived) int64 {
-	d.Off = g.addWeights(make([]byte, d.Bytes))
+	d.Off = g.appendWeights(make([]byte, d.Bytes))
 	g.derived = append(g.derived, d)
 	return d.Off
 }

@@ -22,7 +22,6 @@ var (
 	i8p  = types.NewPointer(types.I8)
 	i8pp = types.NewPointer(i8p)
 	i64p = types.NewPointer(types.I64)
-	f32p = types.NewPointer(types.Float)
 )
 
 // kfn builds one step function: void(i64 tid, i64 nthreads, i8* weights,
@@ -126,10 +125,6 @@ func (k *kfn) rem(x, y value.Value) value.Value {
 		return c64(0)
 	}
 	return k.b.NewSRem(x, y)
-}
-
-func (k *kfn) madd(x value.Value, m int64, y value.Value) value.Value {
-	return k.add(k.mul(x, c64(m)), y)
 }
 
 func (k *kfn) icmp(p enum.IPred, x, y value.Value) value.Value { return k.b.NewICmp(p, x, y) }
@@ -311,31 +306,7 @@ func (k *kfn) sqrt(x value.Value) value.Value {
 	return k.call("llvm.sqrt."+suffix(x.Type()), x.Type(), x)
 }
 
-func (k *kfn) fabs(x value.Value) value.Value {
-	return k.call("llvm.fabs."+suffix(x.Type()), x.Type(), x)
-}
-
-func (k *kfn) floor(x value.Value) value.Value {
-	return k.call("llvm.floor."+suffix(x.Type()), x.Type(), x)
-}
-
-func intTypeLike(t types.Type) types.Type {
-	if n := vecLen(t); n > 0 {
-		return types.NewVector(uint64(n), i32)
-	}
-	return i32
-}
-
-func iconstLike(t types.Type, c int64) value.Value {
-	if n := vecLen(t); n > 0 {
-		return splat(n, c32(c))
-	}
-	return c32(c)
-}
-
-// exp, erf, sigmoid and tanh are the kernel layer's (codegen/kernel/math.go).
-func (k *kfn) exp(x value.Value) value.Value  { return k.kf().Exp(x) }
-func (k *kfn) erf(x value.Value) value.Value  { return k.kf().Erf(x) }
+// sigmoid and tanh are the kernel layer's (codegen/kernel/math.go).
 func (k *kfn) tanh(x value.Value) value.Value { return k.kf().Tanh(x) }
 
 func (k *kfn) sigmoid(x value.Value) value.Value {

@@ -173,9 +173,6 @@ func (c opCase) model(r *rand.Rand) (*ir.Model, map[string]*ir.Tensor) {
 }
 
 func i64s(v ...int64) *ir.Tensor { return ir.FromSlice(ir.Int64, []int64{int64(len(v))}, v) }
-func f32s(dims []int64, v ...float32) *ir.Tensor {
-	return ir.FromSlice(ir.Float32, dims, v)
-}
 
 func TestOps(t *testing.T) {
 	r := rand.New(rand.NewSource(1))

@@ -397,10 +397,6 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 	return cast
 }
 
-func prepend(xs []ll.Instruction, x ll.Instruction) []ll.Instruction {
-	return append([]ll.Instruction{x}, xs...)
-}
-
 // scratchPtr returns a float pointer to the current node's scratch plus
 // byteOff.
 func (k *kfn) scratchPtr(byteOff int64) value.Value {
@@ -504,13 +500,6 @@ func (g *gen) build() error {
 	g.emitEntry()
 	g.emitABI()
 	return nil
-}
-
-func opName(n *ir.Node) string {
-	if n.Domain != "" {
-		return n.Domain + "." + n.OpType
-	}
-	return n.OpType
 }
 
 // emitEntry writes kiln_run: every step in order, a barrier between steps

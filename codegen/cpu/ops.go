@@ -24,8 +24,6 @@ type opInfo struct {
 var (
 	floatOnly = []ir.DType{ir.Float32}
 	anyFixed  = []ir.DType{ir.Float32, ir.Int64, ir.Int32, ir.Uint8, ir.Int8, ir.Bool, ir.Float16, ir.BFloat16, ir.Uint16, ir.Int16, ir.Uint32, ir.Uint64, ir.Float64}
-	floats    = []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16}
-	numeric   = []ir.DType{ir.Float32, ir.Int64, ir.Int32}
 )
 
 // opTable lists every op the backend lowers, by family (ops_*.go).

@@ -10,9 +10,8 @@ import (
 )
 
 // operand is a strided view used by the generic loop nest: element
-// (i0, i1, ...) of the iteration space is p[off + Σ i_d*str[d]].
+// (i0, i1, ...) of the iteration space is at off + Σ i_d*str[d].
 type operand struct {
-	p   value.Value
 	off int64
 	str []int64
 }

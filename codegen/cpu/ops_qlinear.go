@@ -872,14 +872,6 @@ func (k *kfn) loadBytesMasked(p, row value.Value, col0, n, span, width, fill int
 	return k.call(fmt.Sprintf("llvm.masked.load.v%di8.p0v%di8", n, n), vt, q, c32(1), constant.NewVector(ivec(n, i1), mask...), fv)
 }
 
-// u8ToFloat widens L bytes (u8, or s8 flipped to u8) to floats.
-func (k *kfn) u8ToFloat(v value.Value, signed bool, L int64) value.Value {
-	if signed {
-		v = k.b.NewXor(v, splat(int(L), constant.NewInt(i8, -128)))
-	}
-	return k.b.NewUIToFP(v, ivec(L, f32))
-}
-
 // loadU8Strided loads lanes l < valid of x[row + col0 + l·stride] whose
 // column lies in [0, width); the other lanes are fill. Bytes outside the
 // row are never read.

@@ -93,14 +93,6 @@ type TopK struct {
 	Indices *Buffer
 }
 
-// accType is the type a reduction accumulates in: ArgMax/ArgMin give int64.
-func (r *Reduce) accType(value ir.DType) ir.DType {
-	if r.Op == ArgMaxOp || r.Op == ArgMinOp {
-		return ir.Int64
-	}
-	return value
-}
-
 // Check validates a kernel's structure.
 func (k *Kernel) Check() error {
 	if k.Out == nil || k.Value == nil {

@@ -75,6 +75,7 @@ var O2 = []Pass{
 	{Name: "simplify", Run: simplifyPass, Doc: "removes Identity, inference-mode Dropout, no-op Reshape/Transpose/Cast"},
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
 	{Name: "conv-bn", Run: convBNPass, Doc: "folds inference-mode BatchNormalization into the preceding Conv's weights and bias"},
+	{Name: "conv-matmul", Run: convMatMulPass, Doc: "rewrites a Conv with a tiny output plane and large windows (a weight gradient, a fully connected Conv) into one MatMul of its windows"},
 	{Name: "cse", Run: csePass, Doc: "merges nodes with the same op, attributes and inputs"},
 	{Name: "qdq-propagate", Run: qdqPropagatePass, Doc: "moves DequantizeLinear forward and QuantizeLinear backward through data-movement ops (Reshape, Transpose, MaxPool, Pad, Concat, ...), so those move int8"},
 	{Name: "qdq-cleanup", Run: qdqCleanupPass, Doc: "removes DequantizeLinear → QuantizeLinear round trips with equal parameters"},
@@ -99,6 +100,11 @@ var passOrder = [][2]string{
 	{"fold", "dce"},
 	{"cse", "dce"},
 	{"fold", "conv-bn"},
+	// A Conv keeps its BatchNormalization before it becomes a MatMul, and
+	// CSE merges the rewrite's constants.
+	{"conv-bn", "conv-matmul"},
+	{"conv-matmul", "cse"},
+	{"conv-matmul", "fuse-epilogue"},
 	{"conv-bn", "dce"},
 	{"dce", "infer-final"},
 	// Fusion sees the graph in its final form: folding, BN folding and CSE

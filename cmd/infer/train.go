@@ -108,6 +108,11 @@ steps (see the README's Training section).`,
 			if err != nil {
 				return err
 			}
+			// The compiled step clamps what it indexes: a label outside
+			// the classes would train silently wrong.
+			if err := train.CheckClasses(t.Classes()); err != nil {
+				return cli.FileError(*labels, err)
+			}
 			batch := int(rec.Batch)
 			if train.PerEpoch(batch) == 0 {
 				return fmt.Errorf("%d samples do not fill one batch of %d (the engine's batch, cc build --batch)", train.N, batch)
@@ -125,6 +130,9 @@ steps (see the README's Training section).`,
 				if len(evalData) > 0 {
 					if eval, err = trainer.Load(rec, eng.Inputs(), evalData, *evalLabels, limits.Limits()); err != nil {
 						return err
+					}
+					if err := eval.CheckClasses(t.Classes()); err != nil {
+						return cli.FileError(*evalLabels, err)
 					}
 				}
 				var srv *trainer.Server

@@ -88,12 +88,9 @@ func New(eng *runtime.Engine, threads int, lr float64) (*Trainer, error) {
 			copy(t.cur[s.Input].Raw, conv.Raw)
 		}
 	}
-	maps := func(dst map[string]*ir.Tensor, src map[string]*ir.Tensor) {
-		for k, v := range src {
-			dst[k] = v
-		}
+	for k, v := range t.next {
+		t.outs[k] = v
 	}
-	maps(t.outs, t.next)
 	lrBinding := binding(eng.Inputs(), tr.LR)
 	if lrBinding == nil || binding(eng.Inputs(), tr.Step) == nil {
 		return nil, fmt.Errorf("%w: the engine lacks the lr or step input", runtime.ErrInconsistent)
@@ -130,6 +127,10 @@ func binding(bs []engine.Binding, name string) *engine.Binding {
 	}
 	return nil
 }
+
+// Classes is the size of the output's class axis for a
+// softmax-cross-entropy engine, else 0.
+func (t *Trainer) Classes() int { return t.classes }
 
 // Record is the engine's training record.
 func (t *Trainer) Record() *engine.Training { return t.tr }

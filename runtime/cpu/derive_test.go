@@ -109,3 +109,18 @@ func TestDerivedChecks(t *testing.T) {
 	a.Derived[1].Off += 64
 	assert.ErrorContains(t, a.checkDerived(), "overlaps")
 }
+
+// BenchmarkWinogradDerive: the load-time cost of a 256×256 3×3 layer's
+// F(4×4, 3×3) kernels.
+func BenchmarkWinogradDerive(b *testing.B) {
+	r := rand.New(rand.NewSource(3))
+	stored, _, d := derivedCase(r, 256, 256, 16)
+	for b.Loop() {
+		buf, err := ExpandWeights(stored, []Derived{d})
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf.Free()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(d.OC*d.C), "ns/kernel")
+}

@@ -48,7 +48,10 @@ func perturbedModel(t *testing.T) *ir.Model {
 func buildEngine(t *testing.T, m *ir.Model, path string, marks ...string) {
 	model := strings.TrimSuffix(path, ".kiln") + ".onnx"
 	require.NoError(t, onnx.WriteFile(model, m))
-	out, err := build.Build(model, build.Options{OptLevel: 2, MarkOutputs: marks})
+	// One timing cache per folder: engines compared bit for bit make the
+	// same Winograd choices however busy the machine is.
+	cache := filepath.Join(filepath.Dir(path), "timing.cache")
+	out, err := build.Build(model, build.Options{OptLevel: 2, MarkOutputs: marks, TimingCache: cache})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, out.Engine, 0o644))
 }

@@ -30,7 +30,7 @@ IN_SCOPE = awk -F'\t' -v dir=$(ONNXNODE) -v added="$(SCOPE_ADDED)" \
 # Packages whose code is concurrent: also tested with the race detector.
 RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance ./internal/trainer ./internal/serve
 
-.PHONY: help build deps test fuzz fuzz-long conformance bench demo clean proto lib lib-test
+.PHONY: help build build-arm64 deps test fuzz fuzz-long conformance conformance-aarch64 bench demo clean proto lib lib-test
 
 help: ## list the targets
 	@echo "kiln — make TARGET"
@@ -40,6 +40,9 @@ help: ## list the targets
 build: ## build bin/cc and bin/infer (CGO_ENABLED=0; installs nothing)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/cc ./cmd/cc
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/infer ./cmd/infer
+
+build-arm64: ## build bin/linux_arm64/infer (GOARCH=arm64 CGO_ENABLED=0): runs aarch64 engines on the device, or here under qemu
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o $(BIN)/linux_arm64/infer ./cmd/infer
 
 deps: ## check Go, LLVM 14 (llc) and a linker; install the tools with apt-get when root
 	@.ci/deps
@@ -81,6 +84,22 @@ conformance: build ## the reference executor on ONNX's node tests (those in scop
 		$(BIN)/cc test --rel-l2 1e-4 $(ZOO) || status=1; \
 		echo "== bin/cc test --backend cpu --rel-l2 1e-4 $(ZOO)"; \
 		$(BIN)/cc test --backend cpu --rel-l2 1e-4 $(ZOO) || status=1; \
+	else \
+		echo "skipping the zoo models: $(ZOO) is absent"; \
+	fi; \
+	exit $$status
+
+conformance-aarch64: build build-arm64 ## the node tests in scope and the zoo through aarch64 engines, run by the arm64 infer under qemu (not in CI: ~5 minutes)
+	@status=0; \
+	if [ -d $(ONNXNODE) ] && [ -f $(SCOPE) ]; then \
+		echo "== bin/cc test --backend aarch64: the node tests in scope"; \
+		$(BIN)/cc test --backend aarch64 $$($(IN_SCOPE)) || status=1; \
+	else \
+		echo "skipping ONNX node tests: $(ONNXNODE) or $(SCOPE) is absent"; \
+	fi; \
+	if [ -d $(ZOO) ]; then \
+		echo "== bin/cc test --backend aarch64 --cpu cortex-a76 --rel-l2 1e-4 $(ZOO)"; \
+		$(BIN)/cc test --backend aarch64 --cpu cortex-a76 --rel-l2 1e-4 $(ZOO) || status=1; \
 	else \
 		echo "skipping the zoo models: $(ZOO) is absent"; \
 	fi; \

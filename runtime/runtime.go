@@ -108,7 +108,8 @@ func LoadBytesWith(buf []byte, opts LoadOptions) (*Engine, error) {
 			have = append(have, t)
 		}
 		slices.Sort(have)
-		return nil, fmt.Errorf("wrong architecture: the engine holds code for %s, this machine is %s", strings.Join(have, ", "), triple)
+		return nil, fmt.Errorf("wrong architecture: the engine holds code for %s (built with --target %s --cpu %s), this machine is %s: rebuild it with `cc build --target %s --cpu native`",
+			strings.Join(have, ", "), shortTriple(f.Meta.Target.Triple), f.Meta.Target.CPU, triple, shortTriple(triple))
 	}
 	e := &Engine{Meta: f.Meta, Plan: f.Plan, Signer: f.Signer, Checksum: f.Checksum}
 	if e.inputs, err = bindings(f.Meta.Inputs, false); err != nil {
@@ -160,10 +161,17 @@ func HostTriple() string {
 	return arch + "-unknown-linux-gnu"
 }
 
+// shortTriple is a triple as --target spells it (aarch64-linux-gnu).
+func shortTriple(t string) string { return strings.Replace(t, "-unknown-", "-", 1) }
+
 // RebuildAdvice says which `cc build --cpu` makes an engine this CPU runs,
 // given the features it lacks: an AVX-512 CPU without VNNI (the int8
 // kernels' vpdpbusd) takes x86-64-v4, an AVX2 one x86-64-v3.
 func RebuildAdvice(missing []string) string {
+	if goruntime.GOARCH == "arm64" {
+		// Every AArch64 CPU has NEON; the dot products are the extras.
+		return "rebuild it with `cc build --target aarch64-linux-gnu` naming this CPU in --cpu (cortex-a76, neoverse-n1, ...), or --cpu generic (NEON only)"
+	}
 	vnniOnly := true
 	for _, f := range missing {
 		vnniOnly = vnniOnly && (f == "avx512_vnni" || f == "avx_vnni" || f == "avx512vbmi")
@@ -185,7 +193,7 @@ func MissingFeatures(need []string) []string {
 		"avx512f": cpu.X86.HasAVX512F, "avx512bw": cpu.X86.HasAVX512BW, "avx512dq": cpu.X86.HasAVX512DQ,
 		"avx512vl": cpu.X86.HasAVX512VL, "avx512vbmi": cpu.X86.HasAVX512VBMI,
 		"avx512_vnni": cpu.X86.HasAVX512VNNI, "avx_vnni": cpu.X86.HasAVXVNNI,
-		"asimd": cpu.ARM64.HasASIMD, "asimddp": cpu.ARM64.HasASIMDDP,
+		"asimd": cpu.ARM64.HasASIMD, "asimddp": cpu.ARM64.HasASIMDDP, "i8mm": cpu.ARM64.HasI8MM,
 	}
 	var missing []string
 	for _, f := range need {

@@ -21,9 +21,11 @@ import (
 var buildCmd = &cli.Command{
 	Name:    "build",
 	Args:    "MODEL",
-	Summary: "compile a model into an engine file (native x86-64 code via LLVM)",
+	Summary: "compile a model into an engine file (native x86-64 or AArch64 code via LLVM)",
 	Help: `Runs the O2 pass pipeline (see cc passes), lowers the graph to LLVM IR, compiles it
-with llc (LLVM 14) and writes one engine file that bin/infer runs. --emit stops at an
+with llc (LLVM 14) for --target (this machine by default; aarch64-linux-gnu engines link
+with ld.lld and run with an arm64 infer: make build-arm64) and writes one engine file that
+bin/infer runs. --emit stops at an
 earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or engine.
 
 Every file the build writes (the output, --dump-after files, the timing cache) is
@@ -35,7 +37,8 @@ such a build is refused before it starts.`,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		out := fs.String("o", "", "output file (default: MODEL with the emitted kind's extension; MODEL.opt.onnxtxt for --emit ir of a .onnxtxt MODEL)")
 		emit := fs.String("emit", "engine", "what to write: ir, llvm, obj or engine")
-		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512)")
+		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512; for aarch64-linux-gnu: generic (the default there), cortex-a76, neoverse-n1, apple-m1, ...)")
+		target := fs.String("target", "", "target `TRIPLE`: x86_64-linux-gnu or aarch64-linux-gnu (default: this machine's)")
 		opt := cli.OneOfInt(fs, "O", 2, "optimization `level`, 0 or 2: 2 runs every pass, 0 only the required ones", 0, 2)
 		disable := fs.String("disable", "", "comma-separated passes to skip")
 		dumpAfter := fs.String("dump-after", "", "comma-separated passes (or all) after which to write the graph as text")
@@ -72,7 +75,16 @@ such a build is refused before it starts.`,
 					path = strings.TrimSuffix(model, ext) + ".opt" + ext
 				}
 			}
-			opts := build.Options{CPU: *cpuName, OptLevel: *opt, Disabled: split(*disable),
+			if *target != "" {
+				triple, err := cpu.NormalizeTriple(*target)
+				if err != nil {
+					return cli.Usagef("--target: %v", err)
+				}
+				if triple != cpu.HostTriple() && !flagSet(fs, "cpu") {
+					*cpuName = cpu.DefaultCPU(triple) // native names this machine
+				}
+			}
+			opts := build.Options{CPU: *cpuName, Target: *target, OptLevel: *opt, Disabled: split(*disable),
 				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache,
 				Limits: limits.Limits(), Shapes: build.Shapes{Pin: pin, Min: minShape, Opt: optShape, Max: maxShape, Values: values}}
 			if opts.MarkOutputs = split(*markOutputs); len(opts.MarkOutputs) > 0 && *emit == "ir" {
@@ -221,4 +233,11 @@ func defaultTimingCache() string {
 		return ""
 	}
 	return filepath.Join(dir, "kiln", "timing-cache.json")
+}
+
+// flagSet reports whether the command line set flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

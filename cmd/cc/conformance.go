@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -11,9 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/internal/build"
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/conformance"
+	"github.com/kiln-ml/kiln/internal/crossrun"
 	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/passes/autodiff"
@@ -35,7 +39,10 @@ then the line "N passed, N failed, N skipped" (skipped = UNSUPPORTED).
 --backend cpu compiles each test (pinning its inputs to the test data's
 shapes) with cc build's -O2 pipeline for this machine's CPU and runs the
 engine through the runtime on --threads threads; ops the CPU backend lacks
-are UNSUPPORTED.
+are UNSUPPORTED. --backend aarch64 compiles the same way for
+aarch64-linux-gnu (--cpu, default generic) and runs each engine with an
+arm64 infer (--infer, default linux_arm64/infer beside cc: make build-arm64)
+under qemu-aarch64-static (make deps), natively on an arm64 machine.
 Outputs are judged as ONNX's runner does (|got-want| <= atol + rtol*|want|
 per element), or by relative L2 error with --rel-l2. The exit status is 1
 when any test fails.
@@ -55,6 +62,8 @@ when any test fails.
 		fs.BoolVar(&o.verbose, "verbose", false, "print each test's error measures and time")
 		fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "fail a test that runs longer than `D`")
 		cli.NonNegativeIntVar(fs, &o.jobs, "jobs", 0, "run `N` tests at once (0: GOMAXPROCS)")
+		fs.StringVar(&o.cpu, "cpu", "", "`CPU` to compile for (cpu backend: native; aarch64: generic, or cortex-a76, neoverse-n1, ...)")
+		fs.StringVar(&o.infer, "infer", "", "the arm64 infer `PATH` the aarch64 backend runs engines with (default: linux_arm64/infer beside cc)")
 		limits := limitflags.Add(fs, limitflags.All...)
 		return func(env *cli.Env, args []string) error {
 			o.limits = limits.Limits()
@@ -74,6 +83,8 @@ type testOptions struct {
 	timeout time.Duration
 	jobs    int
 	limits  ir.Limits
+	cpu     string
+	infer   string
 }
 
 func init() {
@@ -81,12 +92,21 @@ func init() {
 	// Gradient nodes state facts about their graph: autodiff expands them
 	// before the reference executor runs it.
 	conformance.Register("reference", conformance.Reference{Rewrite: autodiff.ExpandGradients})
+	conformance.Register(aarch64Backend, conformance.CPU{})
 }
+
+// aarch64Backend runs engines built for AArch64 (under qemu on x86-64).
+const aarch64Backend = "aarch64"
 
 // buildWithin is the cpu backend's compiler under limits.
 func buildWithin(lim ir.Limits) func(m *ir.Model, src []byte) ([]byte, error) {
+	return buildFor(lim, "", "native")
+}
+
+// buildFor compiles for a target triple ("": this machine) and CPU.
+func buildFor(lim ir.Limits, target, cpuName string) func(m *ir.Model, src []byte) ([]byte, error) {
 	return func(m *ir.Model, src []byte) ([]byte, error) {
-		out, err := build.BuildModel(m, src, build.Options{CPU: "native", OptLevel: 2, Limits: lim})
+		out, err := build.BuildModel(m, src, build.Options{CPU: cpuName, Target: target, OptLevel: 2, Limits: lim})
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +132,12 @@ func runTests(env *cli.Env, paths []string, o testOptions) error {
 	}
 	switch b := backend.(type) {
 	case conformance.CPU:
-		b.Threads, b.Limits, b.Build = o.threads, o.limits, buildWithin(o.limits)
+		b.Threads, b.Limits, b.Build = o.threads, o.limits, buildFor(o.limits, "", cmp.Or(o.cpu, "native"))
+		if o.backend == aarch64Backend {
+			if b, err = crossBackend(b, o); err != nil {
+				return err
+			}
+		}
 		backend = b
 	case conformance.Reference:
 		b.Limits = o.limits
@@ -228,4 +253,32 @@ func printResult(w io.Writer, r conformance.Result, took time.Duration, verbose 
 			fmt.Fprintf(w, "    %s\n", line)
 		}
 	}
+}
+
+// crossBackend makes b build for AArch64 and run engines with an arm64
+// infer, under qemu on another architecture.
+func crossBackend(b conformance.CPU, o testOptions) (conformance.CPU, error) {
+	qemu, err := crossrun.Emulator()
+	if err != nil {
+		return b, err
+	}
+	infer := o.infer
+	if infer == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return b, err
+		}
+		infer = filepath.Join(filepath.Dir(exe), "linux_arm64", "infer")
+	}
+	if _, err := os.Stat(infer); err != nil {
+		return b, fmt.Errorf("the aarch64 backend runs engines with an arm64 infer, and %s is absent: build it with `make build-arm64` or name one with --infer", infer)
+	}
+	r := &crossrun.Runner{Qemu: qemu, Infer: infer}
+	b.Build = buildFor(o.limits, cpu.TripleARM64, cmp.Or(o.cpu, cpu.DefaultCPU(cpu.TripleARM64)))
+	b.Exec = func(eng []byte, feeds map[string]*ir.Tensor, threads int) (map[string]*ir.Tensor, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+		defer cancel()
+		return r.Run(ctx, eng, feeds, threads)
+	}
+	return b, nil
 }

@@ -117,7 +117,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"convert", mlpModel}, "cc convert: wants IN OUT"},
 		{[]string{"convert", mlpModel, "out.txt"}, `unknown model format ".txt"`},
 		{[]string{"test"}, "cc test: wants at least 1 argument"},
-		{[]string{"test", "--backend", "tpu", models}, `unknown backend "tpu" (backends: cpu, reference)`},
+		{[]string{"test", "--backend", "tpu", models}, `unknown backend "tpu" (backends: aarch64, cpu, reference)`},
 		{[]string{"test", "--backend", "cpu", "--threads", "0", models}, `invalid value "0" for flag --threads: want an integer, 1 or more`},
 		{[]string{"test", "--rtol", "abc", models}, "--rtol"},
 		{[]string{"test", "--frob", models}, "cc test: unknown flag --frob"},

@@ -31,7 +31,9 @@ type Options struct {
 	// CPU is llc's -mcpu: "native" (default), "x86-64-v3" (AVX2),
 	// "x86-64-v4" or "skylake-avx512" (AVX-512), or any CPU llc knows.
 	CPU string
-	// Triple defaults to x86_64-unknown-linux-gnu.
+	// Triple is the target (NormalizeTriple's spellings); default this
+	// machine's. CPU then names a CPU of that architecture (arm64CPUs for
+	// AArch64; "native" only for this machine's own).
 	Triple string
 	// LLC is the path of llc; default "llc" on PATH (opt is looked up next
 	// to it and used when present).
@@ -98,11 +100,16 @@ type Result struct {
 
 // withDefaults fills in the defaults of the Winograd mode and cache.
 func (opts Options) withDefaults() (Options, error) {
-	if opts.CPU == "" {
-		opts.CPU = "native"
-	}
 	if opts.Triple == "" {
-		opts.Triple = "x86_64-unknown-linux-gnu"
+		opts.Triple = HostTriple()
+	}
+	triple, err := NormalizeTriple(opts.Triple)
+	if err != nil {
+		return opts, err
+	}
+	opts.Triple = triple
+	if opts.CPU == "" {
+		opts.CPU = DefaultCPU(triple)
 	}
 	if opts.Winograd == "" {
 		opts.Winograd = WinogradAuto
@@ -129,7 +136,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	feats, err := cpuFeatures(opts.CPU)
+	feats, err := featuresFor(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -280,17 +287,9 @@ func toolchain(llc string, opts Options, llvmIR string) (obj, so []byte, err err
 		return nil, nil, fmt.Errorf("codegen/cpu: llc failed: %v\n%s", err, firstLines(out, 30))
 	}
 	soPath := filepath.Join(dir, "engine.so")
-	var link *exec.Cmd
-	if lld, err := exec.LookPath("ld.lld"); err == nil {
-		link = exec.Command(lld, "-shared", "--hash-style=both", "-o", soPath, objPath)
-	} else if lld := siblingTool(llc, "ld.lld"); lld != "" {
-		link = exec.Command(lld, "-shared", "--hash-style=both", "-o", soPath, objPath)
-	} else if gcc, err := exec.LookPath("gcc"); err == nil {
-		link = exec.Command(gcc, "-shared", "-nostdlib", "-o", soPath, objPath)
-	} else if cc, err := exec.LookPath("cc"); err == nil {
-		link = exec.Command(cc, "-shared", "-nostdlib", "-o", soPath, objPath)
-	} else {
-		return nil, nil, errors.New("codegen/cpu: no linker found (ld.lld or gcc): run `make deps`")
+	link, err := linkCommand(llc, opts.Triple, objPath, soPath)
+	if err != nil {
+		return nil, nil, err
 	}
 	if out, err := link.CombinedOutput(); err != nil {
 		return nil, nil, fmt.Errorf("codegen/cpu: linking failed: %v\n%s", err, firstLines(out, 30))

@@ -146,10 +146,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},
 		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{},
 		bufs: map[*ir.Value]*kernel.Buffer{}, kops: map[*ir.Node]*kernelOp{}, hand: map[*ir.Node]*opInfo{}, layered: map[*ir.Node]bool{}}
-	g.vl, g.mr, g.nv = 8, 6, 2
-	if hasFeature(feats, "avx512f") {
-		g.vl, g.mr, g.nv = 16, 6, 4
-	}
+	g.schedule()
 	return g, nil
 }
 
@@ -683,20 +680,17 @@ func (g *gen) emitBarrier() *ll.Func {
 	// be runnable but without a core, and pure spinning would hold it off
 	// for a whole scheduler slice.
 	const yieldEvery = 256
-	pause := g.declare("llvm.x86.sse2.pause", types.Void)
-	yield := ll.NewInlineAsm(types.NewPointer(types.NewFunc(i64, i64)), "syscall", "={rax},{rax},~{rcx},~{r11},~{memory}")
-	yield.SideEffect = true
 	wait.NewBr(spin)
 	polls := spin.NewPhi(ll.NewIncoming(c64(0), wait))
 	senseP2 := spin.NewGetElementPtr(i64, bp, c64(1))
 	cur := spin.NewLoad(i64, senseP2)
 	cur.Atomic, cur.Ordering, cur.Align = true, enum.AtomicOrderingAcquire, 8
-	spin.NewCall(pause)
+	g.spinPause(spin)
 	back, giveAway, again := f.NewBlock(""), f.NewBlock(""), f.NewBlock("")
 	next := spin.NewAdd(polls, c64(1))
 	spin.NewCondBr(spin.NewICmp(enum.IPredEQ, cur, flip), back, again)
 	again.NewCondBr(again.NewICmp(enum.IPredEQ, again.NewAnd(next, c64(yieldEvery-1)), c64(0)), giveAway, spin)
-	giveAway.NewCall(yield, c64(24)) // SYS_sched_yield on x86-64 Linux
+	g.schedYield(giveAway)
 	giveAway.NewBr(spin)
 	polls.Incs = append(polls.Incs, ll.NewIncoming(next, again), ll.NewIncoming(next, giveAway))
 	back.NewRet(flip)

@@ -108,6 +108,7 @@ func (g *gen) channelParams(ql *qlin, st *qstore, corr []int32, pad int64) {
 	n := ql.ch + pad
 	c := make([]int32, n)
 	copy(c, corr)
+	g.flipCorr(ql, c)
 	st.corr = g.addInt32s(c)
 	st.out = ql.out
 	st.fbias = -1
@@ -212,12 +213,12 @@ func (g *gen) qconvLayout(ql *qlin, N int64) qconvLayout {
 	l.npad = (l.npix+L-1)/L*L + L
 	l.rows, l.cols = c.OH, c.OW
 	l.Hp, l.Wp = c.H, c.W
-	// Reads stay inside the input unless there is padding; with AVX2 the
-	// strided loads are whole vectors (masked byte loads would be
+	// Reads stay inside the input unless there is padding; with AVX2 (and
+	// NEON) the strided loads are whole vectors (masked byte loads would be
 	// scalarized), so they get a copy with slack.
 	needH := (c.OH-1)*c.sh + (c.kh-1)*c.dh + 1
 	needW := (c.OW-1)*c.sw + (c.kw-1)*c.dw + 1
-	l.pad = c.ph > 0 || c.pw > 0 || needH > c.H || needW > c.W || L == 8
+	l.pad = c.ph > 0 || c.pw > 0 || needH > c.H || needW > c.W || L < 16
 	if l.pad {
 		l.Hp, l.Wp = max(needH, c.H+c.ph), max(needW, c.W+c.pw)
 		slack := L*max(c.sw, 1) + 64

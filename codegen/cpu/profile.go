@@ -33,7 +33,7 @@ func (g *gen) barrierAfter(i int) bool {
 }
 
 func (g *gen) emitProfileEntry(bar, clear *ll.Func) {
-	counter := g.declare("llvm.readcyclecounter", i64)
+	counter := g.cycleCounter()
 	cycles := g.mod.NewFunc(cyclesEntry, i64)
 	cb := cycles.NewBlock("")
 	cb.NewRet(cb.NewCall(counter))

@@ -46,6 +46,9 @@ const (
 
 // qTarget picks the instructions and the int32 lanes per vector.
 func (g *gen) qTarget() (qISA, int64) {
+	if g.arm64() {
+		return g.neonQTarget()
+	}
 	avx512 := hasFeature(g.feats, "avx512bw") && g.vl == 16
 	switch {
 	case avx512 && hasFeature(g.feats, "avx512_vnni"):
@@ -227,6 +230,9 @@ func (k *kfn) splatOf(x value.Value, n int64) value.Value {
 // dot4 adds, per int32 lane, the four products of u's u8 and s's s8 bytes
 // to acc: vpdpbusd.
 func (k *kfn) dot4(acc, u, s value.Value, lanes int64) value.Value {
+	if k.g.arm64() {
+		return k.neonDot4(acc, u, s, lanes)
+	}
 	vt := ivec(lanes, i32)
 	return k.call(fmt.Sprintf("llvm.x86.avx512.vpdpbusd.%d", lanes*32), vt, acc, u, s)
 }
@@ -235,6 +241,9 @@ func (k *kfn) dot4(acc, u, s value.Value, lanes int64) value.Value {
 func (k *kfn) pmaddwd(a, b value.Value, lanes int64) value.Value {
 	wt := ivec(2*lanes, types.I16)
 	a, b = k.b.NewBitCast(a, wt), k.b.NewBitCast(b, wt)
+	if k.g.arm64() {
+		return k.genericMaddwd(a, b, lanes)
+	}
 	name := map[int64]string{16: "llvm.x86.avx512.pmaddw.d.512", 8: "llvm.x86.avx2.pmadd.wd", 4: "llvm.x86.sse2.pmadd.wd"}[lanes]
 	return k.call(name, ivec(lanes, i32), a, b)
 }
@@ -253,6 +262,8 @@ func (k *kfn) cvtRound(f value.Value) value.Value {
 	n := int64(vt.Len)
 	it := ivec(n, i32)
 	switch {
+	case k.g.arm64(): // frintx + fcvtzs (or fcvtns)
+		return k.b.NewFPToSI(k.call(fmt.Sprintf("llvm.rint.%s", llvmTypeName(vt)), vt, f), it)
 	case vt.ElemType == types.Double && n == 8:
 		return k.call("llvm.x86.avx512.mask.cvtpd2dq.512", it, f, constant.NewUndef(it), constant.NewInt(i8, -1), c32(4))
 	case vt.ElemType == types.Double && n == 4:

@@ -221,7 +221,7 @@ func ConvChooser(opts Options) (func(m *ir.Model, fg *ir.Node) (string, error), 
 	if err != nil {
 		return nil, err
 	}
-	feats, err := cpuFeatures(opts.CPU)
+	feats, err := featuresFor(opts)
 	if err != nil {
 		return nil, err
 	}

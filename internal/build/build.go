@@ -26,7 +26,10 @@ const Version = "0.1.0"
 // Options are cc build's settings. They are recorded in the engine, so
 // two builds with equal options give identical files.
 type Options struct {
-	CPU       string   // llc -mcpu; "native" by default
+	CPU string // llc -mcpu; by default "native" (cpu.DefaultCPU for another target)
+	// Target is the triple to compile for ("": this machine's; see
+	// cpu.NormalizeTriple for the spellings).
+	Target    string
 	OptLevel  int      // 0 runs only the required passes
 	Disabled  []string // passes to skip
 	DumpAfter []string // pass names or "all"
@@ -132,11 +135,23 @@ func saveCache(cache *cpu.TimingCache) []string {
 }
 
 func (o Options) cpuOptions(cache *cpu.TimingCache) cpu.Options {
+	triple, err := cpu.NormalizeTriple(o.target())
+	if err != nil {
+		triple = o.Target // Compile reports it
+	}
 	name := o.CPU
 	if name == "" {
-		name = "native"
+		name = cpu.DefaultCPU(triple)
 	}
-	return cpu.Options{CPU: name, LLC: o.LLC, Winograd: o.Winograd, TimingCache: cache, Limits: o.Limits, Profile: o.profile}
+	return cpu.Options{CPU: name, Triple: triple, LLC: o.LLC, Winograd: o.Winograd, TimingCache: cache, Limits: o.Limits, Profile: o.profile}
+}
+
+// target is the triple asked for, this machine's by default.
+func (o Options) target() string {
+	if o.Target == "" {
+		return cpu.HostTriple()
+	}
+	return o.Target
 }
 
 func (o Options) timingCache() (*cpu.TimingCache, error) {
@@ -212,6 +227,9 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := cpu.NormalizeTriple(opts.target()); err != nil {
+		return nil, err
+	}
 	copts := opts.cpuOptions(cache)
 	cpuName := copts.CPU
 	code, err := cpu.Compile(m, copts)
@@ -232,7 +250,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		ModelName:    m.Graph.Name,
 		SourceSHA256: hex.EncodeToString(sum[:]),
 		Precision:    precisionOf(m),
-		Target:       engine.Target{Triple: "x86_64-unknown-linux-gnu", CPU: cpuName, Features: code.Features},
+		Target:       engine.Target{Triple: copts.Triple, CPU: cpuName, Features: code.Features},
 		ArenaBytes:   code.ArenaBytes,
 		TensorBytes:  code.TensorBytes,
 		BuildFlags:   opts.flags(),
@@ -261,6 +279,9 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 
 func (o Options) flags() []string {
 	f := []string{fmt.Sprintf("-O%d", o.OptLevel), "--cpu=" + o.CPU}
+	if o.Target != "" {
+		f = append(f, "--target="+o.Target)
+	}
 	if o.Winograd != "" && o.Winograd != cpu.WinogradAuto {
 		f = append(f, "--winograd="+o.Winograd)
 	}

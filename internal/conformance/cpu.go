@@ -9,6 +9,7 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/runtime"
+	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
 // CPU runs models as native engines, as a deployment would: Build compiles
@@ -26,6 +27,9 @@ type CPU struct {
 	// Limits bound the runtime's arena and bindings and the files read;
 	// Build applies its own.
 	Limits ir.Limits
+	// Exec, when set, runs the engine instead of this process's runtime:
+	// engines built for another machine (crossrun's emulator).
+	Exec func(eng []byte, feeds map[string]*ir.Tensor, threads int) (map[string]*ir.Tensor, error)
 }
 
 // ReadLimits are the limits RunTest reads the test's files under.
@@ -76,20 +80,32 @@ type cpuRunner struct {
 	shapes  string    // the input shapes eng was compiled for
 	eng     *runtime.Engine
 	ctx     *runtime.Context
+	// buf and meta are the engine Exec runs.
+	buf  []byte
+	meta *engine.Metadata
+}
+
+// bindings are the engine's inputs and outputs.
+func (r *cpuRunner) bindings() (ins, outs []engine.Binding) {
+	if r.meta != nil {
+		return r.meta.Inputs, r.meta.Outputs
+	}
+	return r.eng.Inputs(), r.eng.Outputs()
 }
 
 // Run compiles the model for the inputs' shapes unless the last
 // compilation had them, then runs one inference. Outputs are named as the
 // model's (the passes may rename the values that produce them).
 func (r *cpuRunner) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
-	if shapes := r.shapeKey(inputs); r.eng == nil || shapes != r.shapes {
+	if shapes := r.shapeKey(inputs); r.eng == nil && r.meta == nil || shapes != r.shapes {
 		if err := r.compile(inputs); err != nil {
 			return nil, err
 		}
 		r.shapes = shapes
 	}
+	ins, outs := r.bindings()
 	feeds := map[string]*ir.Tensor{}
-	for _, b := range r.eng.Inputs() {
+	for _, b := range ins {
 		t := inputs[b.Name]
 		if t == nil {
 			t = initializer(r.model, b.Name) // an input with a default
@@ -99,12 +115,18 @@ func (r *cpuRunner) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, er
 		}
 		feeds[b.Name] = t
 	}
-	got, err := r.ctx.Run(feeds)
+	var got map[string]*ir.Tensor
+	var err error
+	if r.meta != nil {
+		got, err = r.backend.Exec(r.buf, feeds, max(r.backend.Threads, 1))
+	} else {
+		got, err = r.ctx.Run(feeds)
+	}
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]*ir.Tensor{}
-	for i, b := range r.eng.Outputs() {
+	for i, b := range outs {
 		if i < len(r.model.Graph.Outputs) {
 			out[r.model.Graph.Outputs[i].Name] = got[b.Name]
 		}
@@ -134,6 +156,14 @@ func (r *cpuRunner) compile(inputs map[string]*ir.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if r.backend.Exec != nil {
+		e, err := engine.Decode(buf)
+		if err != nil {
+			return err
+		}
+		r.buf, r.meta = buf, &e.Meta
+		return nil
+	}
 	if r.eng, err = runtime.LoadBytes(buf); err != nil {
 		return err
 	}
@@ -143,6 +173,7 @@ func (r *cpuRunner) compile(inputs map[string]*ir.Tensor) error {
 
 // Close unloads the engine.
 func (r *cpuRunner) Close() error {
+	r.buf, r.meta = nil, nil
 	if r.eng == nil {
 		return nil
 	}

@@ -104,8 +104,8 @@ func (l *Library) Close() error {
 
 func writeImage(so []byte) (string, func(), error) {
 	name := []byte("kiln-engine\x00")
-	const sysMemfdCreate = 319 // amd64
-	if runtime.GOARCH == "amd64" {
+	sysMemfdCreate := map[string]uintptr{"amd64": 319, "arm64": 279}[runtime.GOARCH]
+	if sysMemfdCreate != 0 {
 		fd, _, errno := syscall.Syscall(sysMemfdCreate, uintptr(unsafe.Pointer(&name[0])), 1 /* MFD_CLOEXEC */, 0)
 		if errno == 0 {
 			// A raw descriptor, not an *os.File: a File's finalizer would

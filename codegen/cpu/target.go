@@ -1,0 +1,236 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	goruntime "runtime"
+	"slices"
+	"strings"
+
+	ll "github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+)
+
+// The CPU targets: a triple (x86-64 or AArch64 Linux) and a CPU. A target
+// is a schedule (vector width, GEMM register tile) and a few target
+// instructions (the barrier's pause and yield, the cycle counter, the int8
+// dot products); every other kernel is the same generic LLVM IR, which llc
+// lowers to AVX or NEON.
+
+// The canonical triples engines record (and runtime.HostTriple names).
+const (
+	TripleX86   = "x86_64-unknown-linux-gnu"
+	TripleARM64 = "aarch64-unknown-linux-gnu"
+)
+
+// NormalizeTriple maps a --target spelling to the triple engines record:
+// x86_64-linux-gnu, x86_64-unknown-linux-gnu, aarch64-linux-gnu,
+// aarch64-unknown-linux-gnu and arm64-linux-gnu are accepted.
+func NormalizeTriple(t string) (string, error) {
+	arch, rest, _ := strings.Cut(t, "-")
+	rest = strings.TrimPrefix(rest, "unknown-")
+	if rest == "linux-gnu" || rest == "linux" {
+		switch arch {
+		case "x86_64", "amd64":
+			return TripleX86, nil
+		case "aarch64", "arm64":
+			return TripleARM64, nil
+		}
+	}
+	return "", fmt.Errorf("unknown target %q: kiln's CPU targets are x86_64-linux-gnu and aarch64-linux-gnu", t)
+}
+
+// HostTriple is the triple of the machine running this program.
+func HostTriple() string {
+	if goruntime.GOARCH == "arm64" {
+		return TripleARM64
+	}
+	return TripleX86
+}
+
+func isARM64(triple string) bool { return strings.HasPrefix(triple, "aarch64") }
+
+// DefaultCPU is the CPU a build for triple takes when none is named: this
+// machine's for its own triple, the baseline of another (every ARMv8-A has
+// NEON; x86-64-v3 is kiln's x86 minimum).
+func DefaultCPU(triple string) string {
+	switch {
+	case triple == HostTriple():
+		return "native"
+	case isARM64(triple):
+		return "generic"
+	}
+	return "x86-64-v3"
+}
+
+// arm64CPUs are the AArch64 CPUs kiln names, with the features (as Linux's
+// /proc/cpuinfo spells them) their int8 kernels use: asimddp (sdot/udot,
+// ARMv8.2's dot product) and i8mm (usdot: u8·s8 as vpdpbusd does). Every
+// AArch64 CPU has asimd (NEON).
+var arm64CPUs = map[string][]string{
+	"generic": nil, "cortex-a53": nil, "cortex-a57": nil, "cortex-a72": nil, "cortex-a73": nil,
+	"cortex-a55": {"asimddp"}, "cortex-a75": {"asimddp"}, "cortex-a76": {"asimddp"}, "cortex-a77": {"asimddp"},
+	"cortex-a78": {"asimddp"}, "cortex-x1": {"asimddp"}, "neoverse-n1": {"asimddp"}, "neoverse-e1": {"asimddp"},
+	"apple-m1": {"asimddp"}, "apple-a14": {"asimddp"}, "carmel": nil,
+	"cortex-a510": {"asimddp", "i8mm"}, "cortex-a710": {"asimddp", "i8mm"}, "cortex-x2": {"asimddp", "i8mm"},
+	"neoverse-n2": {"asimddp", "i8mm"}, "neoverse-v1": {"asimddp", "i8mm"},
+}
+
+// ARM64CPUs lists the AArch64 CPU names --cpu takes, sorted.
+func ARM64CPUs() []string {
+	names := make([]string, 0, len(arm64CPUs))
+	for n := range arm64CPUs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// featuresFor lists the features the code for opts' triple and CPU uses
+// (and the engine records).
+func featuresFor(opts Options) ([]string, error) {
+	if !isARM64(opts.Triple) {
+		if opts.CPU == "native" && HostTriple() != TripleX86 {
+			return nil, fmt.Errorf("codegen/cpu: --cpu native names this machine's CPU, which is not x86-64: name an x86-64 CPU (x86-64-v3, x86-64-v4, ...)")
+		}
+		return cpuFeatures(opts.CPU)
+	}
+	if opts.CPU == "native" {
+		if HostTriple() != TripleARM64 {
+			return nil, fmt.Errorf("codegen/cpu: --cpu native names this machine's CPU, which is not AArch64: name the target's (%s)", strings.Join(ARM64CPUs(), ", "))
+		}
+		return hostARM64Features()
+	}
+	extra, ok := arm64CPUs[opts.CPU]
+	if !ok {
+		return nil, fmt.Errorf("codegen/cpu: unknown AArch64 CPU %q (use %s)", opts.CPU, strings.Join(ARM64CPUs(), ", "))
+	}
+	return append([]string{"asimd"}, extra...), nil
+}
+
+// hostARM64Features reads this AArch64 machine's features.
+func hostARM64Features() ([]string, error) {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return nil, fmt.Errorf("codegen/cpu: reading host CPU features: %w", err)
+	}
+	have := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "Features" {
+			for _, f := range strings.Fields(v) {
+				have[f] = true
+			}
+			break
+		}
+	}
+	out := []string{"asimd"}
+	for _, f := range []string{"asimddp", "i8mm"} {
+		if have[f] {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// schedule sets the vector width and the FP32 GEMM register tile: AVX-512
+// 16 lanes and 6×4 vectors of its 32 registers, AVX2 8 lanes and 6×2 of
+// 16, NEON 4 lanes (128 bits) and 8×3 of its 32 (fmla by element reads
+// the broadcast A values from two more).
+func (g *gen) schedule() {
+	switch {
+	case isARM64(g.opts.Triple):
+		g.vl, g.mr, g.nv = 4, 8, 3
+	case hasFeature(g.feats, "avx512f"):
+		g.vl, g.mr, g.nv = 16, 6, 4
+	default:
+		g.vl, g.mr, g.nv = 8, 6, 2
+	}
+}
+
+func (g *gen) arm64() bool { return isARM64(g.opts.Triple) }
+
+// spinPause is the hint a barrier's spin loop gives the core each poll:
+// PAUSE on x86, YIELD on AArch64.
+func (g *gen) spinPause(b *ll.Block) {
+	if g.arm64() {
+		b.NewCall(g.declare("llvm.aarch64.hint", types.Void, i32), c32(1)) // hint #1: yield
+		return
+	}
+	b.NewCall(g.declare("llvm.x86.sse2.pause", types.Void))
+}
+
+// schedYield calls sched_yield(2) without libc.
+func (g *gen) schedYield(b *ll.Block) {
+	fn := types.NewPointer(types.NewFunc(i64, i64))
+	if g.arm64() {
+		asm := ll.NewInlineAsm(fn, "svc #0", "={x0},{x8},~{memory}")
+		asm.SideEffect = true
+		b.NewCall(asm, c64(124)) // __NR_sched_yield on arm64
+		return
+	}
+	asm := ll.NewInlineAsm(fn, "syscall", "={rax},{rax},~{rcx},~{r11},~{memory}")
+	asm.SideEffect = true
+	b.NewCall(asm, c64(24)) // __NR_sched_yield on x86-64
+}
+
+// cycleCounter returns the function the profiling entry point reads time
+// with: the TSC on x86 (llvm.readcyclecounter); on AArch64 the virtual
+// counter CNTVCT_EL0, which user code may read (readcyclecounter would read
+// PMCCNTR_EL0, which traps at EL0 unless the kernel allows it).
+func (g *gen) cycleCounter() *ll.Func {
+	if !g.arm64() {
+		return g.declare("llvm.readcyclecounter", i64)
+	}
+	if f, ok := g.decls["kiln_cntvct"]; ok {
+		return f
+	}
+	f := g.mod.NewFunc("kiln_cntvct", i64)
+	f.Linkage = enum.LinkageInternal
+	b := f.NewBlock("")
+	asm := ll.NewInlineAsm(types.NewPointer(types.NewFunc(i64)), "mrs $0, cntvct_el0", "=r")
+	asm.SideEffect = true
+	b.NewRet(b.NewCall(asm))
+	g.decls["kiln_cntvct"] = f
+	return f
+}
+
+// linkCommand returns the command that links obj into the shared object
+// so for the triple: ld.lld for any triple (on PATH or next to llc); for
+// x86-64 the host's gcc or cc also do.
+func linkCommand(llc, triple, obj, so string) (*exec.Cmd, error) {
+	if lld, err := exec.LookPath("ld.lld"); err == nil {
+		return exec.Command(lld, "-shared", "--hash-style=both", "-o", so, obj), nil
+	}
+	if lld := siblingTool(llc, "ld.lld"); lld != "" {
+		return exec.Command(lld, "-shared", "--hash-style=both", "-o", so, obj), nil
+	}
+	if isARM64(triple) {
+		if HostTriple() != TripleARM64 {
+			return nil, errors.New("codegen/cpu: linking AArch64 engines needs ld.lld: run `make deps`")
+		}
+	}
+	for _, cc := range []string{"gcc", "cc"} {
+		if p, err := exec.LookPath(cc); err == nil && (triple == HostTriple()) {
+			return exec.Command(p, "-shared", "-nostdlib", "-o", so, obj), nil
+		}
+	}
+	return nil, errors.New("codegen/cpu: no linker found (ld.lld or gcc): run `make deps`")
+}
+
+// AvailableFor is Available for a target triple: cross-compiling to
+// AArch64 needs ld.lld.
+func AvailableFor(triple string) error {
+	if err := Available(); err != nil {
+		return err
+	}
+	if triple == HostTriple() {
+		return nil
+	}
+	if _, err := exec.LookPath("ld.lld"); err != nil {
+		return fmt.Errorf("linking %s engines needs ld.lld: run `make deps`", triple)
+	}
+	return nil
+}

@@ -105,12 +105,19 @@ conformance-aarch64: build build-arm64 ## the node tests in scope and the zoo th
 	fi; \
 	exit $$status
 
-bench: ## kiln vs ONNX Runtime on the float32 zoo models in FP32 and INT8 (kiln's QDQ export in both), 1 and 2 threads (not part of CI)
+bench: ## kiln vs ONNX Runtime on the float32 zoo models and the generated ones (internal/benchmodels) in FP32 and INT8 (kiln's QDQ export in both), 1 and 2 threads (not part of CI)
 	@if [ ! -d $(ZOO) ]; then echo "skipping make bench: $(ZOO) is absent"; exit 0; fi; \
 	if ! command -v node >/dev/null; then echo "skipping make bench: node is absent (ONNX Runtime runs in Node.js)"; exit 0; fi; \
 	if ! command -v llc >/dev/null && ! command -v llc-14 >/dev/null; then echo "skipping make bench: llc is absent (make deps)"; exit 0; fi; \
-	$(MAKE) --no-print-directory build; \
-	$(GO) run ./internal/bench --zoo $(ZOO) --bin $(BIN) --ort $(SHARED)/tools/ort/ort_bench.js --duration $(BENCHTIME)
+	$(MAKE) --no-print-directory build $(BENCHMODELS)/.stamp; \
+	$(GO) run ./internal/bench --zoo $(ZOO) --extra $(BENCHMODELS) --bin $(BIN) --ort $(SHARED)/tools/ort/ort_bench.js --duration $(BENCHTIME)
+
+# The generated benchmark models (internal/benchmodels: architecture families
+# the zoo lacks), written once and again only when the generator changes.
+BENCHMODELS := $(OUT)/benchmodels
+$(BENCHMODELS)/.stamp: $(filter-out %_test.go,$(wildcard internal/benchmodels/*.go))
+	$(GO) run ./internal/benchmodels -o $(BENCHMODELS)
+	@touch $@
 
 demo: deps build ## inspect, convert and test the bundled models, compile them to engines, check and benchmark them; then INT8: calibrate, compile, compare with FP32
 	@mkdir -p $(OUT)/demo

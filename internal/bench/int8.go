@@ -38,7 +38,7 @@ func readMeta(dir string) (meta, map[string]any, error) {
 // calib_set, else calibSamples random N(0,1) samples of its input written
 // to the work folder.
 func calibration(o options, model string) (string, error) {
-	dir := filepath.Join(o.zoo, model)
+	dir := filepath.Join(o.zooOf(model), model)
 	m, _, err := readMeta(dir)
 	if err != nil {
 		return "", fmt.Errorf("no calibration data: %v", err)
@@ -69,7 +69,7 @@ func calibration(o options, model string) (string, error) {
 // the original's test data, meta.json's paths made absolute); it returns
 // that folder.
 func quantized(o options, model string) (string, error) {
-	dir := filepath.Join(o.zoo, model)
+	dir := filepath.Join(o.zooOf(model), model)
 	calib, err := calibration(o, model)
 	if err != nil {
 		return "", err
@@ -110,7 +110,7 @@ func quantized(o options, model string) (string, error) {
 // before) with bin/infer compare: on the test set with its labels where
 // the model has one, else on test_data_set_0.
 func agreement(o options, model string) string {
-	dir := filepath.Join(o.zoo, model)
+	dir := filepath.Join(o.zooOf(model), model)
 	fp32 := filepath.Join(o.work, model+".kiln")
 	if _, err := os.Stat(fp32); err != nil { // --precision int8 alone
 		if _, err := run(filepath.Join(o.bin, "cc"), "build", filepath.Join(dir, "model.onnx"), "-o", fp32); err != nil {

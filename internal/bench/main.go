@@ -8,6 +8,10 @@
 // ms, their ratio, kiln INT8's speed-up over kiln FP32, and GFLOP/s where
 // the model's FLOP count is known.
 //
+// --extra names a second folder in the zoo's layout, the generated models
+// of internal/benchmodels (make bench writes them to out/benchmodels):
+// architecture families the zoo lacks, benchmarked the same way.
+//
 // INT8 rows quantize each model with bin/cc quantize (calibrated on the
 // model's meta.json calib_set, else on random N(0,1) samples, which is
 // what the zoo's random-weight models are fed), build that QDQ model, and
@@ -43,6 +47,11 @@ type options struct {
 	threads             []int
 	duration            float64
 	rounds              int
+
+	// extra is a second zoo (--extra); inExtra marks the models found
+	// there and not in zoo.
+	extra   string
+	inExtra map[string]bool
 }
 
 // row is one model in one precision at one thread count.
@@ -61,6 +70,7 @@ func main() {
 	var o options
 	var models, threads string
 	flag.StringVar(&o.zoo, "zoo", "../shared/zoo", "the model zoo")
+	flag.StringVar(&o.extra, "extra", "", "a second folder in the zoo's layout (internal/benchmodels' generated models), benchmarked after --zoo's; a name in both is --zoo's")
 	flag.StringVar(&o.bin, "bin", "bin", "folder holding cc and infer")
 	flag.StringVar(&o.ort, "ort", "../shared/tools/ort/ort_bench.js", "ONNX Runtime's benchmark script (run with node); empty: no ORT columns")
 	flag.StringVar(&o.work, "work", "", "folder for the engines (default: a temporary one)")
@@ -86,13 +96,9 @@ func main() {
 		}
 		o.precisions = append(o.precisions, strings.TrimSpace(p))
 	}
-	if models != "" {
-		o.models = strings.Split(models, ",")
-	} else {
-		var err error
-		if o.models, err = float32Models(o.zoo); err != nil {
-			fatalf("%v", err)
-		}
+	var err error
+	if o.models, o.inExtra, err = listModels(o.zoo, o.extra, models); err != nil {
+		fatalf("%v", err)
 	}
 	if o.work == "" {
 		dir, err := os.MkdirTemp("", "kiln-bench-*")
@@ -156,8 +162,50 @@ func float32Models(zoo string) ([]string, error) {
 	return names, nil
 }
 
+// listModels returns the models to run (the comma-separated names, else
+// every float32 model of zoo, then of extra) and which of them are extra's.
+func listModels(zoo, extra, names string) ([]string, map[string]bool, error) {
+	has := func(dir, m string) bool {
+		_, err := os.Stat(filepath.Join(dir, m, "model.onnx"))
+		return err == nil
+	}
+	inExtra := map[string]bool{}
+	if names != "" {
+		models := strings.Split(names, ",")
+		for _, m := range models {
+			if extra != "" && !has(zoo, m) && has(extra, m) {
+				inExtra[m] = true
+			}
+		}
+		return models, inExtra, nil
+	}
+	models, err := float32Models(zoo)
+	if err != nil || extra == "" {
+		return models, inExtra, err
+	}
+	more, err := float32Models(extra)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--extra: %v", err)
+	}
+	for _, m := range more {
+		if !slices.Contains(models, m) {
+			models = append(models, m)
+			inExtra[m] = true
+		}
+	}
+	return models, inExtra, nil
+}
+
+// zooOf is the folder holding model: --extra for its models, else --zoo.
+func (o options) zooOf(model string) string {
+	if o.inExtra[model] {
+		return o.extra
+	}
+	return o.zoo
+}
+
 func benchModel(o options, model, precision string) []row {
-	dir := filepath.Join(o.zoo, model)
+	dir := filepath.Join(o.zooOf(model), model)
 	engine := filepath.Join(o.work, model+".kiln")
 	rows := make([]row, len(o.threads))
 	for i, t := range o.threads {
@@ -169,7 +217,7 @@ func benchModel(o options, model, precision string) []row {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "== %s %s\n", model, precision)
-	ortZoo := o.zoo
+	ortZoo := o.zooOf(model)
 	if precision == "int8" {
 		var err error
 		if ortZoo, err = quantized(o, model); err != nil {

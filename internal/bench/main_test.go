@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -50,5 +51,38 @@ func TestFloat32Models(t *testing.T) {
 	}
 	if want := []string{"a_float", "c_no_meta"}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("float32Models = %v, want %v", got, want)
+	}
+}
+
+func TestListModelsExtra(t *testing.T) {
+	zoo, extra := t.TempDir(), t.TempDir()
+	for dir, names := range map[string][]string{zoo: {"resnet18", "shared"}, extra: {"googlenet", "shared", "efficientnet_b0"}} {
+		for _, name := range names {
+			os.MkdirAll(filepath.Join(dir, name), 0o755)
+			os.WriteFile(filepath.Join(dir, name, "model.onnx"), []byte("x"), 0o644)
+		}
+	}
+	models, inExtra, err := listModels(zoo, extra, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"resnet18", "shared", "efficientnet_b0", "googlenet"}; !slices.Equal(models, want) {
+		t.Fatalf("listModels = %v, want %v (the zoo's, then the extra folder's not in the zoo)", models, want)
+	}
+	o := options{zoo: zoo, extra: extra, inExtra: inExtra}
+	for m, want := range map[string]string{"resnet18": zoo, "shared": zoo, "googlenet": extra} {
+		if got := o.zooOf(m); got != want {
+			t.Errorf("zooOf(%s) = %s, want %s", m, got, want)
+		}
+	}
+	models, inExtra, err = listModels(zoo, extra, "googlenet,resnet18")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(models, []string{"googlenet", "resnet18"}) || !inExtra["googlenet"] || inExtra["resnet18"] {
+		t.Errorf("--models googlenet,resnet18: got %v, extra %v", models, inExtra)
+	}
+	if models, _, _ := listModels(zoo, "", ""); !slices.Equal(models, []string{"resnet18", "shared"}) {
+		t.Errorf("without --extra: %v, want the zoo's alone", models)
 	}
 }

@@ -34,6 +34,14 @@ func Load(r *Result) (*Engine, error) {
 	return &Engine{Result: r, lib: lib, live: w, weights: w.Bytes}, nil
 }
 
+// weightsPtr is the live weights' address (nil: an engine without any).
+func (e *Engine) weightsPtr() unsafe.Pointer {
+	if len(e.weights) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&e.weights[0])
+}
+
 // Close unloads the engine.
 func (e *Engine) Close() error {
 	e.live.Free()
@@ -97,7 +105,7 @@ func (e *Engine) Run(inputs map[string]*ir.Tensor, threads int, arena []byte) (m
 	if arena == nil {
 		arena = e.NewArena()
 	}
-	e.lib.Run(threads, unsafe.Pointer(&e.weights[0]), unsafe.Pointer(&arena[0]), io)
+	e.lib.Run(threads, e.weightsPtr(), unsafe.Pointer(&arena[0]), io)
 	runtime.KeepAlive(keep)
 	runtime.KeepAlive(vals)
 	return outs, nil

@@ -142,7 +142,7 @@ func stepCycles(e *Engine, feeds map[string]*ir.Tensor) ([]uint64, error) {
 	}
 	times := make([]uint64, len(r.Kernels)+1)
 	arena := e.NewArena()
-	if err := e.lib.RunProfile(1, unsafe.Pointer(&e.weights[0]), unsafe.Pointer(&arena[0]), io, times); err != nil {
+	if err := e.lib.RunProfile(1, e.weightsPtr(), unsafe.Pointer(&arena[0]), io, times); err != nil {
 		return nil, err
 	}
 	runtime.KeepAlive(keep)

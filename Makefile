@@ -30,7 +30,7 @@ IN_SCOPE = awk -F'\t' -v dir=$(ONNXNODE) -v added="$(SCOPE_ADDED)" \
 # Packages whose code is concurrent: also tested with the race detector.
 RACE_PKGS := ./runtime/... ./ir/ops ./internal/conformance ./internal/trainer ./internal/serve
 
-.PHONY: help build build-arm64 deps test fuzz fuzz-long conformance conformance-aarch64 bench demo clean proto lib lib-test
+.PHONY: help build build-arm64 build-cuda deps deps-cuda deps-cuda-headers test fuzz fuzz-long conformance conformance-aarch64 conformance-cuda-sim bench demo clean proto lib lib-test
 
 help: ## list the targets
 	@echo "kiln — make TARGET"
@@ -40,6 +40,32 @@ help: ## list the targets
 build: ## build bin/cc and bin/infer (CGO_ENABLED=0; installs nothing)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/cc ./cmd/cc
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/infer ./cmd/infer
+
+# CUDA tools from Debian non-free, unpacked with dpkg -x into CUDA_DIR without
+# their dependencies (the driver is not needed to compile): deps-cuda gets
+# ptxas (nvidia-cuda-toolkit, 84 MB), so cc build --target cuda embeds
+# cubins; deps-cuda-headers gets cuda.h and libcuda's link stub
+# (nvidia-cuda-dev, 774 MB, not in CI) for go build -tags cuda.
+CUDA_DIR ?= /opt/kiln-cuda
+CUDA_APT  = -o Dir::Etc::sourcelist=$(CUDA_DIR)/apt/sources.list -o Dir::Etc::sourceparts=- -o Dir::State::Lists=$(CUDA_DIR)/apt/lists -o Dir::Cache=$(CUDA_DIR)/apt/cache
+CUDA_TAGS_ENV = CGO_CFLAGS="-I$(CUDA_DIR)/usr/include" CGO_LDFLAGS="-L$(CUDA_DIR)/usr/lib/x86_64-linux-gnu/stubs"
+
+deps-cuda: ## unpack ptxas (Debian non-free nvidia-cuda-toolkit, without dependencies) into CUDA_DIR, for cubins
+	@if [ -x $(CUDA_DIR)/usr/bin/ptxas ] || command -v ptxas >/dev/null; then echo "ok: ptxas"; exit 0; fi; \
+	mkdir -p $(CUDA_DIR)/apt/lists/partial $(CUDA_DIR)/apt/cache/archives/partial $(CUDA_DIR)/debs; \
+	. /etc/os-release; echo "deb http://deb.debian.org/debian $${VERSION_CODENAME:-bookworm} main contrib non-free" > $(CUDA_DIR)/apt/sources.list; \
+	apt-get $(CUDA_APT) update >/dev/null; \
+	cd $(CUDA_DIR)/debs && apt-get $(CUDA_APT) download nvidia-cuda-toolkit && dpkg -x nvidia-cuda-toolkit_*.deb $(CUDA_DIR) && rm -f nvidia-cuda-toolkit_*.deb; \
+	$(CUDA_DIR)/usr/bin/ptxas --version | tail -1
+
+deps-cuda-headers: deps-cuda ## unpack cuda.h and libcuda's link stub (nvidia-cuda-dev, 774 MB) into CUDA_DIR, for go build -tags cuda
+	@if [ -f $(CUDA_DIR)/usr/include/cuda.h ]; then echo "ok: cuda.h"; exit 0; fi; \
+	cd $(CUDA_DIR)/debs && apt-get $(CUDA_APT) download nvidia-cuda-dev && \
+	dpkg-deb --fsys-tarfile nvidia-cuda-dev_*.deb | tar -x -C $(CUDA_DIR) ./usr/include/cuda.h ./usr/lib/x86_64-linux-gnu/stubs/libcuda.so && rm -f nvidia-cuda-dev_*.deb; \
+	echo "build the CUDA runtime with: $(CUDA_TAGS_ENV) go build -tags cuda ./..."
+
+build-cuda: deps-cuda-headers ## bin/cuda/infer: infer with the CUDA runtime (cgo, -tags cuda; runs where libcuda.so.1, the NVIDIA driver, is installed)
+	$(CUDA_TAGS_ENV) $(GO) build -tags cuda -o $(BIN)/cuda/infer ./cmd/infer
 
 build-arm64: ## build bin/linux_arm64/infer (GOARCH=arm64 CGO_ENABLED=0): runs aarch64 engines on the device, or here under qemu
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o $(BIN)/linux_arm64/infer ./cmd/infer
@@ -84,6 +110,8 @@ conformance: build ## the reference executor on ONNX's node tests (those in scop
 		$(BIN)/cc test --rel-l2 1e-4 $(ZOO) || status=1; \
 		echo "== bin/cc test --backend cpu --rel-l2 1e-4 $(ZOO)"; \
 		$(BIN)/cc test --backend cpu --rel-l2 1e-4 $(ZOO) || status=1; \
+		echo "== bin/cc test --backend cuda-sim --rel-l2 1e-4 $(ZOO): the CUDA kernels, run on the CPU"; \
+		$(BIN)/cc test --backend cuda-sim --rel-l2 1e-4 $(ZOO) || status=1; \
 	else \
 		echo "skipping the zoo models: $(ZOO) is absent"; \
 	fi; \
@@ -103,6 +131,17 @@ conformance-aarch64: build build-arm64 ## the node tests in scope and the zoo th
 	else \
 		echo "skipping the zoo models: $(ZOO) is absent"; \
 	fi; \
+	exit $$status
+
+conformance-cuda-sim: build ## the node tests in scope and the zoo through CUDA kernels run on the CPU (cuda-sim; the node tests are not in CI: ~5 minutes)
+	@status=0; \
+	if [ -d $(ONNXNODE) ] && [ -f $(SCOPE) ]; then \
+		echo "== bin/cc test --backend cuda-sim: the node tests in scope"; \
+		$(BIN)/cc test --backend cuda-sim $$($(IN_SCOPE)) || status=1; \
+	else \
+		echo "skipping ONNX node tests: $(ONNXNODE) or $(SCOPE) is absent"; \
+	fi; \
+	if [ -d $(ZOO) ]; then $(BIN)/cc test --backend cuda-sim --rel-l2 1e-4 $(ZOO) || status=1; fi; \
 	exit $$status
 
 bench: ## kiln vs ONNX Runtime on the float32 zoo models and the generated ones (internal/benchmodels) in FP32 and INT8 (kiln's QDQ export in both), 1 and 2 threads (not part of CI)

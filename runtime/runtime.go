@@ -31,6 +31,7 @@ import (
 
 	"github.com/kiln-ml/kiln/ir"
 	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
+	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -108,6 +109,10 @@ func LoadBytesWith(buf []byte, opts LoadOptions) (*Engine, error) {
 			have = append(have, t)
 		}
 		slices.Sort(have)
+		if f.Meta.Target.Triple == cudacode.Triple {
+			return nil, fmt.Errorf("wrong architecture: the engine holds code for %s (built with --target cuda --gpu %s), which runs on an NVIDIA GPU with an infer built with -tags cuda; this runtime runs %s engines: rebuild it with `cc build --target %s --cpu native`",
+				cudacode.Triple, f.Meta.Target.CPU, triple, shortTriple(triple))
+		}
 		return nil, fmt.Errorf("wrong architecture: the engine holds code for %s (built with --target %s --cpu %s), this machine is %s: rebuild it with `cc build --target %s --cpu native`",
 			strings.Join(have, ", "), shortTriple(f.Meta.Target.Triple), f.Meta.Target.CPU, triple, shortTriple(triple))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kiln-ml/kiln/ir"
 	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
+	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -38,11 +39,67 @@ func Validate(e *engine.Engine) error {
 	}
 	slices.Sort(triples)
 	for _, t := range triples {
+		if t == cudacode.Triple {
+			if _, err := checkCUDA(e, ins, outs); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, err := checkCode(e, t, ins, outs); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ValidateCUDA checks a CUDA engine against its code section and returns
+// the code (runtime/cuda runs it).
+func ValidateCUDA(e *engine.Engine) (*cudacode.Module, error) {
+	ins, err := bindings(e.Meta.Inputs, false)
+	if err != nil {
+		return nil, err
+	}
+	outs, err := bindings(e.Meta.Outputs, true)
+	if err != nil {
+		return nil, err
+	}
+	if e.Code[cudacode.Triple] == nil {
+		return nil, fmt.Errorf("the engine holds no CUDA code (it is for %s)", e.Meta.Target.Triple)
+	}
+	return checkCUDA(e, ins, outs)
+}
+
+// checkCUDA reads a CUDA engine's code section (runtime/cudacode) and
+// compares the engine with it: the weights and arena sizes, the kernels,
+// and each binding's arena slot.
+func checkCUDA(e *engine.Engine, ins, outs []binding) (*cudacode.Module, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: section \"code/%s\": %s", ErrInconsistent, cudacode.Triple, fmt.Sprintf(format, args...))
+	}
+	m, err := cudacode.Parse(e.Code[cudacode.Triple])
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	switch {
+	case int64(len(e.Weights)) != m.WeightsBytes:
+		return nil, bad("section \"weights\" holds %d bytes, the code reads %d", len(e.Weights), m.WeightsBytes)
+	case e.Meta.ArenaBytes != m.ArenaBytes:
+		return nil, bad("metadata arena_bytes is %d, the code needs %d", e.Meta.ArenaBytes, m.ArenaBytes)
+	case len(e.Meta.Kernels) != len(m.Kernels):
+		return nil, bad("metadata lists %d kernels, the code launches %d", len(e.Meta.Kernels), len(m.Kernels))
+	case len(e.Meta.Symbols) > 0:
+		return nil, bad("CUDA engines have static shapes")
+	case len(ins)+len(outs) != len(m.Slots):
+		return nil, bad("metadata binds %d io slots, the code has %d", len(ins)+len(outs), len(m.Slots))
+	}
+	for _, b := range append(append([]binding{}, ins...), outs...) {
+		sl := m.Slots[b.Index]
+		if sl.Name != b.Name || sl.Output != b.output || sl.DType != b.DType || !slices.Equal(sl.Dims, b.Shape) || sl.Bytes != b.bytes {
+			return nil, bad("binding %q (io slot %d) is %s%v (%d bytes), the code's slot is %q %s%v (%d bytes)",
+				b.Name, b.Index, b.DType, b.Shape, b.bytes, sl.Name, sl.DType, sl.Dims, sl.Bytes)
+		}
+	}
+	return m, nil
 }
 
 // machines maps a target triple's architecture to its ELF machine.

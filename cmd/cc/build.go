@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
+	"github.com/kiln-ml/kiln/codegen/cuda"
 	"github.com/kiln-ml/kiln/frontend/text"
 	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/build"
@@ -21,10 +22,12 @@ import (
 var buildCmd = &cli.Command{
 	Name:    "build",
 	Args:    "MODEL",
-	Summary: "compile a model into an engine file (native x86-64 or AArch64 code via LLVM)",
+	Summary: "compile a model into an engine file (x86-64, AArch64 or CUDA code via LLVM)",
 	Help: `Runs the O2 pass pipeline (see cc passes), lowers the graph to LLVM IR, compiles it
 with llc (LLVM 14) for --target (this machine by default; aarch64-linux-gnu engines link
-with ld.lld and run with an arm64 infer: make build-arm64) and writes one engine file that
+with ld.lld and run with an arm64 infer: make build-arm64; cuda engines hold PTX and, with
+ptxas (make deps-cuda), a cubin per --gpu, and run with an infer built with -tags cuda;
+cuda-sim engines run the CUDA kernels on this CPU) and writes one engine file that
 bin/infer runs. --emit stops at an
 earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or engine.
 
@@ -36,9 +39,10 @@ such a build is refused before it starts.`,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		out := fs.String("o", "", "output file (default: MODEL with the emitted kind's extension; MODEL.opt.onnxtxt for --emit ir of a .onnxtxt MODEL)")
-		emit := fs.String("emit", "engine", "what to write: ir, llvm, obj or engine")
+		emit := fs.String("emit", "engine", "what to write: ir, llvm, obj (CPU targets), ptx (--target cuda) or engine")
 		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512; for aarch64-linux-gnu: generic (the default there), cortex-a76, neoverse-n1, apple-m1, ...)")
-		target := fs.String("target", "", "target `TRIPLE`: x86_64-linux-gnu or aarch64-linux-gnu (default: this machine's)")
+		target := fs.String("target", "", "target `TRIPLE`: x86_64-linux-gnu or aarch64-linux-gnu (default: this machine's), cuda (NVIDIA GPUs: PTX and a cubin per --gpu), or cuda-sim (the CUDA kernels on this CPU, for testing)")
+		gpuList := fs.String("gpu", "sm_80", "`ARCHS` for --target cuda: the GPU architectures to build cubins for (sm_80,sm_90); the PTX targets the lowest")
 		opt := cli.OneOfInt(fs, "O", 2, "optimization `level`, 0 or 2: 2 runs every pass, 0 only the required ones", 0, 2)
 		disable := fs.String("disable", "", "comma-separated passes to skip")
 		dumpAfter := fs.String("dump-after", "", "comma-separated passes (or all) after which to write the graph as text")
@@ -59,9 +63,9 @@ such a build is refused before it starts.`,
 		quant := addQuantizeFlags(fs)
 		train := addTrainFlags(fs)
 		return func(env *cli.Env, args []string) error {
-			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "engine": ".kiln"}[*emit]
+			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "ptx": ".ptx", "engine": ".kiln"}[*emit]
 			if ext == "" {
-				return cli.Usagef("--emit must be ir, llvm, obj or engine, not %q", *emit)
+				return cli.Usagef("--emit must be ir, llvm, obj, ptx or engine, not %q", *emit)
 			}
 			key, err := signingKey(*sign, *emit)
 			if err != nil {
@@ -75,7 +79,18 @@ such a build is refused before it starts.`,
 					path = strings.TrimSuffix(model, ext) + ".opt" + ext
 				}
 			}
-			if *target != "" {
+			var gpus []string
+			if build.IsCUDA(*target) {
+				if flagSet(fs, "cpu") {
+					return cli.Usagef("--cpu applies to the CPU targets; --target %s takes --gpu", *target)
+				}
+				if gpus, err = cuda.ParseGPUs(*gpuList); err != nil {
+					return cli.Usagef("%v", err)
+				}
+				*cpuName = ""
+			} else if flagSet(fs, "gpu") {
+				return cli.Usagef("--gpu applies to --target cuda")
+			} else if *target != "" {
 				triple, err := cpu.NormalizeTriple(*target)
 				if err != nil {
 					return cli.Usagef("--target: %v", err)
@@ -84,7 +99,10 @@ such a build is refused before it starts.`,
 					*cpuName = cpu.DefaultCPU(triple) // native names this machine
 				}
 			}
-			opts := build.Options{CPU: *cpuName, Target: *target, OptLevel: *opt, Disabled: split(*disable),
+			if *emit == "obj" && build.IsCUDA(*target) || *emit == "ptx" && *target != build.TargetCUDA {
+				return cli.Usagef("--emit ptx is --target cuda's (and obj the CPU targets')")
+			}
+			opts := build.Options{CPU: *cpuName, Target: *target, GPUs: gpus, OptLevel: *opt, Disabled: split(*disable),
 				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache,
 				Limits: limits.Limits(), Shapes: build.Shapes{Pin: pin, Min: minShape, Opt: optShape, Max: maxShape, Values: values}}
 			if opts.MarkOutputs = split(*markOutputs); len(opts.MarkOutputs) > 0 && *emit == "ir" {
@@ -163,10 +181,14 @@ such a build is refused before it starts.`,
 				printPassReport(env.Stdout, res.Timings, res.Memory)
 			}
 			var data []byte
-			switch *emit {
-			case "llvm":
+			switch {
+			case *emit == "llvm" && res.GPU != nil:
+				data = []byte(res.GPU.LLVMIR)
+			case *emit == "ptx":
+				data = []byte(res.GPU.Module.PTX)
+			case *emit == "llvm":
 				data = []byte(res.Code.LLVMIR)
-			case "obj":
+			case *emit == "obj":
 				data = res.Code.Object
 			default:
 				if data, err = signed(res.Engine, key); err != nil {
@@ -175,6 +197,18 @@ such a build is refused before it starts.`,
 			}
 			if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 				return cli.FileError(path, err)
+			}
+			if g := res.GPU; g != nil {
+				what := fmt.Sprintf("%d kernels", len(g.Kernels))
+				if m := g.Module; m != nil {
+					what += fmt.Sprintf(", PTX for %s", m.PTXArch)
+					if archs := m.Archs(); len(archs) > 0 {
+						what += ", cubins for " + strings.Join(archs, ", ")
+					}
+				}
+				fmt.Fprintf(env.Stdout, "wrote %s (%s bytes); %s; arena %s bytes, weights %s bytes\n", path,
+					commas(int64(len(data))), what, commas(g.ArenaBytes), commas(int64(len(g.Weights))))
+				return nil
 			}
 			fmt.Fprintf(env.Stdout, "wrote %s (%s bytes); arena %s bytes (tensors total %s), weights %s bytes\n", path,
 				commas(int64(len(data))), commas(res.Code.ArenaBytes), commas(res.Code.TensorBytes), commas(int64(len(res.Code.Weights))))

@@ -43,6 +43,9 @@ are UNSUPPORTED. --backend aarch64 compiles the same way for
 aarch64-linux-gnu (--cpu, default generic) and runs each engine with an
 arm64 infer (--infer, default linux_arm64/infer beside cc: make build-arm64)
 under qemu-aarch64-static (make deps), natively on an arm64 machine.
+--backend cuda-sim compiles each test for CUDA and runs its GPU kernels on
+this CPU (cc build --target cuda-sim): the block and thread indices become
+loops, so every CUDA kernel is checked against the reference without a GPU.
 Outputs are judged as ONNX's runner does (|got-want| <= atol + rtol*|want|
 per element), or by relative L2 error with --rel-l2. The exit status is 1
 when any test fails.
@@ -93,6 +96,7 @@ func init() {
 	// before the reference executor runs it.
 	conformance.Register("reference", conformance.Reference{Rewrite: autodiff.ExpandGradients})
 	conformance.Register(aarch64Backend, conformance.CPU{})
+	conformance.Register(build.TargetCUDASim, conformance.CPU{})
 }
 
 // aarch64Backend runs engines built for AArch64 (under qemu on x86-64).
@@ -133,10 +137,13 @@ func runTests(env *cli.Env, paths []string, o testOptions) error {
 	switch b := backend.(type) {
 	case conformance.CPU:
 		b.Threads, b.Limits, b.Build = o.threads, o.limits, buildFor(o.limits, "", cmp.Or(o.cpu, "native"))
-		if o.backend == aarch64Backend {
+		switch o.backend {
+		case aarch64Backend:
 			if b, err = crossBackend(b, o); err != nil {
 				return err
 			}
+		case build.TargetCUDASim:
+			b.Build = buildFor(o.limits, build.TargetCUDASim, "")
 		}
 		backend = b
 	case conformance.Reference:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/runtime"
+	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -68,7 +69,19 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 	row("engine", "%s (format %d, kiln %s)", path, engine.FormatVersion, f.KilnVersion)
 	row("model", "%s, source sha256 %s", m.ModelName, m.SourceSHA256)
 	row("precision", "%s", m.Precision)
-	row("target", "%s, --cpu %s, needs %s", m.Target.Triple, m.Target.CPU, strings.Join(m.Target.Features, " "))
+	if code := e.Code[cudacode.Triple]; code != nil {
+		mod, _ := cudacode.Parse(code) // Validate parsed it
+		row("target", "%s, --gpu %s", m.Target.Triple, m.Target.CPU)
+		row("ptx", "%s bytes for %s (newer GPUs JIT-compile it)", commas(int64(len(mod.PTX))), mod.PTXArch)
+		for _, c := range mod.Cubins {
+			row("cubin", "%s, %s bytes", c.Arch, commas(int64(len(c.Data))))
+		}
+		if len(mod.Cubins) == 0 {
+			row("cubin", "none (built without ptxas: make deps-cuda)")
+		}
+	} else {
+		row("target", "%s, --cpu %s, needs %s", m.Target.Triple, m.Target.CPU, strings.Join(m.Target.Features, " "))
+	}
 	for i, b := range m.Inputs {
 		label := ""
 		if i == 0 {

@@ -107,7 +107,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "usage: cc SUBCOMMAND"},
 		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`},
-		{[]string{"build", "--emit", "asm", mlpModel}, "--emit must be ir, llvm, obj or engine"},
+		{[]string{"build", "--emit", "asm", mlpModel}, "--emit must be ir, llvm, obj, ptx or engine"},
 		{[]string{"build"}, "cc build: wants MODEL, got 0 arguments"},
 		{[]string{"passes", "extra"}, "cc passes"},
 		{[]string{"inspect"}, "cc inspect: wants MODEL|ENGINE, got 0 arguments"},
@@ -117,7 +117,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"convert", mlpModel}, "cc convert: wants IN OUT"},
 		{[]string{"convert", mlpModel, "out.txt"}, `unknown model format ".txt"`},
 		{[]string{"test"}, "cc test: wants at least 1 argument"},
-		{[]string{"test", "--backend", "tpu", models}, `unknown backend "tpu" (backends: aarch64, cpu, reference)`},
+		{[]string{"test", "--backend", "tpu", models}, `unknown backend "tpu" (backends: aarch64, cpu, cuda-sim, reference)`},
 		{[]string{"test", "--backend", "cpu", "--threads", "0", models}, `invalid value "0" for flag --threads: want an integer, 1 or more`},
 		{[]string{"test", "--rtol", "abc", models}, "--rtol"},
 		{[]string{"test", "--frob", models}, "cc test: unknown flag --frob"},

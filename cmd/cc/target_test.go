@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
+	"github.com/kiln-ml/kiln/codegen/cuda"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -46,4 +47,37 @@ func TestAArch64BackendNeedsInfer(t *testing.T) {
 	r := cc(t, "test", "--backend", "aarch64", "--infer", filepath.Join(t.TempDir(), "none"), models)
 	assert.Equal(t, 1, r.code)
 	assert.Regexp(t, "make (deps|build-arm64)", r.stderr) // qemu first, then the infer
+}
+
+// TestBuildCUDA: --target cuda builds PTX and a cubin per --gpu (where
+// ptxas is present) that cc inspect lists; --cpu with a GPU target, --gpu
+// without one and malformed architectures are usage errors.
+func TestBuildCUDA(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	out := filepath.Join(t.TempDir(), "mlp.kiln")
+	r := cc(t, "build", "--target", "cuda", "--gpu", "sm_90,sm_80", mlpModel, "-o", out)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cc(t, "inspect", out)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "target       nvptx64-nvidia-cuda, --gpu sm_80,sm_90")
+	assert.Contains(t, r.stdout, "bytes for sm_80 (newer GPUs JIT-compile it)")
+	if _, err := cuda.PTXAS(); err == nil {
+		assert.Contains(t, r.stdout, "cubin        sm_80,")
+		assert.Contains(t, r.stdout, "cubin        sm_90,")
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--target", "cuda", "--cpu", "cortex-a76"}, "--cpu applies to the CPU targets"},
+		{[]string{"--target", "cuda", "--gpu", "sm_8"}, `--gpu "sm_8"`},
+		{[]string{"--gpu", "sm_80"}, "--gpu applies to --target cuda"},
+		{[]string{"--target", "cuda-sim", "--emit", "ptx"}, "--emit ptx"},
+	} {
+		r := cc(t, append(append([]string{"build"}, c.args...), mlpModel, "-o", out)...)
+		assert.Equal(t, 2, r.code, "%v: %s", c.args, r.stderr)
+		assert.Contains(t, r.stderr, c.want)
+	}
 }

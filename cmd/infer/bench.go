@@ -51,6 +51,17 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 				return cli.Usagef("--iterations and --duration both given: one decides how long to run")
 			}
 			start := time.Now()
+			if g, err := gpuEngine(args[0], *requireSigned); err != nil || g != nil {
+				if err != nil {
+					return err
+				}
+				defer g.Close()
+				n := 0
+				if cli.WasSet(fs, "iterations") {
+					n = *iterations
+				}
+				return benchGPU(env, g, args[0], ms(time.Since(start)), seconds(*warmup), seconds(*duration), n, *asJSON)
+			}
 			eng, err := loadEngine(args[0], *requireSigned)
 			if err != nil {
 				return err

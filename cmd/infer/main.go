@@ -173,6 +173,13 @@ or FAIL; exit status 1 on FAIL.`,
 			if *dir == "" {
 				return cli.Usagef("--test-data is required")
 			}
+			if g, err := gpuEngine(args[0], *requireSigned); err != nil || g != nil {
+				if err != nil {
+					return err
+				}
+				defer g.Close()
+				return checkGPU(env, g, *dir, *relL2)
+			}
 			eng, err := loadEngine(args[0], *requireSigned)
 			if err != nil {
 				return err

@@ -176,7 +176,7 @@ func EmitCPU(f *Fn, k *Kernel, s Schedule) {
 // axes as rows split across threads when parallel.
 func emitLanes(f *Fn, p *Point, k *Kernel, space []value.Value, lane, vl int, parallel bool, body func(q *Point)) {
 	inner := lane
-	if inner < 0 {
+	if inner < 0 && !f.gpu {
 		inner = innerAxis(k.Space, -1)
 	}
 	emitRows(f, p, k, space, inner, -1, parallel, func(q *Point) {
@@ -251,8 +251,14 @@ func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, 
 	for _, a := range axes {
 		rows = f.Mul(rows, space[a])
 	}
-	lo, hi := f.Split(rows)
-	f.Loop(lo, hi, func(o value.Value) {
+	loop := func(body func(o value.Value)) {
+		lo, hi := f.Split(rows)
+		f.Loop(lo, hi, body)
+	}
+	if f.gpu {
+		loop = f.strided(rows)
+	}
+	loop(func(o value.Value) {
 		q := p.Scope()
 		rest := o
 		for d := len(axes) - 1; d >= 0; d-- {

@@ -31,6 +31,10 @@ type Fn struct {
 	Tid, Nth value.Value
 	Host     Host
 	decls    map[string]*ll.Func
+	// gpu marks a GPU schedule's emission (gpu.go): every point is a
+	// thread's row, and threads take rows tid, tid+nth, ... (adjacent
+	// threads, adjacent elements: coalesced) instead of one block each.
+	gpu bool
 }
 
 // NewFn starts filling f (which must have an entry block) at its entry.

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
+	"github.com/kiln-ml/kiln/codegen/cuda"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/frontend/text"
 	"github.com/kiln-ml/kiln/ir"
@@ -28,8 +29,10 @@ const Version = "0.1.0"
 type Options struct {
 	CPU string // llc -mcpu; by default "native" (cpu.DefaultCPU for another target)
 	// Target is the triple to compile for ("": this machine's; see
-	// cpu.NormalizeTriple for the spellings).
+	// cpu.NormalizeTriple for the spellings), or TargetCUDA or
+	// TargetCUDASim; GPUs are a CUDA build's architectures (--gpu).
 	Target    string
+	GPUs      []string
 	OptLevel  int      // 0 runs only the required passes
 	Disabled  []string // passes to skip
 	DumpAfter []string // pass names or "all"
@@ -78,6 +81,8 @@ type Output struct {
 	// did not run); Code's arena is the one the engine uses.
 	Memory *passes.MemoryPlan
 	Code   *cpu.Result
+	// GPU is a CUDA target's code instead (Code is nil).
+	GPU    *cuda.Result
 	Engine []byte
 	// Warnings are problems that did not stop the build.
 	Warnings []string
@@ -111,6 +116,10 @@ func ReadModelWithin(path string, lim ir.Limits) (*ir.Model, []string, error) {
 // CPU target of opts and returns its context, holding the timings and the
 // memory plan, and warnings (a timing cache it could not save).
 func Optimize(m *ir.Model, opts Options) (*passes.Context, []string, error) {
+	if IsCUDA(opts.Target) {
+		c, err := cudaPasses(m, &opts)
+		return c, nil, err
+	}
 	cache, err := opts.timingCache()
 	if err != nil {
 		return nil, nil, err
@@ -212,6 +221,9 @@ func Build(path string, opts Options) (*Output, error) {
 // BuildModel compiles a model held in memory (the passes change m); src
 // is the bytes of the file it came from, whose hash the engine records.
 func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
+	if IsCUDA(opts.Target) {
+		return buildCUDA(m, src, opts)
+	}
 	cache, err := opts.timingCache()
 	if err != nil {
 		return nil, err
@@ -278,9 +290,15 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 }
 
 func (o Options) flags() []string {
-	f := []string{fmt.Sprintf("-O%d", o.OptLevel), "--cpu=" + o.CPU}
+	f := []string{fmt.Sprintf("-O%d", o.OptLevel)}
+	if !IsCUDA(o.Target) {
+		f = append(f, "--cpu="+o.CPU)
+	}
 	if o.Target != "" {
 		f = append(f, "--target="+o.Target)
+	}
+	if o.Target == TargetCUDA && len(o.GPUs) > 0 {
+		f = append(f, "--gpu="+strings.Join(o.GPUs, ","))
 	}
 	if o.Winograd != "" && o.Winograd != cpu.WinogradAuto {
 		f = append(f, "--winograd="+o.Winograd)

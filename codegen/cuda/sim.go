@@ -1,0 +1,157 @@
+package cuda
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+
+	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
+	ll "github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+)
+
+// cuda-sim: the GPU kernels on the CPU. A launch of grid × block threads
+// is two loops, blocks outside, threads inside, each iteration calling the
+// kernel's body with tid = block·blockDim + thread and nth = grid·blockDim,
+// as the GPU entry does from its special registers. The kernels keep no
+// state across a barrier (one phase each), so the loops may run the
+// threads in any order; the launches run in order, as on one stream.
+
+// simDriver is a launch's loops around body.
+func (g *gen) simDriver(name string, body *ll.Func, grid, block int64) *ll.Func {
+	f := g.mod.NewFunc(name, types.Void, ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp))
+	f.Linkage = enum.LinkageInternal
+	entry := f.NewBlock("")
+	loop := func(b *ll.Block, n int64, inner func(b *ll.Block, i *ll.InstPhi) *ll.Block) *ll.Block {
+		hdr, bodyB, exit := f.NewBlock(""), f.NewBlock(""), f.NewBlock("")
+		b.NewBr(hdr)
+		i := hdr.NewPhi(ll.NewIncoming(c64(0), b))
+		hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, i, c64(n)), bodyB, exit)
+		end := inner(bodyB, i)
+		i.Incs = append(i.Incs, ll.NewIncoming(end.NewAdd(i, c64(1)), end))
+		end.NewBr(hdr)
+		return exit
+	}
+	exit := loop(entry, grid, func(b *ll.Block, blk *ll.InstPhi) *ll.Block {
+		return loop(b, block, func(b *ll.Block, thr *ll.InstPhi) *ll.Block {
+			tid := b.NewAdd(b.NewMul(blk, c64(block)), thr)
+			b.NewCall(body, tid, c64(grid*block), f.Params[0], f.Params[1], f.Params[2])
+			return b
+		})
+	})
+	exit.NewRet(nil)
+	return f
+}
+
+// emitSimEntry writes the CPU engine's entry point (runtime/cpu's
+// kiln_run: thread 0 runs every launch in order, the others return) and
+// its ABI record.
+func (g *gen) emitSimEntry() {
+	i64p := types.NewPointer(i64)
+	f := g.mod.NewFunc(rcpu.EntryPoint, types.Void, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
+		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("bar", i64p))
+	b := f.NewBlock("")
+	ret, work := f.NewBlock(""), f.NewBlock("")
+	b.NewCondBr(b.NewICmp(enum.IPredNE, f.Params[0], c64(0)), ret, work)
+	ret.NewRet(nil)
+	for _, d := range g.drivers {
+		work.NewCall(d, f.Params[2], f.Params[3], f.Params[4])
+	}
+	work.NewRet(nil)
+	rec := &rcpu.ABI{Version: rcpu.ABIVersion, WeightsBytes: int64(len(g.weights)), StoredBytes: int64(len(g.weights)),
+		ArenaBytes: g.arenaBytes, Steps: len(g.launches), Features: SimFeatures()}
+	for _, io := range append(append([]IO{}, g.inputs...), g.outputs...) {
+		rec.Slots = append(rec.Slots, rcpu.Slot{Output: io.Index >= len(g.inputs), DType: io.DType.String(), Dims: io.Dims, Bytes: io.Bytes})
+	}
+	data, err := rec.Marshal()
+	if err != nil {
+		panic(fmt.Sprintf("codegen/cuda: encoding the ABI record: %v", err)) // plain structs always encode
+	}
+	gl := g.mod.NewGlobalDef(rcpu.ABISymbol, constant.NewCharArray(data))
+	gl.Immutable = true
+}
+
+// SimTriple is the triple cuda-sim engines hold code for: this machine's.
+func SimTriple() string {
+	if goruntime.GOARCH == "arm64" {
+		return "aarch64-unknown-linux-gnu"
+	}
+	return "x86_64-unknown-linux-gnu"
+}
+
+// simCPU is the CPU the sim compiles for, and the features it records:
+// kiln's x86 baseline (x86-64-v3: FMA and F16C are instructions, not
+// libm calls), every ARMv8-A on arm64.
+func simCPU() (string, []string) {
+	if goruntime.GOARCH == "arm64" {
+		return "generic", []string{"asimd"}
+	}
+	return "x86-64-v3", []string{"avx", "avx2", "fma"}
+}
+
+// SimFeatures are the CPU features a cuda-sim engine records.
+func SimFeatures() []string {
+	_, f := simCPU()
+	return f
+}
+
+// simToolchain compiles the module for this machine and links a
+// self-contained shared object.
+func simToolchain(llc, llvmIR string) ([]byte, error) {
+	var so []byte
+	err := withTemp(func(dir string) error {
+		src := filepath.Join(dir, "engine.ll")
+		if err := os.WriteFile(src, []byte(llvmIR), 0o644); err != nil {
+			return err
+		}
+		mcpu, _ := simCPU()
+		src, err := optimize(llc, SimTriple(), mcpu, dir, src)
+		if err != nil {
+			return err
+		}
+		obj := filepath.Join(dir, "engine.o")
+		if err := run("llc", exec.Command(llc, "-O2", "-mtriple="+SimTriple(), "-mcpu="+mcpu, "-filetype=obj", "-relocation-model=pic", "-o", obj, src)); err != nil {
+			return err
+		}
+		out := filepath.Join(dir, "engine.so")
+		var link *exec.Cmd
+		if lld, err := exec.LookPath("ld.lld"); err == nil {
+			link = exec.Command(lld, "-shared", "--hash-style=both", "-o", out, obj)
+		} else if gcc, err := exec.LookPath("gcc"); err == nil {
+			link = exec.Command(gcc, "-shared", "-nostdlib", "-o", out, obj)
+		} else {
+			return errors.New("codegen/cuda: no linker found (ld.lld or gcc): run `make deps`")
+		}
+		if err := run("linking", link); err != nil {
+			return err
+		}
+		so, err = os.ReadFile(out)
+		if err != nil {
+			return err
+		}
+		return selfContained(so)
+	})
+	return so, err
+}
+
+// selfContained refuses a shared object that needs symbols from elsewhere.
+func selfContained(so []byte) error {
+	f, err := elf.NewFile(bytes.NewReader(so))
+	if err != nil {
+		return err
+	}
+	syms, _ := f.DynamicSymbols()
+	for _, s := range syms {
+		if s.Section == elf.SHN_UNDEF && s.Name != "" && elf.ST_BIND(s.Info) != elf.STB_WEAK {
+			return fmt.Errorf("codegen/cuda: the cuda-sim engine needs the external symbol %s (internal error)", s.Name)
+		}
+	}
+	return nil
+}

@@ -167,7 +167,9 @@ func TestGPUEngineTampered(t *testing.T) {
 		{"kernels", func(e *engine.Engine) { e.Meta.Kernels = e.Meta.Kernels[1:] }, "kernels, the code launches"},
 		{"shape", func(e *engine.Engine) { e.Meta.Inputs[0].Shape = []int64{1, 65} }, `binding "`},
 		{"weights", func(e *engine.Engine) { e.Weights = e.Weights[:len(e.Weights)-1] }, `section "weights"`},
-		{"launch", func(e *engine.Engine) { e.Code[cudacode.Triple] = []byte(strings.Replace(string(e.Code[cudacode.Triple]), `"block":`, `"block":4096,"x":`, 1)) }, "CUDA code"},
+		{"launch", func(e *engine.Engine) {
+			e.Code[cudacode.Triple] = []byte(strings.Replace(string(e.Code[cudacode.Triple]), `"block":`, `"block":4096,"x":`, 1))
+		}, "CUDA code"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e, err := engine.Decode(out.Engine)

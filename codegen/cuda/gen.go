@@ -53,8 +53,8 @@ type gen struct {
 	bufVals []*ir.Value
 
 	arenaBytes, ioBytes, tensorBytes int64
-	inputs, outputs     []IO
-	launches            []cudacode.Launch
+	inputs, outputs                  []IO
+	launches                         []cudacode.Launch
 	// drivers are cuda-sim's per-kernel functions, in launch order.
 	drivers []*ll.Func
 }

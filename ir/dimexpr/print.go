@@ -32,7 +32,7 @@ func (a *atom) print() string {
 		}
 		return quoteName(a.name)
 	case floorAtom:
-		num := a.num.str
+		num := inner(a.num)
 		if len(a.num.terms) > 1 {
 			num = "(" + num + ")"
 		}
@@ -40,13 +40,23 @@ func (a *atom) print() string {
 	}
 	args := make([]string, len(a.args))
 	for i, x := range a.args {
-		args[i] = x.str
+		args[i] = inner(x)
 	}
 	name := "min("
 	if a.kind == maxAtom {
 		name = "max("
 	}
 	return name + strings.Join(args, ", ") + ")"
+}
+
+// inner prints x inside a larger expression: a lone symbol that is not an
+// identifier is quoted even where, alone, it would print as it is (a
+// dim_param "1/10" in "1/10"//10 would otherwise read back as 1/10//10).
+func inner(x *Expr) string {
+	if a, ok := loneAtom(x); ok && a.kind == symAtom && !identRE.MatchString(a.name) {
+		return quoteName(a.name)
+	}
+	return x.str
 }
 
 // printTerm prints |coef|*mono; bare says the term stands alone without a

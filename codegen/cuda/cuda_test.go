@@ -60,6 +60,13 @@ var simCases = []string{
 	"MatMul-17 float[2,5,17], float[2,17,9]",
 	"Gemm-17(transB=1,alpha=0.5) float[3,20], float[13,20]=rand, float[13]=rand",
 	"Resize-17(mode=\"linear\") float[1,2,4,5], _, float[4]=[1 1 2 1.5]",
+	// The tiled GEMM (shared memory, barriers): sizes off its 64×64×8
+	// tiles, a B shared by the batch, Gemm's transposes and C broadcast,
+	// and a convolution with uneven pads, strides and dilations.
+	"MatMul-17 float[2,70,33], float[2,33,65]",
+	"MatMul-17 float[3,40,20], float[20,100]",
+	"Gemm-17(transA=1,transB=1,alpha=0.5,beta=2.0) float[33,70], float[65,33]=rand, float[70,1]=rand",
+	"Conv-17(pads=[1 2 1 0],strides=[2 1],dilations=[1 2]) float[2,5,17,19], float[24,5,3,3]=rand, float[24]=rand",
 	"Cast-17(to=10) float[10]",
 	"Cast-17(to=6) float[10]",
 }
@@ -87,6 +94,14 @@ func TestSimOps(t *testing.T) {
 	require.NoError(t, err)
 	src, err := onnx.Write(m)
 	require.NoError(t, err)
+	// The GPU build of the same model has the tiled kernels' shared memory
+	// and barriers.
+	gpuModel, err := onnx.Read(src, "")
+	require.NoError(t, err)
+	gpu, err := build.BuildModel(gpuModel, src, build.Options{Target: build.TargetCUDA, OptLevel: 2})
+	require.NoError(t, err)
+	assert.Contains(t, gpu.GPU.Module.PTX, "bar.sync")
+	assert.Contains(t, gpu.GPU.Module.PTX, ".shared")
 	out, err := build.BuildModel(m, src, build.Options{Target: build.TargetCUDASim, OptLevel: 2})
 	require.NoError(t, err)
 	e, err := runtime.LoadBytes(out.Engine)

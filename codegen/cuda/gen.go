@@ -337,6 +337,10 @@ func (g *gen) lower(outSet map[*ir.Value]bool) error {
 			}
 			continue
 		}
+		if tiled := g.tiledFor(n); tiled != nil {
+			tiled()
+			continue
+		}
 		c := g.ctxs[n]
 		temps := map[*kernel.Buffer]int64{}
 		off := g.scratch[n]

@@ -17,7 +17,8 @@ import (
 //   - a residual Add of a tensor of the same shape computed before the
 //     producer (so the group cannot feed itself: no cycle);
 //   - an activation: Relu, Clip with constant bounds, LeakyRelu, Sigmoid,
-//     HardSwish, or SiLU written as x·Sigmoid(x).
+//     HardSwish, or any elementwise function of the product alone written
+//     out in several nodes (SiLU as x·Sigmoid(x), GELU with Erf).
 func fuseEpiloguePass(c *Context, m *ir.Model) error {
 	f, err := newFuser(c, m)
 	if err != nil {
@@ -152,13 +153,78 @@ func (f *fuser) epilogue(p *ir.Node) ([]*ir.Node, []string) {
 	if u := f.single(v); f.is(u, "Add") && f.residual(u, v, p) {
 		nodes, roles, v = append(nodes, u), append(roles, "residual"), u.Outputs[0]
 	}
-	if silu := f.silu(v); silu != nil {
-		return append(nodes, silu...), append(roles, "activation", "activation")
+	if chain := f.activationChain(v); len(chain) > 0 {
+		for _, u := range chain {
+			nodes, roles = append(nodes, u), append(roles, "activation")
+		}
+		return nodes, roles
 	}
 	if u := f.single(v); u != nil && f.isActivation(u) {
 		nodes, roles = append(nodes, u), append(roles, "activation")
 	}
 	return nodes, roles
+}
+
+// maxActivationChain bounds the nodes of one activation.
+const maxActivationChain = 12
+
+// activationChain returns, in graph order, nodes that compute an
+// elementwise function of v alone and are all v's readers: each reads
+// only v, constants or another of them, keeps v's float32 shape, and all
+// but the last are read only among them (SiLU's Sigmoid and Mul, GELU's
+// Div, Erf, Add, Mul and Mul, HardSwish written out). Nil when v's readers
+// do not form one.
+func (f *fuser) activationChain(v *ir.Value) []*ir.Node {
+	if f.outSet[v] || len(f.uses[v]) == 0 {
+		return nil
+	}
+	in := map[*ir.Value]bool{v: true}
+	set := map[*ir.Node]bool{}
+	var chain []*ir.Node
+	vals := []*ir.Value{v}
+	for i := 0; i < len(vals); i++ {
+		for _, u := range f.uses[vals[i]] {
+			if set[u] || !f.elementwiseOf(u, in, v) {
+				continue
+			}
+			if len(chain) == maxActivationChain {
+				return nil
+			}
+			set[u] = true
+			chain = append(chain, u)
+			in[u.Outputs[0]] = true
+			vals = append(vals, u.Outputs[0])
+		}
+	}
+	slices.SortFunc(chain, func(a, b *ir.Node) int { return f.order[a] - f.order[b] })
+	member := func(us []*ir.Node) bool {
+		return !slices.ContainsFunc(us, func(u *ir.Node) bool { return !set[u] })
+	}
+	if len(chain) == 0 || !member(f.uses[v]) {
+		return nil
+	}
+	for i, u := range chain {
+		out := u.Outputs[0]
+		last := i == len(chain)-1
+		if !last && (f.outSet[out] || !member(f.uses[out])) || last && len(f.uses[out]) == 0 && !f.outSet[out] {
+			return nil
+		}
+	}
+	return chain
+}
+
+// elementwiseOf reports whether n is an ungrouped elementwise op the target
+// fuses whose operands are all in in or constant, with v's type.
+func (f *fuser) elementwiseOf(n *ir.Node, in map[*ir.Value]bool, v *ir.Value) bool {
+	if n.Domain != "" || f.taken[n] || len(n.Outputs) != 1 || !f.fusible(n) || !n.Outputs[0].Type.Equal(v.Type) {
+		return false
+	}
+	for _, x := range n.Inputs {
+		if x != nil && !in[x] && f.constOf(x) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // isBias reports whether Add a adds a constant 1-D tensor of v's last dim
@@ -218,23 +284,4 @@ func (f *fuser) constClip(n *ir.Node) bool {
 		}
 	}
 	return true
-}
-
-// silu returns [Sigmoid, Mul] when v's only readers compute v·Sigmoid(v).
-func (f *fuser) silu(v *ir.Value) []*ir.Node {
-	us := f.uses[v]
-	if len(us) != 2 || f.outSet[v] {
-		return nil
-	}
-	s, mul := us[0], us[1]
-	if f.is(s, "Mul") {
-		s, mul = mul, s
-	}
-	if !f.is(s, "Sigmoid", v) || !f.is(mul, "Mul") || len(mul.Inputs) != 2 || f.single(s.Outputs[0]) != mul {
-		return nil
-	}
-	if !(mul.Inputs[0] == v && mul.Inputs[1] == s.Outputs[0] || mul.Inputs[1] == v && mul.Inputs[0] == s.Outputs[0]) {
-		return nil
-	}
-	return []*ir.Node{s, mul}
 }

@@ -29,14 +29,15 @@ func TestEpilogueOfLayerProduct(t *testing.T) {
 				ir.AttrIs("pads", 1, 1, 1, 1, 1, 1))
 			return g.Apply("Relu", []*ir.Value{g.Apply("Add", []*ir.Value{y, res})})
 		}},
-		{"conv_runtime_weights_residual_sigmoid", "Im2col Conv Sigmoid", func(g *ir.Graph, feeds map[string]*ir.Tensor) *ir.Value {
-			x := input(g, r, feeds, "x", 2, 3, 9, 9)
-			w := input(g, r, feeds, "w", 8, 3, 3, 3)
-			b := input(g, r, feeds, "b", 8)
-			res := input(g, r, feeds, "res", 2, 8, 9, 9)
-			y := g.Apply("Conv", []*ir.Value{x, w, b}, ir.AttrIs("pads", 1, 1, 1, 1))
-			return g.Apply("Sigmoid", []*ir.Value{g.Apply("Add", []*ir.Value{res, y})})
-		}},
+		{"conv_runtime_weights_residual_sigmoid", "Im2col Conv", // the Sigmoid in the store
+			func(g *ir.Graph, feeds map[string]*ir.Tensor) *ir.Value {
+				x := input(g, r, feeds, "x", 2, 3, 9, 9)
+				w := input(g, r, feeds, "w", 8, 3, 3, 3)
+				b := input(g, r, feeds, "b", 8)
+				res := input(g, r, feeds, "res", 2, 8, 9, 9)
+				y := g.Apply("Conv", []*ir.Value{x, w, b}, ir.AttrIs("pads", 1, 1, 1, 1))
+				return g.Apply("Sigmoid", []*ir.Value{g.Apply("Add", []*ir.Value{res, y})})
+			}},
 		{"pointwise_then_depthwise_runtime_weights", "Conv1x1 ConvGrouped", func(g *ir.Graph, feeds map[string]*ir.Tensor) *ir.Value {
 			x := input(g, r, feeds, "x", 1, 4, 8, 8)
 			w1 := input(g, r, feeds, "w1", 16, 4, 1, 1)

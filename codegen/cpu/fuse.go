@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
@@ -137,12 +140,19 @@ func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node, roleAttr *ir.Attribu
 	if len(rest) == 0 {
 		return base, nil
 	}
-	// The activation runs over the stored output in place: the pre-
-	// activation value v is read from out itself, at the same point.
 	post, err := g.fusedMap(rest, out)
 	if err != nil {
 		return nil, err
 	}
+	// An activation of the value alone (SiLU, Sigmoid, HardSwish, GELU,
+	// ...) is computed in the store, on the value in registers.
+	y := kernel.Hole("y", ir.Float32)
+	if e := g.scalarConsts(kernel.Inline(post.Value, map[*kernel.Buffer]*kernel.Kernel{g.buffer(v): {Value: y}})); pointwise(e) {
+		g.fusedActExpr[base] = e
+		return base, nil
+	}
+	// Else it runs over the stored output in place: the pre-activation
+	// value v is read from out itself, at the same point.
 	ob := g.buffer(out)
 	post.Value = kernel.Inline(post.Value, map[*kernel.Buffer]*kernel.Kernel{
 		g.buffer(v): {Out: ob, Value: kernel.Load(ob, kernel.Vars(ob.Rank())...)}})
@@ -209,6 +219,56 @@ func (g *gen) storeActivation(n *ir.Node) bool {
 	}
 	_, _, err := clipBounds(g, n)
 	return n.OpType == "Relu" || err == nil
+}
+
+// scalarConsts returns e with each load of a one-element constant (GELU's
+// √2, SiLU-like scales) replaced by its value.
+func (g *gen) scalarConsts(e *kernel.Expr) *kernel.Expr {
+	defs := map[*kernel.Buffer]*kernel.Kernel{}
+	var walk func(e *kernel.Expr)
+	walk = func(e *kernel.Expr) {
+		if e.Op == kernel.OpLoad && e.Buf != nil && defs[e.Buf] == nil && e.Buf.ID < len(g.bufVals) {
+			if t := g.constOf(g.bufVals[e.Buf.ID]); t != nil && t.Len() == 1 && t.DType.IsFloat() {
+				defs[e.Buf] = &kernel.Kernel{Value: kernel.Const(t.DType, t.Float64At(0))}
+			}
+		}
+		for _, a := range e.Args {
+			walk(a)
+		}
+	}
+	walk(e)
+	if len(defs) == 0 {
+		return e
+	}
+	return kernel.Inline(e, defs)
+}
+
+// pointwise reports whether e is a function of the hole alone (no loads,
+// coordinates or dims), as a store can compute it.
+func pointwise(e *kernel.Expr) bool {
+	switch e.Op {
+	case kernel.OpLoad, kernel.OpLoadOr, kernel.OpVar, kernel.OpRVar, kernel.OpSym, kernel.OpAcc:
+		return false
+	}
+	for _, a := range e.Args {
+		if !pointwise(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// evalHole computes pointwise expression e of the vector v (its hole "y")
+// in the current block.
+func (k *kfn) evalHole(e *kernel.Expr, v value.Value) value.Value {
+	f := kernel.NewFn(k.g.mod, k.f, k.tid, k.nth, kernelHost{g: k.g, k: k}, k.g.decls)
+	f.B = k.b
+	p := kernel.NewPoint(f, nil)
+	p.VL = int(v.Type().(*types.VectorType).Len)
+	p.Holes = map[string]value.Value{"y": v}
+	r := p.EvalVec(e)
+	k.b = f.B
+	return r
 }
 
 // fusedMap is the one kernel computing the last of nodes into out: every

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"strings"
@@ -182,51 +183,89 @@ func TestPow(t *testing.T) {
 }
 
 // TestEpilogueGroups: every epilogue the fuse-epilogue pass forms computes
-// what the unfused graph does. A clamp folds into the store; the other
-// activations run in place right after it: one kernel besides the base's
-// own (Im2col, Conv, MatMul).
+// what the unfused graph does, on each store that applies one (GEMM,
+// Winograd, 1×1, depthwise, Gemm and MatMul with bias and residual). An
+// activation of the value alone is computed in the store: no kernel
+// besides the base's; one that reads another tensor (PRelu's slope) runs
+// in place right after.
 func TestEpilogueGroups(t *testing.T) {
 	r := rand.New(rand.NewSource(10))
+	sc := func(g *ir.Graph, f float32) *ir.Value {
+		return g.AddInitializer(fmt.Sprintf("c%d", len(g.Initializers)), ir.Scalar(ir.Float32, f))
+	}
 	for _, c := range []struct {
 		name  string
-		act   func(g *ir.Graph, v *ir.Value) *ir.Value
-		steps int // kernels after the base's
+		act   func(g *ir.Graph, v *ir.Value, ch []int64) *ir.Value // ch: a per-channel tensor's shape
+		steps int                                                  // kernels after the base's
 	}{
-		{"relu", func(g *ir.Graph, v *ir.Value) *ir.Value { return g.Apply("Relu", []*ir.Value{v}) }, 0},
-		{"leaky_relu", func(g *ir.Graph, v *ir.Value) *ir.Value {
+		{"relu", func(g *ir.Graph, v *ir.Value, _ []int64) *ir.Value { return g.Apply("Relu", []*ir.Value{v}) }, 0},
+		{"leaky_relu", func(g *ir.Graph, v *ir.Value, _ []int64) *ir.Value {
 			return g.Apply("LeakyRelu", []*ir.Value{v}, ir.AttrF("alpha", 0.1))
-		}, 1},
-		{"sigmoid", func(g *ir.Graph, v *ir.Value) *ir.Value { return g.Apply("Sigmoid", []*ir.Value{v}) }, 1},
-		{"hard_swish", func(g *ir.Graph, v *ir.Value) *ir.Value { return g.Apply("HardSwish", []*ir.Value{v}) }, 1},
-		{"silu", func(g *ir.Graph, v *ir.Value) *ir.Value {
+		}, 0},
+		{"sigmoid", func(g *ir.Graph, v *ir.Value, _ []int64) *ir.Value { return g.Apply("Sigmoid", []*ir.Value{v}) }, 0},
+		{"hard_swish", func(g *ir.Graph, v *ir.Value, _ []int64) *ir.Value { return g.Apply("HardSwish", []*ir.Value{v}) }, 0},
+		{"silu", func(g *ir.Graph, v *ir.Value, _ []int64) *ir.Value {
 			return g.Apply("Mul", []*ir.Value{v, g.Apply("Sigmoid", []*ir.Value{v})})
+		}, 0},
+		{"gelu_erf", func(g *ir.Graph, v *ir.Value, _ []int64) *ir.Value {
+			e := g.Apply("Erf", []*ir.Value{g.Apply("Div", []*ir.Value{v, sc(g, 1.4142135)})})
+			return g.Apply("Mul", []*ir.Value{g.Apply("Mul", []*ir.Value{v, g.Apply("Add", []*ir.Value{e, sc(g, 1)})}), sc(g, 0.5)})
+		}, 0},
+		{"prelu_slope", func(g *ir.Graph, v *ir.Value, ch []int64) *ir.Value {
+			return g.Apply("PRelu", []*ir.Value{v, g.AddInitializer("slope", randTensor(r, ch...))})
 		}, 1},
 	} {
-		for _, base := range []string{"conv", "matmul"} {
+		for _, base := range []string{"conv3x3", "conv1x1", "depthwise", "gemm", "matmul"} {
 			t.Run(base+"_"+c.name, func(t *testing.T) {
-				g := ir.NewGraph(c.name)
-				var v *ir.Value
-				var feeds map[string]*ir.Tensor
-				if base == "conv" {
-					x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 4, 6, 6)))
-					feeds = map[string]*ir.Tensor{"x": randTensor(r, 1, 4, 6, 6)}
-					v = g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 8, 4, 3, 3)), g.AddInitializer("b", randTensor(r, 8))},
-						ir.AttrIs("pads", 1, 1, 1, 1))
-				} else {
-					// MatMul + bias + residual, all in the store.
-					x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2, 5, 24)))
-					res := g.AddInput("res", ir.TensorType(ir.Float32, ir.S(2, 5, 40)))
-					feeds = map[string]*ir.Tensor{"x": randTensor(r, 2, 5, 24), "res": randTensor(r, 2, 5, 40)}
-					v = g.Apply("MatMul", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 24, 40))})
-					v = g.Apply("Add", []*ir.Value{v, g.AddInitializer("b", randTensor(r, 40))})
-					v = g.Apply("Add", []*ir.Value{res, v})
+				build := func(withAct bool) (*ir.Model, map[string]*ir.Tensor) {
+					r := rand.New(rand.NewSource(11))
+					g := ir.NewGraph(c.name)
+					var v *ir.Value
+					var feeds map[string]*ir.Tensor
+					ch := []int64{40}
+					switch base {
+					case "conv3x3", "conv1x1", "depthwise":
+						x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 8, 10, 10)))
+						feeds = map[string]*ir.Tensor{"x": randTensor(r, 1, 8, 10, 10)}
+						w, attrs := randTensor(r, 8, 8, 3, 3), []*ir.Attribute{ir.AttrIs("pads", 1, 1, 1, 1)}
+						switch base {
+						case "conv1x1":
+							w, attrs = randTensor(r, 8, 8, 1, 1), nil
+						case "depthwise":
+							w, attrs = randTensor(r, 8, 1, 3, 3), append(attrs, ir.AttrI("group", 8))
+						}
+						v = g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", w), g.AddInitializer("b", randTensor(r, 8))}, attrs...)
+						ch = []int64{8, 1, 1}
+					case "gemm":
+						x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(3, 24)))
+						feeds = map[string]*ir.Tensor{"x": randTensor(r, 3, 24)}
+						v = g.Apply("Gemm", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 40, 24)), g.AddInitializer("b", randTensor(r, 40))},
+							ir.AttrI("transB", 1))
+					default:
+						// MatMul + bias + residual, all in the store.
+						x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2, 5, 24)))
+						res := g.AddInput("res", ir.TensorType(ir.Float32, ir.S(2, 5, 40)))
+						feeds = map[string]*ir.Tensor{"x": randTensor(r, 2, 5, 24), "res": randTensor(r, 2, 5, 40)}
+						v = g.Apply("MatMul", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 24, 40))})
+						v = g.Apply("Add", []*ir.Value{v, g.AddInitializer("b", randTensor(r, 40))})
+						v = g.Apply("Add", []*ir.Value{res, v})
+					}
+					if withAct {
+						v = c.act(g, v, ch)
+					}
+					v.Name = "y"
+					g.SetOutputs(v)
+					return ir.NewModel(g, 14), feeds
 				}
-				y := c.act(g, v)
-				y.Name = "y"
-				g.SetOutputs(y)
-				res := checkO2(t, ir.NewModel(g, 14), feeds, 1e-5)
-				if n := len(res.Kernels) - kernelsWith(res, "Im2col") - kernelsWith(res, "Conv") - kernelsWith(res, "MatMul"); n != c.steps {
-					t.Errorf("want %d kernels after the base's, got %v", c.steps, res.Kernels)
+				m, feeds := build(true)
+				res := checkO2(t, m, feeds, 1e-5)
+				plain, _ := build(false)
+				pres, err := Compile(optimize(t, plain), Options{Winograd: WinogradOn})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := len(res.Kernels) - len(pres.Kernels); n != c.steps {
+					t.Errorf("want %d kernels after the base's, got %v (without the activation: %v)", c.steps, res.Kernels, pres.Kernels)
 				}
 			})
 		}

@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"math"
-
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
@@ -35,7 +33,7 @@ type gemm struct {
 	biasRs   int64                    // bias element (m, n) at m*biasRs + n*biasCs
 	biasCs   int64                    // 0 or 1
 	add      func(k *kfn) value.Value // optional full [M,N] matrix (ldc) added
-	lo, hi   float64
+	act      storeAct
 	parallel bool
 	// kRange, when set, limits the sum to k in [lo, hi) (values computed
 	// in the step): a partial product.
@@ -47,7 +45,7 @@ func (g *gen) newGemm(M, N, K int64) *gemm {
 	nv := min(int64(g.nv), (N+vl-1)/vl)
 	// Narrow tiles get more rows: the register budget is mr×nv accumulators.
 	mr := min(int64(g.mr*g.nv)/nv, M)
-	return &gemm{M: M, N: N, K: K, batch: 1, mr: mr, nv: nv, vl: vl, lo: math.Inf(-1), hi: math.Inf(1), ldc: N,
+	return &gemm{M: M, N: N, K: K, batch: 1, mr: mr, nv: nv, vl: vl, act: noAct, ldc: N,
 		parallel: 2*M*N*K >= 1<<18}
 }
 
@@ -216,7 +214,7 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 			if addP != nil {
 				v = k.fadd(v, k.vload(addP, at, vl, valid(j)))
 			}
-			v = k.clip(v, gm.lo, gm.hi)
+			v = gm.act.apply(k, v)
 			k.vstore(v, cp, at, vl, valid(j))
 		}
 	}

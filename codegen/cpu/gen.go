@@ -79,10 +79,13 @@ type gen struct {
 	// an epilogue group to the Relu/Clip, the residual Add and (MatMul)
 	// the bias Add its store applies; fusedOut to the value it writes,
 	// the group's output (fuse.go).
-	fusedAct  map[*ir.Node]*ir.Node
-	fusedAdd  map[*ir.Node]*ir.Node
-	fusedBias map[*ir.Node]*ir.Node
-	fusedOut  map[*ir.Node]*ir.Value
+	fusedAct map[*ir.Node]*ir.Node
+	// fusedActExpr, instead of fusedAct, is an activation the store
+	// computes as an expression of the value (storeAct).
+	fusedActExpr map[*ir.Node]*kernel.Expr
+	fusedAdd     map[*ir.Node]*ir.Node
+	fusedBias    map[*ir.Node]*ir.Node
+	fusedOut     map[*ir.Node]*ir.Value
 	// expandOf maps the depthwise Conv of a conv-dw group to the 1×1 Conv
 	// feeding it (ops_conv_expand.go).
 	expandOf map[*ir.Node]*ir.Node
@@ -143,7 +146,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]*winoSpec{}, convAlgo: map[*ir.Node]string{},
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
-		fusedAct: map[*ir.Node]*ir.Node{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},
+		fusedAct: map[*ir.Node]*ir.Node{}, fusedActExpr: map[*ir.Node]*kernel.Expr{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},
 		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{},
 		bufs: map[*ir.Value]*kernel.Buffer{}, kops: map[*ir.Node]*kernelOp{}, hand: map[*ir.Node]*opInfo{}, layered: map[*ir.Node]bool{}}
 	g.schedule()

@@ -78,7 +78,7 @@ func (g *gen) lowerExpandDW(a, d *ir.Node, ca, cd convGeom) error {
 	wf := floatsOf(g.constOf(a.Inputs[1]))
 	g.packA(gm, func(m, k int64) float32 { return wf[m*K+k] })
 	gm.parallel = false
-	gm.lo, gm.hi = g.actBounds(a)
+	gm.act = g.storeActOf(a)
 	gm.bTile, gm.bKi = gm.nb(), HW
 	var biasOff int64 = -1
 	if b := a.Input(2); b != nil {

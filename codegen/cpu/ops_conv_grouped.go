@@ -42,10 +42,10 @@ type groupedPlanes struct {
 	wOff, bOff int64 // weights offsets; bOff -1: no bias
 	// w and b, for weights known only at run time (c.runtime), are where
 	// they are read instead (b nil: no bias).
-	w, b   *ir.Value
-	res    *ir.Value
-	lo, hi float64
-	vl     int64
+	w, b *ir.Value
+	res  *ir.Value
+	act  storeAct
+	vl   int64
 }
 
 func (g *gen) groupedPlanes(n *ir.Node, c convGeom) *groupedPlanes {
@@ -59,7 +59,7 @@ func (g *gen) groupedPlanes(n *ir.Node, c convGeom) *groupedPlanes {
 			pl.bOff = g.constLoc(g.constOf(b)).off
 		}
 	}
-	pl.lo, pl.hi = g.actBounds(n)
+	pl.act = g.storeActOf(n)
 	if a := g.fusedAdd[n]; a != nil {
 		pl.res = residual(a, n.Outputs[0])
 	}
@@ -129,7 +129,7 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 					if pl.res != nil {
 						v = k.fadd(v, k.vload(k.ptr(pl.res), at, int(vl), valid))
 					}
-					k.vstore(k.clip(v, pl.lo, pl.hi), yp, at, int(vl), valid)
+					k.vstore(pl.act.apply(k, v), yp, at, int(vl), valid)
 				}
 			}
 		})

@@ -88,7 +88,7 @@ func (g *gen) lowerConv1x1SplitK(n *ir.Node, c convGeom, src *ir.Node) {
 			k.ifThen(k.icmp(enum.IPredSLT, k.tid, active(k)), func() { gm.emit(k) })
 		})
 	})
-	lo, hi := g.actBounds(n)
+	act := g.storeActOf(n)
 	res := g.residualOf(n)
 	vl := int64(g.vl)
 	chunks := (N + vl - 1) / vl
@@ -123,7 +123,7 @@ func (g *gen) lowerConv1x1SplitK(n *ir.Node, c convGeom, src *ir.Node) {
 				if rp != nil {
 					v = k.fadd(v, k.vload(rp, at, int(vl), valid))
 				}
-				k.vstore(k.clip(v, lo, hi), yp, at, int(vl), valid)
+				k.vstore(act.apply(k, v), yp, at, int(vl), valid)
 			}
 			if tail := N - (chunks-1)*vl; tail != vl {
 				k.ifElse(k.icmp(enum.IPredEQ, ch, c64(chunks-1)), func() { sum(int(tail)) }, func() { sum(int(vl)) })

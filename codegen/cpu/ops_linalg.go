@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"math"
 	"slices"
 
@@ -52,23 +53,44 @@ func (g *gen) reads(n *ir.Node) []*ir.Value {
 	return ins
 }
 
-// actBounds returns the bounds of the activation fused into n (±Inf for
-// none).
-func (g *gen) actBounds(n *ir.Node) (lo, hi float64) {
+// storeAct is the activation a kernel's store applies: a clamp to [lo,
+// hi] (Relu, Clip), or an elementwise expression of the stored value
+// (expr, its hole "y": SiLU, Sigmoid, HardSwish, GELU, ...), so that the
+// output is written once, activated.
+type storeAct struct {
+	lo, hi float64
+	expr   *kernel.Expr
+}
+
+var noAct = storeAct{lo: math.Inf(-1), hi: math.Inf(1)}
+
+func (a storeAct) apply(k *kfn, v value.Value) value.Value {
+	v = k.clip(v, a.lo, a.hi)
+	if a.expr != nil {
+		v = k.evalHole(a.expr, v)
+	}
+	return v
+}
+
+// storeActOf returns the activation fused into n's store.
+func (g *gen) storeActOf(n *ir.Node) storeAct {
+	if e := g.fusedActExpr[n]; e != nil {
+		return storeAct{lo: math.Inf(-1), hi: math.Inf(1), expr: e}
+	}
 	act := g.fusedAct[n]
 	switch {
 	case act == nil:
-		return math.Inf(-1), math.Inf(1)
+		return noAct
 	case act.OpType == "Relu":
-		return 0, math.Inf(1)
+		return storeAct{lo: 0, hi: math.Inf(1)}
 	}
-	lo, hi, _ = clipBounds(g, act)
-	return lo, hi
+	lo, hi, _ := clipBounds(g, act)
+	return storeAct{lo: lo, hi: hi}
 }
 
 // epilogue sets gm's fused residual Add and activation.
 func (g *gen) epilogue(n *ir.Node, gm *gemm) {
-	gm.lo, gm.hi = g.actBounds(n)
+	gm.act = g.storeActOf(n)
 	if r := g.residualOf(n); r != nil {
 		gm.add = func(k *kfn) value.Value { return k.ptr(r) }
 	}

@@ -187,7 +187,7 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 	if b := n.Input(2); b != nil {
 		bOff = g.constLoc(g.constOf(b)).off
 	}
-	lo, hi := g.actBounds(n)
+	act := g.storeActOf(n)
 	var res *ir.Value
 	if a := g.fusedAdd[n]; a != nil {
 		res = residual(a, n.Outputs[0])
@@ -238,7 +238,7 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 							if res != nil {
 								v = k.fadd(v, k.vload(k.ptr(res), at, int(vl), nv))
 							}
-							k.vstore(k.clip(v, lo, hi), yp, at, int(vl), nv)
+							k.vstore(act.apply(k, v), yp, at, int(vl), nv)
 						}
 					}
 					if rem := w.OH % w.m; rem != 0 && r >= rem {

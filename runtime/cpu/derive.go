@@ -47,7 +47,7 @@ func (d *Derived) check(total int64) error {
 		return fmt.Errorf("unknown kind %q", d.Kind)
 	}
 	const maxDim = 1 << 20
-	if d.OC <= 0 || d.C <= 0 || d.MR <= 0 || d.OC > maxDim || d.C > maxDim || d.MR > 64 {
+	if d.OC <= 0 || d.C <= 0 || d.MR <= 0 || d.OC > maxDim || d.C > maxDim || d.MR > 64 || d.MR > d.OC {
 		return fmt.Errorf("dims OC %d, C %d, MR %d out of range", d.OC, d.C, d.MR)
 	}
 	if a := d.a(); a < 3 || a > 8 {
@@ -99,6 +99,13 @@ func (a *ABI) checkDerived() error {
 				return fmt.Errorf("derived weights %d reads derived weights %d", i, j)
 			}
 		}
+	}
+	// A range is less than 2·64/9 of its source (an 8×8 transform of 3×3
+	// kernels, panels of MR ≤ OC rows), and layers with equal weights may
+	// share one: past 64× the stored bytes, a record asks for memory no
+	// engine needs.
+	if cut > 64*a.StoredBytes {
+		return fmt.Errorf("%d bytes of derived weights from %d stored", cut, a.StoredBytes)
 	}
 	if a.StoredBytes != a.WeightsBytes-cut {
 		return fmt.Errorf("%d stored bytes, the derived ranges leave %d of %d", a.StoredBytes, a.WeightsBytes-cut, a.WeightsBytes)

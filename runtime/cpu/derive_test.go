@@ -104,6 +104,22 @@ func TestDerivedChecks(t *testing.T) {
 			assert.Contains(t, err.Error(), c.want)
 		})
 	}
+	// A record asking for far more derived memory than the engine stores.
+	// (100 ranges of an 8×8 transform from one stored 3×3 kernel).
+	g8 := make([][]float64, 8)
+	for i := range g8 {
+		g8[i] = []float64{1, 0, 1}
+	}
+	big := &ABI{StoredBytes: 64, WeightsBytes: 64}
+	for i := range int64(100) {
+		r := Derived{Kind: DerivedWinograd, Off: 64 + 256*i, Src: 0, OC: 1, C: 1, MR: 1, G: g8, Bytes: 4 * 64}
+		big.Derived = append(big.Derived, r)
+		big.WeightsBytes += r.Bytes
+	}
+	assert.ErrorContains(t, big.checkDerived(), "bytes of derived weights from 64 stored")
+	// Panels taller than the layer (padding blown up).
+	tall := Derived{Kind: DerivedWinograd, Off: 64, Src: 0, OC: 1, C: 1, MR: 64, G: g8, Bytes: 4 * 64 * 64}
+	assert.ErrorContains(t, (&ABI{StoredBytes: 64, WeightsBytes: 64 + tall.Bytes, Derived: []Derived{tall}}).checkDerived(), "out of range")
 	// Two ranges that overlap.
 	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)) + 2*d.Bytes, Derived: []Derived{d, d}}
 	a.Derived[1].Off += 64

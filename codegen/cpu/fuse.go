@@ -18,9 +18,11 @@ import (
 //
 //   - an epilogue group ("conv", "gemm", "matmul") becomes its base node in
 //     g.nodes, with fusedBias, fusedAdd and fusedAct saying what its store
-//     applies and fusedOut where it writes (the group's output). An
-//     activation the store cannot apply (only a clamp can) runs as an
-//     in-place elementwise step right after.
+//     applies and fusedOut where it writes (the group's output). The
+//     store applies the activation: a clamp (Relu, Clip) as bounds, any
+//     other function of the value alone as a kernel-layer expression
+//     (fusedActExpr); one that reads another tensor runs as an in-place
+//     elementwise step right after.
 //   - an elementwise group becomes one kernel-layer map: each body node's
 //     kernel inlined into the next (kernel.Inline); a layernorm group a
 //     layerNorm (ops_norm.go) whose prologue and epilogue are such maps.

@@ -90,15 +90,52 @@ func (g *gen) packA(gm *gemm, get func(m, k int64) float32) {
 }
 
 // rowMajorBelow is the column-tile count under which threads split the
-// row tiles instead (see emit).
+// row tiles instead (see eachTile).
 const rowMajorBelow = 8
+
+// eachTile emits the loop over the register tiles of batch M×N products,
+// mr rows by nb columns, that the float and the integer GEMMs share:
+// tile(bi, mi, ni, rows, cols) gets the batch index, the row and column
+// tile indices and the tile's size (the last row and column tiles' own,
+// constants). Column tiles are outermost: one panel of the column operand
+// stays in cache while every row tile streams past it. With few column
+// tiles, threads splitting them would get unequal shares (the last is
+// often narrow), so row tiles go outermost instead, the column operand
+// being small then anyway. Parallel: split by work stealing.
+func (k *kfn) eachTile(batch, M, N, mr, nb int64, parallel bool, tile func(bi, mi, ni value.Value, rows, cols int64)) {
+	mt := (M + mr - 1) / mr
+	nt := (N + nb - 1) / nb
+	mTail, nTail := M-(mt-1)*mr, N-(nt-1)*nb
+	at := func(t value.Value) {
+		bi := k.div(t, c64(mt*nt))
+		r := k.rem(t, c64(mt*nt))
+		ni, mi := k.div(r, c64(mt)), k.rem(r, c64(mt))
+		if nt < rowMajorBelow {
+			mi, ni = k.div(r, c64(nt)), k.rem(r, c64(nt))
+		}
+		byCols := func(rows int64) {
+			if nTail == nb {
+				tile(bi, mi, ni, rows, nb)
+				return
+			}
+			k.ifElse(k.icmp(enum.IPredEQ, ni, c64(nt-1)), func() { tile(bi, mi, ni, rows, nTail) }, func() { tile(bi, mi, ni, rows, nb) })
+		}
+		if mTail == mr {
+			byCols(mr)
+		} else {
+			k.ifElse(k.icmp(enum.IPredEQ, mi, c64(mt-1)), func() { byCols(mTail) }, func() { byCols(mr) })
+		}
+	}
+	if parallel {
+		k.stealLoop(batch*mt*nt, at)
+	} else {
+		k.loop(c64(0), c64(batch*mt*nt), at)
+	}
+}
 
 // emit writes the tile loop into the current step.
 func (gm *gemm) emit(k *kfn) {
-	mt := (gm.M + gm.mr - 1) / gm.mr
 	nb := gm.nb()
-	nt := (gm.N + nb - 1) / nb
-	total := gm.batch * mt * nt
 	ap, bp, cp := gm.a(k), gm.b(k), gm.c(k)
 	var biasP, addP value.Value
 	if gm.bias != nil {
@@ -107,20 +144,7 @@ func (gm *gemm) emit(k *kfn) {
 	if gm.add != nil {
 		addP = gm.add(k)
 	}
-	mTail := gm.M - (mt-1)*gm.mr
-	nTail := gm.N - (nt-1)*nb
-	tileAt := func(t value.Value) {
-		bi := k.div(t, c64(mt*nt))
-		r := k.rem(t, c64(mt*nt))
-		// Column tiles outermost: one B panel stays in cache while every
-		// row tile (the small packed A panels) streams past it. With few
-		// column tiles, threads splitting them would get unequal shares
-		// (the last tile is often narrow): row tiles go outermost instead,
-		// and B, small then, stays in cache anyway.
-		ni, mi := k.div(r, c64(mt)), k.rem(r, c64(mt))
-		if nt < rowMajorBelow {
-			mi, ni = k.div(r, c64(nt)), k.rem(r, c64(nt))
-		}
+	k.eachTile(gm.batch, gm.M, gm.N, gm.mr, nb, gm.parallel, func(bi, mi, ni value.Value, rows, cols int64) {
 		aOff := k.mul(mi, c64(gm.aTile))
 		bOff := k.mul(ni, c64(gm.bTile))
 		cOff := k.add(k.mul(mi, c64(gm.mr*gm.ldc)), k.mul(ni, c64(nb)))
@@ -133,29 +157,8 @@ func (gm *gemm) emit(k *kfn) {
 		if gm.cBatch != nil {
 			cOff = k.add(cOff, gm.cBatch(k, bi))
 		}
-		m0 := k.mul(mi, c64(gm.mr))
-		n0 := k.mul(ni, c64(nb))
-		tile := func(rows, cols int64) {
-			gm.micro(k, rows, cols, ap, bp, cp, biasP, addP, aOff, bOff, cOff, m0, n0)
-		}
-		byCols := func(rows int64) {
-			if nTail == nb {
-				tile(rows, nb)
-				return
-			}
-			k.ifElse(k.icmp(enum.IPredEQ, ni, c64(nt-1)), func() { tile(rows, nTail) }, func() { tile(rows, nb) })
-		}
-		if mTail == gm.mr {
-			byCols(gm.mr)
-		} else {
-			k.ifElse(k.icmp(enum.IPredEQ, mi, c64(mt-1)), func() { byCols(mTail) }, func() { byCols(gm.mr) })
-		}
-	}
-	if gm.parallel {
-		k.stealLoop(total, tileAt)
-	} else {
-		k.loop(c64(0), c64(total), tileAt)
-	}
+		gm.micro(k, rows, cols, ap, bp, cp, biasP, addP, aOff, bOff, cOff, k.mul(mi, c64(gm.mr)), k.mul(ni, c64(nb)))
+	})
 }
 
 func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, bOff, cOff, m0, n0 value.Value) {

@@ -303,26 +303,13 @@ func (k *kfn) fclamp(x value.Value, lo, hi float64) value.Value {
 
 // emit writes the tile loop into the current step.
 func (q *qgemm) emit(k *kfn) {
-	mt := (q.M + q.mr - 1) / q.mr
 	nb := q.nb()
-	nt := (q.N + nb - 1) / nb
-	total := q.batch * mt * nt
 	bcp, vecp, cp := q.bc(k), q.vec(k), q.st.c(k)
 	var resp value.Value
 	if q.st.res != nil {
 		resp = q.st.res(k)
 	}
-	mTail := q.M - (mt-1)*q.mr
-	nTail := q.N - (nt-1)*nb
-	tileAt := func(t value.Value) {
-		bi := k.div(t, c64(mt*nt))
-		r := k.rem(t, c64(mt*nt))
-		// Column tiles outermost (one vector panel stays in cache while the
-		// row tiles stream past), unless there are few of them (gemm.emit).
-		ni, mi := k.div(r, c64(mt)), k.rem(r, c64(mt))
-		if nt < rowMajorBelow {
-			mi, ni = k.div(r, c64(nt)), k.rem(r, c64(nt))
-		}
+	k.eachTile(q.batch, q.M, q.N, q.mr, nb, q.parallel, func(bi, mi, ni value.Value, rows, cols int64) {
 		off := func(base value.Value, f func(k *kfn, b value.Value) value.Value) value.Value {
 			if f != nil {
 				return k.add(base, f(k, bi))
@@ -334,31 +321,12 @@ func (q *qgemm) emit(k *kfn) {
 		cOff := off(k.add(k.mul(mi, c64(q.mr*q.st.ldc)), k.mul(ni, c64(nb))), q.st.cBatch)
 		ch := off(c64(0), q.st.chBatch)
 		m0, n0 := k.mul(mi, c64(q.mr)), k.mul(ni, c64(nb))
-		tile := func(rows, cols int64) {
-			if q.turnTail(rows, cols) {
-				q.microT(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, ch)
-				return
-			}
-			q.micro(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch)
+		if q.turnTail(rows, cols) {
+			q.microT(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, ch)
+			return
 		}
-		byCols := func(rows int64) {
-			if nTail == nb {
-				tile(rows, nb)
-				return
-			}
-			k.ifElse(k.icmp(enum.IPredEQ, ni, c64(nt-1)), func() { tile(rows, nTail) }, func() { tile(rows, nb) })
-		}
-		if mTail == q.mr {
-			byCols(q.mr)
-		} else {
-			k.ifElse(k.icmp(enum.IPredEQ, mi, c64(mt-1)), func() { byCols(mTail) }, func() { byCols(q.mr) })
-		}
-	}
-	if q.parallel {
-		k.stealLoop(total, tileAt)
-	} else {
-		k.loop(c64(0), c64(total), tileAt)
-	}
+		q.micro(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch)
+	})
 }
 
 // micro computes one tile of rows × cols into the output. A last vector

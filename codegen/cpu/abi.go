@@ -29,7 +29,7 @@ func (g *gen) abi() *rcpu.ABI {
 	rec := &rcpu.ABI{
 		Version:      rcpu.ABIVersion,
 		WeightsBytes: int64(len(g.weights)),
-		StoredBytes:  int64(len(g.storedWeights())),
+		StoredBytes:  g.storedBytes(),
 		Derived:      g.derived,
 		ArenaBytes:   g.arenaBytes,
 		Steps:        len(g.steps),

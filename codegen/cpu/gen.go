@@ -255,6 +255,15 @@ func (g *gen) addDerived(d rcpu.Derived) int64 {
 	return d.Off
 }
 
+// storedBytes is the size of storedWeights.
+func (g *gen) storedBytes() int64 {
+	n := int64(len(g.weights))
+	for _, d := range g.derived {
+		n -= d.Bytes
+	}
+	return n
+}
+
 // storedWeights is the blob less the derived ranges: the engine's
 // weights section.
 func (g *gen) storedWeights() []byte {

@@ -1,7 +1,6 @@
 package cuda_test
 
 import (
-	"fmt"
 	"math"
 	"math/rand"
 	"os"
@@ -75,19 +74,8 @@ var simCases = []string{
 // runtime and compares it with the reference executor on random inputs.
 func TestSimOps(t *testing.T) {
 	needLLC(t)
-	g := ir.NewGraph("sim_ops")
-	rng := rand.New(rand.NewSource(7))
-	feeds := map[string]*ir.Tensor{}
-	for i, line := range simCases {
-		c, err := opcase.Parse(line)
-		require.NoError(t, err, line)
-		_, f, err := c.Add(g, fmt.Sprintf("c%d", i), ir.Float32, rng)
-		require.NoError(t, err, line)
-		for k, v := range f {
-			feeds[k] = v
-		}
-	}
-	m := ir.NewModel(g, 17)
+	m, feeds, err := opcase.Model(simCases, ir.Float32, 17, rand.New(rand.NewSource(7)))
+	require.NoError(t, err)
 	ref, err := reference.New(m)
 	require.NoError(t, err)
 	want, err := ref.Run(feeds)

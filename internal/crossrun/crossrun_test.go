@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"math"
 	"math/rand"
 	"os"
@@ -214,19 +213,8 @@ func TestOpsOnAArch64(t *testing.T) {
 		"Gather-17(axis=0) float[6,5], int64[4]~idx(6)",
 		"Where-17 bool[3,4], float[3,4], float[3,4]",
 	}
-	g := ir.NewGraph("ops")
-	rng := rand.New(rand.NewSource(1))
-	feeds := map[string]*ir.Tensor{}
-	for i, line := range cases {
-		c, err := opcase.Parse(line)
-		require.NoError(t, err, line)
-		_, f, err := c.Add(g, fmt.Sprintf("c%d", i), ir.Float32, rng)
-		require.NoError(t, err, line)
-		for k, v := range f {
-			feeds[k] = v
-		}
-	}
-	m := ir.NewModel(g, 17)
+	m, feeds, err := opcase.Model(cases, ir.Float32, 17, rand.New(rand.NewSource(1)))
+	require.NoError(t, err)
 	ref, err := reference.New(m)
 	require.NoError(t, err)
 	want, err := ref.Run(feeds)

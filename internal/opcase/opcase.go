@@ -233,6 +233,28 @@ func (c *Case) Add(g *ir.Graph, prefix string, t ir.DType, r *rand.Rand) ([]*ir.
 	return n.Outputs, feeds, nil
 }
 
+// Model builds one model at opset of every case of lines side by side
+// (case i's names prefixed "c<i>"), with T = t, and the values of its
+// graph inputs drawn from r.
+func Model(lines []string, t ir.DType, opset int64, r *rand.Rand) (*ir.Model, map[string]*ir.Tensor, error) {
+	g := ir.NewGraph("ops")
+	feeds := map[string]*ir.Tensor{}
+	for i, line := range lines {
+		c, err := Parse(line)
+		if err != nil {
+			return nil, nil, err
+		}
+		_, f, err := c.Add(g, fmt.Sprintf("c%d", i), t, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, v := range f {
+			feeds[k] = v
+		}
+	}
+	return ir.NewModel(g, opset), feeds, nil
+}
+
 func parseAttr(a attrSpec, t ir.DType) (*ir.Attribute, error) {
 	v := a.val
 	switch {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"math"
 	"math/rand"
 	"os"
@@ -101,16 +100,8 @@ func TestCompare(t *testing.T) {
 	}
 	bin := buildInfer(t)
 	run := func(args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode(), stdout.String(), stderr.String()
-		}
-		require.NoError(t, err)
-		return 0, stdout.String(), stderr.String()
+		r := runInfer(t, bin, args...)
+		return r.code, r.stdout, r.stderr
 	}
 	dir := t.TempDir()
 	orig, err := build.ReadModel(cnnModel)

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -31,16 +28,8 @@ func TestDynamicBatch(t *testing.T) {
 	require.NoError(t, os.WriteFile(eng, out.Engine, 0o644))
 	bin := buildInfer(t)
 	run := func(args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode(), stdout.String(), stderr.String()
-		}
-		require.NoError(t, err)
-		return 0, stdout.String(), stderr.String()
+		r := runInfer(t, bin, args...)
+		return r.code, r.stdout, r.stderr
 	}
 	for _, set := range []string{"test_data_set_0", "test_data_set_1"} {
 		code, stdout, stderr := run("check", eng, "--test-data", filepath.Join(dir, set))

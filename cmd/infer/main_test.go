@@ -10,8 +10,6 @@ import (
 	"github.com/kiln-ml/kiln/internal/dataset"
 	"github.com/kiln-ml/kiln/ir"
 
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -34,16 +32,8 @@ func buildInfer(t *testing.T, env ...string) string {
 func TestCLI(t *testing.T) {
 	bin := buildInfer(t)
 	run := func(args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode(), stdout.String(), stderr.String()
-		}
-		require.NoError(t, err)
-		return 0, stdout.String(), stderr.String()
+		r := runInfer(t, bin, args...)
+		return r.code, r.stdout, r.stderr
 	}
 
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {

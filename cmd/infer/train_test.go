@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -30,16 +27,8 @@ func TestTrainCLI(t *testing.T) {
 	}
 	bin := buildInfer(t)
 	run := func(args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode(), stdout.String(), stderr.String()
-		}
-		require.NoError(t, err)
-		return 0, stdout.String(), stderr.String()
+		r := runInfer(t, bin, args...)
+		return r.code, r.stdout, r.stderr
 	}
 	m, err := onnx.ReadFile("../../testdata/models/digits_mlp.onnx")
 	require.NoError(t, err)

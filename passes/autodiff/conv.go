@@ -110,17 +110,26 @@ func convAttrsOf(w ops.Window, group int64) []*ir.Attribute {
 		ir.AttrIs("pads", append(append([]int64{}, w.PadBegin...), w.PadEnd...)...), ir.AttrI("group", group)}
 }
 
+// convGeometry is a Conv's (or, transposed, a ConvTranspose's) spatial
+// input and kernel dims and its window, as ir/ops resolves them.
+func (c *Ctx) convGeometry(transposed bool) (in, kernel []int64, win ops.Window, err error) {
+	if in, err = c.spatial(c.X(0)); err != nil {
+		return
+	}
+	if kernel, err = c.spatial(c.X(1)); err != nil {
+		return
+	}
+	if transposed {
+		win, err = c.TransposeWindow(kernel, in)
+	} else {
+		win, err = c.Window(kernel, in)
+	}
+	return
+}
+
 func convRule(c *Ctx) ([]*ir.Value, error) {
 	x, w, dy := c.X(0), c.X(1), c.DY[0]
-	in, err := c.spatial(x)
-	if err != nil {
-		return nil, err
-	}
-	kernel, err := c.spatial(w)
-	if err != nil {
-		return nil, err
-	}
-	win, err := c.Window(kernel, in)
+	in, kernel, win, err := c.convGeometry(false)
 	if err != nil {
 		return nil, err
 	}
@@ -165,15 +174,7 @@ func allBut(r, keep int) []int64 {
 
 func convTransposeRule(c *Ctx) ([]*ir.Value, error) {
 	x, w, dy := c.X(0), c.X(1), c.DY[0]
-	in, err := c.spatial(x)
-	if err != nil {
-		return nil, err
-	}
-	kernel, err := c.spatial(w)
-	if err != nil {
-		return nil, err
-	}
-	win, err := c.TransposeWindow(kernel, in)
+	in, kernel, win, err := c.convGeometry(true)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,18 @@ type convGeom struct {
 // convolution of height 1.
 func (g *gen) convGeom(n *ir.Node) (convGeom, error) {
 	x, w, y := n.Inputs[0], n.Inputs[1], n.Outputs[0]
+	c, err := g.convGeomOf(n, x, w, y)
+	if err != nil {
+		return convGeom{}, err
+	}
+	c.runtime = g.constOf(w) == nil || n.Input(2) != nil && g.constOf(n.Input(2)) == nil
+	return c, nil
+}
+
+// convGeomOf reads the geometry of a convolution of x by w into y with n's
+// attributes (Conv's, QLinearConv's, ConvInteger's), ir/ops resolving the
+// window; a 1-D one as 2-D of height 1.
+func (g *gen) convGeomOf(n *ir.Node, x, w, y *ir.Value) (convGeom, error) {
 	xd, wd, yd := dimsOf(x), dimsOf(w), dimsOf(y)
 	if len(xd) != 4 && len(xd) != 3 || len(wd) != len(xd) || len(yd) != len(xd) {
 		return convGeom{}, fmt.Errorf("only 1-D and 2-D convolution")
@@ -47,7 +59,6 @@ func (g *gen) convGeom(n *ir.Node) (convGeom, error) {
 		c.group = 1
 	}
 	c.sh, c.sw, c.dh, c.dw, c.ph, c.pw = win.Strides[0], win.Strides[1], win.Dilations[0], win.Dilations[1], win.PadBegin[0], win.PadBegin[1]
-	c.runtime = g.constOf(w) == nil || n.Input(2) != nil && g.constOf(n.Input(2)) == nil
 	return c, nil
 }
 

@@ -145,30 +145,13 @@ func (g *gen) channelParams(ql *qlin, st *qstore, corr []int32, pad int64) {
 // ---- convolution ----
 
 // qconvGeom reads a convolution's geometry from x, w and y (any op whose
-// attributes are Conv's), a 1-D one as 2-D of height 1.
+// attributes are Conv's), checking its groups.
 func (g *gen) qconvGeom(n *ir.Node, x, w, y *ir.Value) (convGeom, error) {
-	xd, wd, yd := dimsOf(x), dimsOf(w), dimsOf(y)
-	if len(xd) != 4 && len(xd) != 3 || len(wd) != len(xd) || len(yd) != len(xd) {
-		return convGeom{}, fmt.Errorf("only 1-D and 2-D convolution")
-	}
-	win, err := g.attrs(n).Window(wd[2:], xd[2:])
+	c, err := g.convGeomOf(n, x, w, y)
 	if err != nil {
 		return convGeom{}, err
 	}
-	if len(xd) == 3 {
-		one := func(d []int64) []int64 { return []int64{d[0], d[1], 1, d[2]} }
-		xd, wd, yd = one(xd), one(wd), one(yd)
-		for _, l := range []*[]int64{&win.Strides, &win.Dilations, &win.PadBegin} {
-			*l = []int64{1, (*l)[0]}
-		}
-		win.PadBegin[0] = 0
-	}
-	c := convGeom{N: xd[0], C: xd[1], H: xd[2], W: xd[3], OC: yd[1], OH: yd[2], OW: yd[3], kh: wd[2], kw: wd[3], group: g.attrs(n).Int("group")}
-	if c.group == 0 {
-		c.group = 1
-	}
-	c.sh, c.sw, c.dh, c.dw, c.ph, c.pw = win.Strides[0], win.Strides[1], win.Dilations[0], win.Dilations[1], win.PadBegin[0], win.PadBegin[1]
-	if c.C%c.group != 0 || c.OC%c.group != 0 || wd[1] != c.C/c.group {
+	if c.C%c.group != 0 || c.OC%c.group != 0 || dimsOf(w)[1] != c.C/c.group {
 		return convGeom{}, fmt.Errorf("inconsistent groups")
 	}
 	return c, nil

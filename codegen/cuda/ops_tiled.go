@@ -5,6 +5,7 @@ import (
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/value"
+	"slices"
 )
 
 // The nodes the tiled GEMM computes (gemm.go): MatMul, Gemm and 2-D
@@ -69,7 +70,7 @@ func (g *gen) matMulSpec(n *ir.Node) *gemmSpec {
 		switch {
 		case pb == 1:
 			return 0, true
-		case pb == batch && len(d) == len(od) && equalInts(d[:len(d)-2], od[:len(od)-2]):
+		case pb == batch && len(d) == len(od) && slices.Equal(d[:len(d)-2], od[:len(od)-2]):
 			return size, true
 		}
 		return 0, false
@@ -205,16 +206,4 @@ func (g *gen) convSpec(n *ir.Node) *gemmSpec {
 			}
 			p.put(y, p.madd(p.madd(bi, OC, m), OH*OW, nn), v)
 		}}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

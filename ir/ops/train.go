@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
 )
@@ -251,7 +252,7 @@ func runOptimizer(groups int) func(c *KernelContext) error {
 			vals := make([][]float64, groups+1)
 			for g := range tensors {
 				tensors[g] = c.In(2 + g*n + i)
-				if !slicesEqual(tensors[g].Dims, tensors[0].Dims) {
+				if !slices.Equal(tensors[g].Dims, tensors[0].Dims) {
 					return c.Errorf("input %d has shape %v but X has %v", 2+g*n+i, tensors[g].Dims, tensors[0].Dims)
 				}
 				vals[g] = Float64s(tensors[g])
@@ -263,18 +264,6 @@ func runOptimizer(groups int) func(c *KernelContext) error {
 		}
 		return nil
 	}
-}
-
-func slicesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // OptimizerStep applies one optimizer update to one tensor: in holds X, G

@@ -103,13 +103,16 @@ func (ql *qlin) corr() []int32 {
 }
 
 // channelParams stores the per-channel arrays into the weights blob,
-// padded by pad zero channels so that whole vectors load past the last.
+// padded by pad zero channels so that whole vectors load past the last
+// (corr nil: the store's sums start elsewhere).
 func (g *gen) channelParams(ql *qlin, st *qstore, corr []int32, pad int64) {
 	n := ql.ch + pad
-	c := make([]int32, n)
-	copy(c, corr)
-	g.flipCorr(ql, c)
-	st.corr = g.addInt32s(c)
+	if corr != nil {
+		c := make([]int32, n)
+		copy(c, corr)
+		g.flipCorr(ql, c)
+		st.corr = g.addInt32s(c)
+	}
 	st.out = ql.out
 	st.fbias = -1
 	switch ql.out {
@@ -228,6 +231,9 @@ func (g *gen) qlinScratch(ql *qlin) int64 {
 	if !ql.conv || ql.qDepthwise() {
 		return 0
 	}
+	if g.qWinograd(ql) {
+		return g.qWinoLayout(ql, ql.cg.N).bytes
+	}
 	l := g.qconvLayout(ql, ql.cg.N)
 	if l.rowBlock > 0 {
 		return l.cols0 + threadSlots*l.sliceBytes
@@ -250,6 +256,10 @@ func (g *gen) lowerQLin(ql *qlin) error {
 }
 
 func (g *gen) lowerQConvGemm(ql *qlin, c convGeom) error {
+	if g.qWinograd(ql) {
+		g.lowerQWinograd(ql, c)
+		return nil
+	}
 	isa, L := g.qTarget()
 	l := g.qconvLayout(ql, c.N)
 	ocg := c.OC / c.group

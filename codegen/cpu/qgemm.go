@@ -657,24 +657,37 @@ func (st *qstore) requant(k *kfn, acc, res, ch value.Value, L int64, byLane bool
 			q = k.b.NewAdd(q, isplat(L, st.zpY))
 		}
 	} else {
-		// The zero point's even part rides in the fma's addend (with the
-		// float bias, which packing offset by it) and the clamp's bounds:
-		// rounding half to even, round(v + 2j) = round(v) + 2j, which an
-		// odd zero point would break at ties; its odd 1 is added after.
-		zpF, zpI := qZeroPointSplit(st.zpY)
-		var b value.Value = fconst(ivec(L, f32), float64(zpF))
-		if st.fbias >= 0 {
-			b = param(st.fbias, f32, 4)
+		q = st.requantF(k, k.b.NewSIToFP(acc, ivec(L, f32)), res, ch, L, byLane)
+	}
+	return q
+}
+
+// requantF is requant's float32 arithmetic on sums already in float.
+func (st *qstore) requantF(k *kfn, acc, res, ch value.Value, L int64, byLane bool) value.Value {
+	param := func(off int64) value.Value {
+		p := k.locPtr(loc{space: inWeights, off: off}, i8)
+		if !byLane {
+			return k.splatOf(k.loadAt(f32, p, k.mul(ch, c64(4))), L)
 		}
-		f := k.fma(k.b.NewSIToFP(acc, ivec(L, f32)), param(st.mult, f32, 4), b)
-		if res != nil {
-			f = k.fma(k.b.NewSIToFP(res, ivec(L, f32)), k.splatOf(cf(float64(st.resMult)), L), f)
-		}
-		z := float64(zpF)
-		q = k.cvtRound(k.fclamp(f, st.lo+z, st.hi+z))
-		if zpI != 0 {
-			q = k.b.NewAdd(q, isplat(L, zpI))
-		}
+		return k.loadAt(ivec(L, f32), p, k.mul(ch, c64(4)))
+	}
+	// The zero point's even part rides in the fma's addend (with the
+	// float bias, which packing offset by it) and the clamp's bounds:
+	// rounding half to even, round(v + 2j) = round(v) + 2j, which an
+	// odd zero point would break at ties; its odd 1 is added after.
+	zpF, zpI := qZeroPointSplit(st.zpY)
+	var b value.Value = fconst(ivec(L, f32), float64(zpF))
+	if st.fbias >= 0 {
+		b = param(st.fbias)
+	}
+	f := k.fma(acc, param(st.mult), b)
+	if res != nil {
+		f = k.fma(k.b.NewSIToFP(res, ivec(L, f32)), k.splatOf(cf(float64(st.resMult)), L), f)
+	}
+	z := float64(zpF)
+	q := k.cvtRound(k.fclamp(f, st.lo+z, st.hi+z))
+	if zpI != 0 {
+		q = k.b.NewAdd(q, isplat(L, zpI))
 	}
 	return q
 }

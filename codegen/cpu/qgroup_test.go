@@ -27,6 +27,10 @@ type qtest struct {
 	g     *ir.Graph
 	r     *rand.Rand
 	feeds map[string]*ir.Tensor
+	// minSQNR > 0 compares outputs by their signal-to-noise ratio (dB)
+	// against the reference's instead of step by step: for an algorithm
+	// that rounds more than the reference (integer Winograd).
+	minSQNR float64
 }
 
 func newQTest(t *testing.T, name string, seed int64) *qtest {
@@ -211,6 +215,14 @@ func (q *qtest) run(y *ir.Value, kind string, roles []string, kernels string, op
 		if err != nil {
 			t.Fatal(err)
 		}
+		if q.minSQNR > 0 {
+			if db := quantizedSQNR(t, outs["y"], want); db < q.minSQNR {
+				t.Errorf("%d threads: SQNR %.1f dB against the reference, want at least %.0f", threads, db, q.minSQNR)
+			} else if threads == 1 {
+				t.Logf("SQNR %.1f dB", db)
+			}
+			continue
+		}
 		off, sat := compareQuantized(t, outs["y"], want)
 		if threads == 1 {
 			t.Logf("%d of %d outputs differ by one step; %d at the type's bounds", off, want.Len(), sat)
@@ -328,12 +340,14 @@ func (q *qtest) inferred(v *ir.Value) *ir.Value {
 	return v
 }
 
+// TestQConvGroups runs the direct kernels (Winograd off: its extra
+// rounding has its own test, TestQWinograd).
 func TestQConvGroups(t *testing.T) {
 	for _, c := range qconvCases() {
 		t.Run(c.name, func(t *testing.T) {
 			q := newQTest(t, c.name, 11)
 			y, roles := c.build(q)
-			q.run(y, "qconv", roles, c.kernels, Options{})
+			q.run(y, "qconv", roles, c.kernels, Options{Winograd: WinogradOff})
 		})
 	}
 }
@@ -356,7 +370,7 @@ func TestQConvFusedIm2col(t *testing.T) {
 				}
 				q := newQTest(t, c.name, 11)
 				y, roles := c.build(q)
-				res := q.run(y, "qconv", roles, "", Options{CPU: cpu})
+				res := q.run(y, "qconv", roles, "", Options{CPU: cpu, Winograd: WinogradOff})
 				if got := strings.Join(res.Kernels, " "); strings.Contains(got, "QIm2col") || !strings.HasSuffix(got, "QConv") {
 					t.Errorf("compiled to %s, want im2col fused into QConv", got)
 				}

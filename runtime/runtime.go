@@ -20,7 +20,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"os"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -40,15 +39,16 @@ type Engine struct {
 	Meta    engine.Metadata
 	Plan    []byte
 	lib     *cpurt.Library
-	weights []byte // 64-byte aligned copy, in weightBuf
+	weights []byte // the live weights, in weightBuf
 	// weightBuf owns weights' memory (freed when the Engine is collected).
 	weightBuf *cpurt.Buffer
 	inputs    []binding
 	outputs   []binding
 	// Signer is the key whose valid signature the file carries (nil:
-	// unsigned); Checksum is its whole-file SHA-256.
-	Signer   ed25519.PublicKey
-	Checksum [sha256.Size]byte
+	// unsigned); Checksum is its digest (see runtime/engine).
+	Signer    ed25519.PublicKey
+	Checksum  [sha256.Size]byte
+	loadTimes LoadTimes
 }
 
 type binding struct {
@@ -70,13 +70,17 @@ type LoadOptions struct {
 // Load reads and verifies an engine file.
 func Load(path string) (*Engine, error) { return LoadWith(path, LoadOptions{}) }
 
-// LoadWith is Load with options.
+// LoadWith is Load with options. The file is mapped into memory, not read
+// into it: each section is verified as it is copied to where the engine
+// keeps it (see load), and the mapping is gone when LoadWith returns.
 func LoadWith(path string, opts LoadOptions) (*Engine, error) {
-	buf, err := os.ReadFile(path)
+	start := time.Now()
+	buf, unmap, err := engine.Map(path)
 	if err != nil {
 		return nil, err
 	}
-	e, err := LoadBytesWith(buf, opts)
+	defer unmap()
+	e, err := load(buf, opts, start)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -85,15 +89,52 @@ func LoadWith(path string, opts LoadOptions) (*Engine, error) {
 
 // LoadBytes verifies an engine held in memory and loads its code for this
 // machine. Before any of its code is loaded it checks the format, every
-// checksum (the whole file's, the header's, the section table's and each
-// section's), the metadata against the code's own ABI record (sizes of the
-// weights, arena and io buffers, io indices, dtypes and shapes; see
-// Validate), the target architecture and the CPU features.
+// checksum (the header's, the section table's, each chunk of each
+// section's and the digest), the metadata against the code's own ABI
+// record (sizes of the weights, arena and io buffers, io indices, dtypes
+// and shapes; see Validate), the target architecture and the CPU
+// features. The Engine keeps no reference to buf.
 func LoadBytes(buf []byte) (*Engine, error) { return LoadBytesWith(buf, LoadOptions{}) }
 
 // LoadBytesWith is LoadBytes with options.
 func LoadBytesWith(buf []byte, opts LoadOptions) (*Engine, error) {
-	f, err := engine.Decode(buf)
+	return load(buf, opts, time.Now())
+}
+
+// LoadTimes says where loading an engine spent its time.
+type LoadTimes struct {
+	// Check is mapping the file, checking its structure, verifying and
+	// copying out its small sections (metadata, plan, code) and checking
+	// the metadata against the code.
+	Check time.Duration
+	// Weights is verifying the weights section and copying it into the
+	// live weights, chunk by chunk on all cores.
+	Weights time.Duration
+	// Code is loading the engine's code (dlopen).
+	Code time.Duration
+	// Derive is computing the derived weights (runtime/cpu's Live.Derive)
+	// with the engine's code, on all cores.
+	Derive time.Duration
+}
+
+// LoadTimes returns where the engine's load spent its time.
+func (e *Engine) LoadTimes() LoadTimes { return e.loadTimes }
+
+// load loads an engine from buf, which it only reads, and never after it
+// returns: every section is verified as it is copied out (the small ones
+// first, then the weights straight into the live weights), so a file
+// mapped as buf cannot change what runs.
+func load(buf []byte, opts LoadOptions, start time.Time) (*Engine, error) {
+	file, err := engine.Parse(buf)
+	if err != nil {
+		return nil, err
+	}
+	if err := file.Detach(engine.SectionWeights); err != nil {
+		return nil, err
+	}
+	// f.Weights refers to buf, unverified: only its length is read before
+	// Read below verifies it into the live weights.
+	f, err := engine.DecodeFile(file)
 	if err != nil {
 		return nil, err
 	}
@@ -131,13 +172,25 @@ func LoadBytesWith(buf []byte, opts LoadOptions) (*Engine, error) {
 		return nil, fmt.Errorf("this CPU lacks %s, which the engine's code needs (it was built with --cpu %s); %s",
 			strings.Join(missing, ", "), f.Meta.Target.CPU, RebuildAdvice(missing))
 	}
-	if e.weightBuf, err = cpurt.LiveWeights(abi, f.Weights); err != nil {
+	t1 := time.Now()
+	live := cpurt.NewLive(abi)
+	if err := file.Read(engine.SectionWeights, func(off int, chunk []byte) { live.Put(int64(off), chunk) }); err != nil {
+		live.Buf.Free()
 		return nil, err
 	}
-	e.weights = e.weightBuf.Bytes
+	t2 := time.Now()
 	if e.lib, err = cpurt.Open(f.Code[triple]); err != nil {
+		live.Buf.Free()
 		return nil, err
 	}
+	t3 := time.Now()
+	if err := live.Derive(e.lib); err != nil {
+		live.Buf.Free()
+		e.lib.Close()
+		return nil, err
+	}
+	e.weightBuf, e.weights = live.Buf, live.Buf.Bytes
+	e.loadTimes = LoadTimes{Check: t1.Sub(start), Weights: t2.Sub(t1), Code: t3.Sub(t2), Derive: time.Since(t3)}
 	return e, nil
 }
 

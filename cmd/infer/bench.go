@@ -100,6 +100,8 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 			}
 			r := summarize(lat, time.Since(begin))
 			r.Engine, r.Threads, r.LoadMS, r.FirstRunMS, r.PeakRSS = args[0], ctx.Threads(), loadMS, firstMS, peakRSS()
+			lt := eng.LoadTimes()
+			r.LoadPhases = &loadPhases{Check: ms(lt.Check), Weights: ms(lt.Weights), Code: ms(lt.Code), Derive: ms(lt.Derive)}
 			if *perLayer {
 				if r.Layers, err = profile(eng, ctx, feeds, len(lat)); err != nil {
 					return err
@@ -116,6 +118,16 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 	},
 }
 
+// loadPhases are runtime.LoadTimes in milliseconds: checking the file's
+// structure, small sections and metadata; verifying and copying the
+// weights; loading the code; computing the derived weights.
+type loadPhases struct {
+	Check   float64 `json:"check"`
+	Weights float64 `json:"weights"`
+	Code    float64 `json:"code"`
+	Derive  float64 `json:"derive"`
+}
+
 // report holds the bench summary; the JSON names are a stable interface.
 type report struct {
 	Engine     string  `json:"engine"`
@@ -123,6 +135,8 @@ type report struct {
 	Iterations int     `json:"iterations"`
 	Throughput float64 `json:"throughput_qps"`
 	LoadMS     float64 `json:"load_ms"`
+	// LoadPhases splits a CPU engine's load (runtime.LoadTimes).
+	LoadPhases *loadPhases `json:"load_phases_ms,omitempty"`
 	FirstRunMS float64 `json:"first_run_ms"`
 	PeakRSS    int64   `json:"peak_rss_bytes"`
 	Latency    struct {
@@ -204,6 +218,9 @@ func (r report) print(env *cli.Env) {
 	fmt.Fprintf(w, "Latency: min = %.4f ms, max = %.4f ms, mean = %.4f ms, median = %.4f ms, percentile(90%%) = %.4f ms, percentile(95%%) = %.4f ms, percentile(99%%) = %.4f ms\n",
 		l.Min, l.Max, l.Mean, l.Median, l.P90, l.P95, l.P99)
 	fmt.Fprintf(w, "Engine load: %.2f ms   First run: %.3f ms   Peak RSS: %.1f MiB\n", r.LoadMS, r.FirstRunMS, float64(r.PeakRSS)/(1<<20))
+	if p := r.LoadPhases; p != nil {
+		fmt.Fprintf(w, "Load phases: check %.2f ms, weights %.2f ms, code %.2f ms, derive %.2f ms\n", p.Check, p.Weights, p.Code, p.Derive)
+	}
 	if len(r.Layers) == 0 {
 		return
 	}

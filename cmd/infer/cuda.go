@@ -23,6 +23,18 @@ import (
 // gpuEngine loads path when it holds CUDA code: nil, nil for any other
 // engine (the CPU runtime then loads it and reports what is wrong).
 func gpuEngine(path, pubPath string) (*cudart.Engine, error) {
+	// The head says which code the file holds: a CPU engine is left to
+	// the CPU runtime without reading its sections here.
+	head, unmap, err := engine.Map(path)
+	if err != nil {
+		return nil, nil
+	}
+	hf, err := engine.Parse(head)
+	cuda := err == nil && hf.HasCode(cudacode.Triple)
+	unmap()
+	if !cuda {
+		return nil, nil
+	}
 	buf, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil

@@ -26,7 +26,7 @@ func Load(r *Result) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := rcpu.ExpandWeights(r.Weights, r.Derived)
+	w, err := rcpu.ExpandWeights(lib, r.Weights, r.Derived)
 	if err != nil {
 		lib.Close()
 		return nil, err

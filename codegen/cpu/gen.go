@@ -507,6 +507,7 @@ func (g *gen) build() error {
 		g.arenaBytes = g.counterBase + g.counterBytes
 	}
 	g.emitEntry()
+	g.emitDerive()
 	g.emitABI()
 	return nil
 }

@@ -373,7 +373,7 @@ func timeRuns(res *Result, in *ir.Tensor, footprint int64) ([]float32, time.Dura
 		return nil, 0, err
 	}
 	defer lib.Close()
-	live, err := rcpu.ExpandWeights(res.Weights, res.Derived)
+	live, err := rcpu.ExpandWeights(lib, res.Weights, res.Derived)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ABISymbol is the exported constant in which an engine's code states what
@@ -17,8 +18,9 @@ const ABISymbol = "kiln_abi"
 
 // ABIVersion is the record layout this package writes and reads. Version
 // 2 added dynamic shapes: the symbols, and the dims table in the io slot
-// after the outputs; version 3 derived weights (derive.go).
-const ABIVersion = 3
+// after the outputs; version 3 derived weights (derive.go); version 4 has
+// the code compute them (DeriveEntryPoint).
+const ABIVersion = 4
 
 // maxABIBytes bounds the record a loader will read.
 const maxABIBytes = 1 << 20
@@ -114,7 +116,16 @@ func ReadABI(so []byte, machine elf.Machine) (abi *ABI, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("the code's %s record: %v", ABISymbol, err)
 	}
-	return ParseABI(bytes.TrimRight(data, "\x00"))
+	a, err := ParseABI(bytes.TrimRight(data, "\x00"))
+	if err != nil {
+		return nil, err
+	}
+	if len(a.Derived) > 0 && !slices.ContainsFunc(syms, func(s elf.Symbol) bool {
+		return s.Name == DeriveEntryPoint && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC
+	}) {
+		return nil, fmt.Errorf("the code has derived weights but exports no %s to compute them", DeriveEntryPoint)
+	}
+	return a, nil
 }
 
 // readVirtual reads n bytes at virtual address addr from the file image

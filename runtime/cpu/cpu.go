@@ -19,7 +19,13 @@
 //
 // Engines also export kiln_run_profile (kiln_run's arguments plus a buffer
 // of cycle-counter readings per step) and kiln_cycles, for per-kernel
-// profiles; kiln_run carries no profiling code.
+// profiles; kiln_run carries no profiling code. Engines with derived
+// weights export
+//
+//	void kiln_derive(int64_t index, int64_t lo, int64_t hi, uint8_t *weights);
+//
+// which computes output channels [lo, hi) of the ABI record's derived
+// range index in the live weights (derive.go).
 package cpu
 
 import (
@@ -36,11 +42,12 @@ import (
 // The symbols an engine exports: EntryPoint always; ProfileEntryPoint
 // (kiln_run's arguments plus uint64_t *times) and CyclesSymbol (uint64_t
 // kiln_cycles(void), the counter it records) in engines that support
-// per-kernel profiles.
+// per-kernel profiles; DeriveEntryPoint in engines with derived weights.
 const (
 	EntryPoint        = "kiln_run"
 	ProfileEntryPoint = "kiln_run_profile"
 	CyclesSymbol      = "kiln_cycles"
+	DeriveEntryPoint  = "kiln_derive"
 )
 
 // Library is a loaded engine. It is safe for concurrent use: each Run
@@ -50,6 +57,7 @@ type Library struct {
 	entry   uintptr
 	profile uintptr // 0 when the engine has none
 	cycles  uintptr
+	derive  uintptr // 0 when the engine has none
 	cleanup func()
 	mu      sync.Mutex
 	free    []*pool // idle worker pools, one per concurrent caller
@@ -83,6 +91,7 @@ func Open(so []byte) (*Library, error) {
 	l := &Library{handle: h, entry: entry, cleanup: cleanup}
 	l.profile, _ = purego.Dlsym(h, ProfileEntryPoint)
 	l.cycles, _ = purego.Dlsym(h, CyclesSymbol)
+	l.derive, _ = purego.Dlsym(h, DeriveEntryPoint)
 	return l, nil
 }
 

@@ -1,11 +1,16 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // Derived weights. Some packed weights are larger than the weights they
@@ -13,7 +18,9 @@ import (
 // compute, so an engine stores the source and the loader computes the
 // packed form: the file stays about the model's size. The code reads one
 // blob, the live weights; the file's weights section is that blob with
-// each derived range cut out, and the ABI record lists the ranges.
+// each derived range cut out, and the ABI record lists the ranges. The
+// engine's own code computes them (DeriveEntryPoint, vector code compiled
+// for the engine's CPU: ~50× a scalar Go loop), called on all cores.
 
 // DerivedWinograd is the kind of a Winograd kernel transform: for each
 // output channel oc and input channel ic of the float32 source
@@ -113,9 +120,10 @@ func (a *ABI) checkDerived() error {
 	return nil
 }
 
-// ExpandWeights is LiveWeights for a compile result held in memory: the
-// stored weights and the derived ranges, checked first.
-func ExpandWeights(stored []byte, derived []Derived) (*Buffer, error) {
+// ExpandWeights lays out and derives the live weights of a compile result
+// held in memory, its code loaded as lib: the stored weights and the
+// derived ranges, checked first.
+func ExpandWeights(lib *Library, stored []byte, derived []Derived) (*Buffer, error) {
 	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)), Derived: derived}
 	for _, d := range derived {
 		a.WeightsBytes += d.Bytes
@@ -123,95 +131,97 @@ func ExpandWeights(stored []byte, derived []Derived) (*Buffer, error) {
 	if err := a.checkDerived(); err != nil {
 		return nil, err
 	}
-	return LiveWeights(a, stored)
+	l := NewLive(a)
+	l.Put(0, stored)
+	if err := l.Derive(lib); err != nil {
+		l.Buf.Free()
+		return nil, err
+	}
+	return l.Buf, nil
 }
 
-// LiveWeights lays the stored weights out with room for the derived
-// ranges and computes them, on all cores. The record has been checked
-// (ParseABI); stored must be StoredBytes long.
-func LiveWeights(a *ABI, stored []byte) (*Buffer, error) {
-	if int64(len(stored)) != a.StoredBytes {
-		return nil, fmt.Errorf("%d bytes of stored weights, the code's record says %d", len(stored), a.StoredBytes)
-	}
-	buf := NewBuffer(a.WeightsBytes)
-	live := buf.Bytes
+// Live is an engine's live weights being laid out: the stored weights go
+// in with Put (the loader puts each chunk as it verifies it), then Derive
+// computes the derived ranges.
+type Live struct {
+	Buf  *Buffer
+	abi  *ABI
+	segs []segment
+}
+
+// segment is a run of stored bytes [from, from+n) and its place at in
+// the live weights: the stored weights are the live ones with the derived
+// ranges cut out.
+type segment struct{ from, at, n int64 }
+
+// NewLive allocates the live weights of a checked record (ParseABI).
+func NewLive(a *ABI) *Live {
+	l := &Live{Buf: NewBuffer(a.WeightsBytes), abi: a}
 	at, from := int64(0), int64(0)
 	for _, d := range a.Derived {
-		n := d.Off - at
-		copy(live[at:d.Off], stored[from:from+n])
-		at, from = d.Off+d.Bytes, from+n
-	}
-	copy(live[at:], stored[from:])
-	// Work items: a block of output channels of one range.
-	type item struct {
-		d      *Derived
-		lo, hi int64
-	}
-	var items []item
-	for i := range a.Derived {
-		d := &a.Derived[i]
-		// Whole row panels of MR channels: each fills its cache lines at once.
-		step := (max(1, (1<<16)/(d.C*9)) + d.MR - 1) / d.MR * d.MR
-		for lo := int64(0); lo < d.OC; lo += step {
-			items = append(items, item{d, lo, min(lo+step, d.OC)})
+		if n := d.Off - at; n > 0 {
+			l.segs = append(l.segs, segment{from, at, n})
+			from += n
 		}
+		at = d.Off + d.Bytes
 	}
-	work := make(chan item)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), max(1, len(items))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range work {
-				winograd(live, it.d, it.lo, it.hi)
-			}
-		}()
+	if n := a.WeightsBytes - at; n > 0 {
+		l.segs = append(l.segs, segment{from, at, n})
 	}
-	for _, it := range items {
-		work <- it
-	}
-	close(work)
-	wg.Wait()
-	return buf, nil
+	return l
 }
 
-// winograd computes output channels [lo, hi) of d (DerivedWinograd), lo
-// a multiple of MR: a panel's MR channels of one input channel in turn,
-// so each cache line of U is written whole.
-func winograd(live []byte, d *Derived, lo, hi int64) {
-	src := floats(live[d.Src : d.Src+d.srcBytes()])
-	u := floats(live[d.Off : d.Off+d.Bytes])
-	A, panel := d.a(), d.panel()
-	var G [8][3]float64
-	for a := range A {
-		copy(G[a][:], d.G[a])
-	}
-	// (G g) Gᵀ in two products: 27a + 3a² multiplications, not 18a².
-	var t [8][3]float64
-	for ob := lo; ob < hi; ob += d.MR {
-		for ic := int64(0); ic < d.C; ic++ {
-			for oc := ob; oc < min(ob+d.MR, hi); oc++ {
-				gk := (*[9]float32)(src[(oc*d.C+ic)*9:])
-				for a := range A {
-					for j := range 3 {
-						t[a][j] = G[a][0]*float64(gk[j]) + G[a][1]*float64(gk[3+j]) + G[a][2]*float64(gk[6+j])
-					}
-				}
-				at := (oc/d.MR*d.C+ic)*d.MR + oc%d.MR
-				for a := range A {
-					for b := range A {
-						u[(a*A+b)*panel+at] = float32(t[a][0]*G[b][0] + t[a][1]*G[b][1] + t[a][2]*G[b][2])
-					}
-				}
-			}
-		}
+// Put copies stored bytes [off, off+len(b)) to their places in the live
+// weights. Puts of disjoint ranges may run at once.
+func (l *Live) Put(off int64, b []byte) {
+	i, _ := slices.BinarySearchFunc(l.segs, off, func(s segment, off int64) int { return cmp.Compare(s.from+s.n, off+1) })
+	for ; len(b) > 0 && i < len(l.segs); i++ {
+		s := l.segs[i]
+		skip := off - s.from
+		n := copy(l.Buf.Bytes[s.at+skip:s.at+s.n], b)
+		b, off = b[n:], off+int64(n)
 	}
 }
 
-// floats views 4-byte aligned little-endian bytes as float32s.
-func floats(b []byte) []float32 {
-	if len(b) == 0 {
+// Derive computes the derived ranges with the engine's DeriveEntryPoint,
+// on all cores, once every stored byte is in.
+func (l *Live) Derive(lib *Library) error {
+	if len(l.abi.Derived) == 0 {
 		return nil
 	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+	if lib.derive == 0 {
+		return fmt.Errorf("cpu: the engine's code has no %s for its derived weights (rebuild the engine with this kiln)", DeriveEntryPoint)
+	}
+	live := l.Buf.Bytes
+	// Work items: a block of whole row panels of one range, ~64K source
+	// floats: each call fills its panels' cache lines at once, and is long
+	// enough that the call (~200 ns) is noise.
+	type item struct{ i, lo, hi int64 }
+	var items []item
+	for i := range l.abi.Derived {
+		d := &l.abi.Derived[i]
+		step := (max(1, (1<<16)/(d.C*9)) + d.MR - 1) / d.MR * d.MR
+		for lo := int64(0); lo < d.OC; lo += step {
+			items = append(items, item{int64(i), lo, min(lo+step, d.OC)})
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	work := func() {
+		for {
+			k := next.Add(1) - 1
+			if k >= int64(len(items)) {
+				return
+			}
+			it := items[k]
+			purego.SyscallN(lib.derive, uintptr(it.i), uintptr(it.lo), uintptr(it.hi), uintptr(unsafe.Pointer(&live[0])))
+		}
+	}
+	for range min(runtime.GOMAXPROCS(0), len(items)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	runtime.KeepAlive(l.Buf)
+	return nil
 }

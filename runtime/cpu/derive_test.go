@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand"
+	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,14 +38,66 @@ func derivedCase(r *rand.Rand, OC, C, MR int64) (stored []byte, src []float32, d
 	return append(stored, suffix...), src, d
 }
 
-// TestExpandWeights: the live weights hold the stored bytes around the
-// derived range, and the range holds G g Gᵀ of each kernel in its panel.
-func TestExpandWeights(t *testing.T) {
+// expandOracle lays out and derives live weights with the reference
+// transform (winograd), one range after another.
+func expandOracle(stored []byte, derived []Derived) (*Buffer, error) {
+	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)), Derived: derived}
+	for _, d := range derived {
+		a.WeightsBytes += d.Bytes
+	}
+	if err := a.checkDerived(); err != nil {
+		return nil, err
+	}
+	l := NewLive(a)
+	l.Put(0, stored)
+	for i := range a.Derived {
+		winograd(l.Buf.Bytes, &a.Derived[i], 0, a.Derived[i].OC)
+	}
+	return l.Buf, nil
+}
+
+// winograd is the reference transform, what the engine's kiln_derive
+// computes (codegen/cpu/derive.go): output channels [lo, hi) of d
+// (DerivedWinograd), lo a multiple of MR, in float64, rounded once.
+func winograd(live []byte, d *Derived, lo, hi int64) {
+	src := floats(live[d.Src : d.Src+d.srcBytes()])
+	u := floats(live[d.Off : d.Off+d.Bytes])
+	A, panel := d.a(), d.panel()
+	var G [8][3]float64
+	for a := range A {
+		copy(G[a][:], d.G[a])
+	}
+	// (G g) Gᵀ in two products: 27a + 3a² multiplications, not 18a².
+	var t [8][3]float64
+	for ob := lo; ob < hi; ob += d.MR {
+		for ic := int64(0); ic < d.C; ic++ {
+			for oc := ob; oc < min(ob+d.MR, hi); oc++ {
+				gk := (*[9]float32)(src[(oc*d.C+ic)*9:])
+				for a := range A {
+					for j := range 3 {
+						t[a][j] = G[a][0]*float64(gk[j]) + G[a][1]*float64(gk[3+j]) + G[a][2]*float64(gk[6+j])
+					}
+				}
+				at := (oc/d.MR*d.C+ic)*d.MR + oc%d.MR
+				for a := range A {
+					for b := range A {
+						u[(a*A+b)*panel+at] = float32(t[a][0]*G[b][0] + t[a][1]*G[b][1] + t[a][2]*G[b][2])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestReferenceTransform: the reference's live weights hold the stored
+// bytes around the derived range, and the range holds G g Gᵀ of each
+// kernel in its panel, summed here the long way.
+func TestReferenceTransform(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for _, dims := range [][3]int64{{37, 5, 16}, {8, 3, 8}, {64, 33, 16}} {
 		OC, C, MR := dims[0], dims[1], dims[2]
 		stored, src, d := derivedCase(r, OC, C, MR)
-		buf, err := ExpandWeights(stored, []Derived{d})
+		buf, err := expandOracle(stored, []Derived{d})
 		require.NoError(t, err)
 		live := buf.Bytes
 		assert.Equal(t, stored[:d.Off], live[:d.Off])
@@ -69,6 +123,41 @@ func TestExpandWeights(t *testing.T) {
 		}
 		assert.Less(t, worst, 1e-6, "OC %d C %d MR %d", OC, C, MR)
 		buf.Free()
+	}
+}
+
+// TestLivePut: stored bytes put in pieces of any size, in any order, from
+// several goroutines, land where the derived ranges leave room for them.
+func TestLivePut(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	stored, _, d1 := derivedCase(r, 20, 4, 8)
+	d2 := d1
+	d2.Off += d1.Bytes + 128 // a second range, 128 stored bytes after the first
+	stored = append(stored, make([]byte, 256)...)
+	r.Read(stored)
+	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)) + 2*d1.Bytes, Derived: []Derived{d1, d2}}
+	require.NoError(t, a.checkDerived())
+	want := make([]byte, a.WeightsBytes)
+	copy(want, stored[:d1.Off])
+	copy(want[d1.Off+d1.Bytes:], stored[d1.Off:d1.Off+128])
+	copy(want[d2.Off+d2.Bytes:], stored[d1.Off+128:])
+	for _, piece := range []int{1, 7, 64, 100, len(stored)} {
+		l := NewLive(a)
+		var offs []int
+		for off := 0; off < len(stored); off += piece {
+			offs = append(offs, off)
+		}
+		r.Shuffle(len(offs), func(i, j int) { offs[i], offs[j] = offs[j], offs[i] })
+		var wg sync.WaitGroup
+		for w := range 3 {
+			wg.Go(func() {
+				for i := w; i < len(offs); i += 3 {
+					l.Put(int64(offs[i]), stored[offs[i]:min(offs[i]+piece, len(stored))])
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, want, l.Buf.Bytes, "pieces of %d bytes", piece)
 	}
 }
 
@@ -126,17 +215,25 @@ func TestDerivedChecks(t *testing.T) {
 	assert.ErrorContains(t, a.checkDerived(), "overlaps")
 }
 
-// BenchmarkWinogradDerive: the load-time cost of a 256×256 3×3 layer's
-// F(4×4, 3×3) kernels.
-func BenchmarkWinogradDerive(b *testing.B) {
+// BenchmarkReferenceTransform: the reference transform's cost on a
+// 256×256 3×3 layer's F(4×4, 3×3) kernels, on one core (the engine's
+// kiln_derive is benchmarked beside it in derive_native_test.go).
+func BenchmarkReferenceTransform(b *testing.B) {
 	r := rand.New(rand.NewSource(3))
 	stored, _, d := derivedCase(r, 256, 256, 16)
+	buf, err := expandOracle(stored, []Derived{d})
+	require.NoError(b, err)
+	defer buf.Free()
 	for b.Loop() {
-		buf, err := ExpandWeights(stored, []Derived{d})
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf.Free()
+		winograd(buf.Bytes, &d, 0, d.OC)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(d.OC*d.C), "ns/kernel")
+}
+
+// floats views 4-byte aligned little-endian bytes as float32s.
+func floats(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
 }

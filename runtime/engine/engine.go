@@ -123,8 +123,8 @@ type Engine struct {
 	Code map[string][]byte
 
 	// Checksum and Signer are what Decode found in the trailer (the
-	// whole-file SHA-256, and the key that signed it or nil); Encode
-	// ignores them.
+	// file's digest, and the key that signed it or nil); Encode ignores
+	// them.
 	Checksum [sha256.Size]byte
 	Signer   ed25519.PublicKey
 }
@@ -139,7 +139,7 @@ func (e *Engine) Encode() ([]byte, error) {
 }
 
 // EncodeSigned serializes the engine with an ed25519 signature of its
-// whole-file checksum in the trailer.
+// digest in the trailer.
 func (e *Engine) EncodeSigned(key ed25519.PrivateKey) ([]byte, error) {
 	f, err := e.file()
 	if err != nil {
@@ -177,7 +177,8 @@ func Decode(buf []byte) (*Engine, error) {
 	return DecodeFile(f)
 }
 
-// DecodeFile interprets a verified File.
+// DecodeFile interprets a File whose sections are verified (Verify, or
+// Detach of all but the weights, whose data DecodeFile only refers to).
 func DecodeFile(f *File) (*Engine, error) {
 	e := &Engine{Code: map[string][]byte{}, Checksum: f.Checksum, Signer: f.Signer}
 	for _, s := range f.Sections {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
@@ -58,7 +59,10 @@ func TestRoundTripIsByteIdentical(t *testing.T) {
 	assert.Equal(t, e.Weights, d.Weights)
 	assert.Equal(t, e.Code, d.Code)
 	assert.Nil(t, d.Signer)
-	assert.Equal(t, sha256.Sum256(a[:len(a)-trailerSize]), d.Checksum, "the trailer's checksum is the SHA-256 of every byte before it")
+	f, err := Unmarshal(a)
+	require.NoError(t, err)
+	first := uintptrOffset(a, f.Sections[0].Data)
+	assert.Equal(t, sha256.Sum256(a[:first]), d.Checksum, "the digest is the SHA-256 of every byte before the first section")
 	assert.Equal(t, a, encode(t, d))
 
 	s1, err := e.EncodeSigned(testKey(7))
@@ -200,12 +204,12 @@ func TestIntegrityRefusals(t *testing.T) {
 		_, err := Decode(buf[:n])
 		require.Error(t, err, "cut at %d", n)
 	}
-	// The trailer's own checksum.
+	// The trailer's digest.
 	bad = append([]byte(nil), buf...)
 	bad[len(bad)-1] ^= 1
 	_, err = Decode(bad)
 	assert.ErrorIs(t, err, ErrChecksum)
-	assert.ErrorContains(t, err, "whole-file checksum")
+	assert.ErrorContains(t, err, "in the trailer: its digest does not match")
 }
 
 // Section names are validated after the table's checksum passes, and a bad
@@ -249,12 +253,15 @@ func TestRefusals(t *testing.T) {
 	_, err = Decode(newer)
 	assert.ErrorIs(t, err, ErrTooNew)
 
-	// Format 1 (no whole-file checksum) is refused with what to do.
-	older := append([]byte(nil), buf...)
-	binary.LittleEndian.PutUint32(older[len(Magic):], 1)
-	_, err = Decode(older)
-	assert.ErrorIs(t, err, ErrTooOld)
-	assert.ErrorContains(t, err, "rebuild the engine with this kiln")
+	// Formats 1 (no whole-file checksum) and 2 (one checksum per section)
+	// are refused with what to do.
+	for _, v := range []uint32{1, 2} {
+		older := append([]byte(nil), buf...)
+		binary.LittleEndian.PutUint32(older[len(Magic):], v)
+		_, err = Decode(older)
+		assert.ErrorIs(t, err, ErrTooOld)
+		assert.ErrorContains(t, err, fmt.Sprintf("format %d, this runtime reads format 3; rebuild the engine with this kiln", v))
+	}
 
 	noCode := sample(t)
 	noCode.Code = nil
@@ -340,12 +347,14 @@ func TestSigning(t *testing.T) {
 		assert.ErrorIs(t, err, ErrBadSignature, "%d bytes from the end", back)
 	}
 	// So is a signed file whose contents changed with every checksum
-	// recomputed: the signature covers the whole-file checksum.
+	// recomputed: the signature covers the digest.
 	edited := sample(t)
 	edited.Meta.ArenaBytes = 0
 	body := encode(t, edited)
+	ef, err := Unmarshal(body)
+	require.NoError(t, err)
+	sum := ef.Checksum
 	body = body[:len(body)-trailerSize]
-	sum := sha256.Sum256(body)
 	forged := append(append([]byte(nil), body...), trailerMagic...)
 	forged = binary.LittleEndian.AppendUint32(forged, sigEd25519)
 	forged = binary.LittleEndian.AppendUint32(forged, 0)

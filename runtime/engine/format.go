@@ -1,25 +1,33 @@
 // Package engine is kiln's engine file format: one file holding everything
 // needed to run a compiled model, in checksummed sections, ending in a
-// trailer that holds the whole file's SHA-256 and, optionally, an ed25519
+// trailer that holds the file's digest and, optionally, an ed25519
 // signature of it.
 //
 // Layout (all integers little-endian):
 //
 //	header   magic "KILNENG\x00" | format version u32 | section count u32 |
 //	         kiln version (u16 length + bytes) | SHA-256 of the header's bytes before it
-//	table    per section: name (u16 length + bytes) | offset u64 | length u64 | SHA-256 of its data;
+//	table    per section: name (u16 length + bytes) | offset u64 | length u64 |
+//	         the SHA-256 of each ChunkSize chunk of its data, in order (the last
+//	         one may be short; an empty section has one, of nothing);
 //	         then the SHA-256 of the table's entries
 //	padding  zeros up to the first section
 //	sections in name order, each starting at a 64-byte aligned offset, zero padded
 //	         to the next; nothing after the last one but the trailer
 //	trailer  "KILNSUM\x00" | signature kind u32 (0 none, 1 ed25519) | 0 u32 |
-//	         SHA-256 of every byte before the trailer (the whole-file checksum) |
+//	         the digest: SHA-256 of every byte before the first section (header,
+//	         table and padding; up to the trailer when there are no sections) |
 //	         for ed25519: public key (32 bytes) | signature (64 bytes) of
-//	         SignatureContext followed by the whole-file checksum
+//	         SignatureContext followed by the digest
 //
-// So `head -c -48 FILE | sha256sum` prints an unsigned engine's checksum
-// (-144 for a signed one). The per-region checksums name what is damaged;
-// the whole-file checksum is what a signature vouches for.
+// The digest covers every byte before the trailer: the head it hashes
+// holds every chunk's hash, the layout is fixed (each section at the first
+// aligned offset after the one before, the trailer right after the last)
+// and all padding must be zero. So a signature of the digest vouches for
+// the whole file, as one of a whole-file SHA-256 would, while the chunks,
+// hashed apart, let a loader verify a large engine on all its cores. `head
+// -c N E.kiln | sha256sum`, N the first section's offset, prints the
+// digest. The per-region checksums name what is damaged, down to the chunk.
 //
 // Section names: "meta" (JSON Metadata), "plan" (the final graph in kiln's
 // text IR), "weights" (64-byte aligned constants), "code/<triple>" (an ELF
@@ -35,6 +43,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"slices"
 	"sort"
 )
 
@@ -43,11 +53,17 @@ const Magic = "KILNENG\x00"
 
 // FormatVersion is the version this package writes and the only one it
 // reads: 2 added the header, table and whole-file checksums, the trailer
-// and signatures.
-const FormatVersion = 2
+// and signatures; 3 replaced each section's checksum by its chunks' and
+// the whole-file checksum by the digest of the head.
+const FormatVersion = 3
 
 // Align is the alignment of every section's start (and so of the weights).
 const Align = 64
+
+// ChunkSize is the span of data each of a section's checksums covers: a
+// loader's cores verify chunks side by side, and a chunk is small enough
+// to stay in a core's cache while it is hashed and copied.
+const ChunkSize = 256 << 10
 
 // trailerMagic starts the trailer.
 const trailerMagic = "KILNSUM\x00"
@@ -64,9 +80,10 @@ const (
 	signedTrailerSize = trailerSize + ed25519.PublicKeySize + ed25519.SignatureSize
 )
 
-// SignatureContext precedes the whole-file checksum in the signed message,
-// so a kiln engine signature cannot be taken for one over anything else.
-const SignatureContext = "kiln engine signature v1\x00"
+// SignatureContext precedes the digest in the signed message, so a kiln
+// engine signature cannot be taken for one over anything else (v1 signed
+// format 2's whole-file checksum).
+const SignatureContext = "kiln engine signature v2\x00"
 
 // maxSections bounds the table so a corrupt count cannot make us allocate
 // without limit.
@@ -85,15 +102,25 @@ type Section struct {
 type File struct {
 	KilnVersion string
 	Sections    []Section
-	// Checksum is the whole-file SHA-256 (set by Unmarshal).
+	// Checksum is the file's digest (set by Parse): the SHA-256 of the
+	// head, which holds every chunk's checksum.
 	Checksum [sha256.Size]byte
 	// Signer is the public key whose signature the file carries (set by
-	// Unmarshal; nil: unsigned). Unmarshal has verified the signature
-	// against it; whether that key is one to trust is the caller's call
-	// (see VerifySigner).
+	// Parse; nil: unsigned). Parse has verified the signature against it;
+	// whether that key is one to trust is the caller's call (see
+	// VerifySigner).
 	Signer ed25519.PublicKey
 	// bodyLen is where the trailer starts.
 	bodyLen int
+	// sums are each section's chunk checksums, offs its offsets in the
+	// file (set by Parse).
+	sums [][][sha256.Size]byte
+	offs []int
+}
+
+// HasCode reports whether the file holds code for the target triple.
+func (f *File) HasCode(triple string) bool {
+	return slices.ContainsFunc(f.Sections, func(s Section) bool { return s.Name == codePrefix+triple })
 }
 
 // Section returns the named section's data, or nil.
@@ -109,20 +136,23 @@ func (f *File) Section(name string) []byte {
 // Marshal encodes the file, unsigned; sections are written in name order
 // so the output depends only on the contents.
 func (f *File) Marshal() []byte {
-	body := f.marshalBody()
-	return appendTrailer(body, nil)
+	body, digest := f.marshalBody()
+	return appendTrailer(body, digest, nil)
 }
 
-// MarshalSigned encodes the file with an ed25519 signature of its
-// whole-file checksum.
+// MarshalSigned encodes the file with an ed25519 signature of its digest.
 func (f *File) MarshalSigned(key ed25519.PrivateKey) ([]byte, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("signing key: %d bytes, want an ed25519 private key (%d)", len(key), ed25519.PrivateKeySize)
 	}
-	return appendTrailer(f.marshalBody(), key), nil
+	body, digest := f.marshalBody()
+	return appendTrailer(body, digest, key), nil
 }
 
-func (f *File) marshalBody() []byte {
+// chunks is the number of checksums of a section of n bytes.
+func chunks(n uint64) uint64 { return max(1, n/ChunkSize+min(1, n%ChunkSize)) }
+
+func (f *File) marshalBody() ([]byte, [sha256.Size]byte) {
 	secs := append([]Section(nil), f.Sections...)
 	sort.Slice(secs, func(i, j int) bool { return secs[i].Name < secs[j].Name })
 
@@ -136,9 +166,10 @@ func (f *File) marshalBody() []byte {
 	tableStart := hdr.Len()
 	tableSize := sha256.Size
 	for _, s := range secs {
-		tableSize += 2 + len(s.Name) + 8 + 8 + sha256.Size
+		tableSize += 2 + len(s.Name) + 8 + 8 + int(chunks(uint64(len(s.Data))))*sha256.Size
 	}
 	offset := alignUp(tableStart + tableSize)
+	head := offset
 	offsets := make([]int, len(secs))
 	end := offset
 	for i, s := range secs {
@@ -150,8 +181,10 @@ func (f *File) marshalBody() []byte {
 		writeString(&hdr, s.Name)
 		binary.Write(&hdr, binary.LittleEndian, uint64(offsets[i]))
 		binary.Write(&hdr, binary.LittleEndian, uint64(len(s.Data)))
-		sum := sha256.Sum256(s.Data)
-		hdr.Write(sum[:])
+		for c := range int(chunks(uint64(len(s.Data)))) {
+			sum := sha256.Sum256(s.Data[c*ChunkSize : min((c+1)*ChunkSize, len(s.Data))])
+			hdr.Write(sum[:])
+		}
 	}
 	sum = sha256.Sum256(hdr.Bytes()[tableStart:])
 	hdr.Write(sum[:])
@@ -162,12 +195,12 @@ func (f *File) marshalBody() []byte {
 	for i, s := range secs {
 		copy(out[offsets[i]:], s.Data)
 	}
-	return out
+	return out, sha256.Sum256(out[:head])
 }
 
-// appendTrailer appends the trailer for body, signed when key is set.
-func appendTrailer(body []byte, key ed25519.PrivateKey) []byte {
-	sum := sha256.Sum256(body)
+// appendTrailer appends the trailer for body, whose digest is digest,
+// signed when key is set.
+func appendTrailer(body []byte, digest [sha256.Size]byte, key ed25519.PrivateKey) []byte {
 	out := append(body, trailerMagic...)
 	kind := uint32(sigNone)
 	if key != nil {
@@ -175,10 +208,10 @@ func appendTrailer(body []byte, key ed25519.PrivateKey) []byte {
 	}
 	out = binary.LittleEndian.AppendUint32(out, kind)
 	out = binary.LittleEndian.AppendUint32(out, 0)
-	out = append(out, sum[:]...)
+	out = append(out, digest[:]...)
 	if key != nil {
 		out = append(out, key.Public().(ed25519.PublicKey)...)
-		out = append(out, ed25519.Sign(key, signedMessage(sum))...)
+		out = append(out, ed25519.Sign(key, signedMessage(digest))...)
 	}
 	return out
 }
@@ -208,12 +241,30 @@ var (
 	ErrBadSignature = errors.New("bad signature")
 )
 
-// Unmarshal parses and verifies an engine file: magic, format version, the
-// header's and the section table's checksums, the table's layout, zero
-// padding, every section's checksum, the trailer, the whole-file checksum
-// and a signature when there is one. Errors name the damaged region.
-// Section data alias buf.
+// Unmarshal parses and verifies an engine file held in memory: Parse, then
+// Verify. Section data alias buf.
 func Unmarshal(buf []byte) (*File, error) {
+	f, err := Parse(buf)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Verify(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Parse reads and checks an engine file's structure: magic, format
+// version, the header's and the section table's checksums, the table's
+// layout, zero padding, the trailer, the digest and a signature when there
+// is one. It reads the head, the padding and the trailer, not the
+// sections' data: those alias buf unverified until Verify checks them in
+// place, or Read and Detach as they copy them out. Errors name the damaged
+// region. A fault reading buf (a mapped file cut short under the mapping)
+// is an error, not a crash.
+func Parse(buf []byte) (f *File, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer catchFault(&err)
 	if len(buf) < len(Magic) {
 		if bytes.HasPrefix([]byte(Magic), buf) {
 			return nil, ErrTruncated
@@ -253,20 +304,28 @@ func Unmarshal(buf []byte) (*File, error) {
 		return nil, fmt.Errorf("%w: the kiln version is not a short printable ASCII string", ErrBadHeader)
 	}
 
-	f := &File{KilnVersion: kilnVersion}
+	f = &File{KilnVersion: kilnVersion}
 	type entry struct {
 		name   string
 		off, n uint64
-		sum    []byte
 	}
 	tableStart := r.pos
 	entries := make([]entry, 0, count)
-	for i := uint32(0); i < count; i++ {
+	for i := uint32(0); i < count && r.err == nil; i++ {
 		var e entry
 		e.name = r.string()
 		e.off, e.n = r.u64(), r.u64()
-		e.sum = r.bytes(sha256.Size)
+		k := chunks(e.n)
+		if r.err != nil || k > uint64((len(buf)-r.pos)/sha256.Size) {
+			r.err = ErrTruncated // more checksums than the file has bytes left for
+			break
+		}
+		sums := make([][sha256.Size]byte, k)
+		for j := range sums {
+			copy(sums[j][:], r.bytes(sha256.Size))
+		}
 		entries = append(entries, e)
+		f.sums = append(f.sums, sums)
 	}
 	tableEnd := r.pos
 	tableSum := r.bytes(sha256.Size)
@@ -280,6 +339,7 @@ func Unmarshal(buf []byte) (*File, error) {
 	// The layout is the one Marshal writes, exactly: names in order, each
 	// section at the first aligned offset after the previous one.
 	next := uint64(alignUp(r.pos))
+	head := next // the digest's span: up to the first section
 	prevEnd, prevName := uint64(r.pos), ""
 	for i, e := range entries {
 		if err := checkName(e.name); err != nil {
@@ -297,7 +357,8 @@ func Unmarshal(buf []byte) (*File, error) {
 		if !allZero(buf[prevEnd:e.off]) {
 			return nil, fmt.Errorf("%w: the padding %s is not zero", ErrBadSection, after(prevName))
 		}
-		f.Sections = append(f.Sections, Section{Name: e.name, Data: buf[e.off : e.off+e.n]})
+		f.Sections = append(f.Sections, Section{Name: e.name, Data: buf[e.off : e.off+e.n : e.off+e.n]})
+		f.offs = append(f.offs, int(e.off))
 		prevEnd, prevName = e.off+e.n, e.name
 		next = uint64(alignUp(int(prevEnd)))
 	}
@@ -316,19 +377,8 @@ func Unmarshal(buf []byte) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	// The whole-file checksum and the sections' are two passes over the
-	// data: they run side by side, so a large engine loads in the time of
-	// one where a second core is free.
-	whole := make(chan [sha256.Size]byte, 1)
-	go func() { whole <- sha256.Sum256(buf[:body]) }()
-	for i, s := range f.Sections {
-		if got := sha256.Sum256(s.Data); !bytes.Equal(got[:], entries[i].sum) {
-			return nil, fmt.Errorf("%w in section %q", ErrChecksum, s.Name)
-		}
-	}
-	if <-whole != f.Checksum {
-		return nil, fmt.Errorf("%w in the trailer: the whole-file checksum does not match the file", ErrChecksum)
+	if sha256.Sum256(buf[:head]) != f.Checksum {
+		return nil, fmt.Errorf("%w in the trailer: its digest does not match the header and section table", ErrChecksum)
 	}
 	if sig != nil {
 		if !ed25519.Verify(f.Signer, signedMessage(f.Checksum), sig) {
@@ -341,7 +391,7 @@ func Unmarshal(buf []byte) (*File, error) {
 
 // readTrailer parses the trailer at body (the end of the last section):
 // it sets f.Checksum and, for a signed file, f.Signer, and returns the
-// signature (nil: unsigned). Unmarshal verifies both.
+// signature (nil: unsigned). Parse verifies both.
 func (f *File) readTrailer(buf []byte, body int, last string) ([]byte, error) {
 	rest := buf[body:]
 	if len(rest) < trailerSize {

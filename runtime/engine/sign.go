@@ -16,8 +16,9 @@ import (
 
 // Signing: an engine is native code, so a deployment may want to run only
 // engines its own build signed. The trailer can carry an ed25519 public key
-// and its signature of SignatureContext + the whole-file checksum; Unmarshal
-// verifies it whenever it is present, and VerifySigner checks that the
+// and its signature of SignatureContext + the file's digest (format.go),
+// which covers every byte before the trailer; Parse verifies it whenever it
+// is present, and VerifySigner checks that the
 // signer is the key the caller trusts.
 //
 // Key files are PEM, the formats `openssl genpkey -algorithm ed25519` and
@@ -65,7 +66,7 @@ func Sign(buf []byte, key ed25519.PrivateKey) ([]byte, error) {
 	}
 	body := make([]byte, f.bodyLen, f.bodyLen+signedTrailerSize)
 	copy(body, buf)
-	return appendTrailer(body, key), nil
+	return appendTrailer(body, f.Checksum, key), nil
 }
 
 // Fingerprint names a public key: "SHA256:" and the unpadded base64 of the

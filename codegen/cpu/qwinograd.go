@@ -5,6 +5,7 @@ import (
 
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 )
 
@@ -14,24 +15,33 @@ import (
 // from a 4×4 input patch d as Y = Aᵀ[U ⊙ V]A, U = G g Gᵀ, V = Bᵀ d B, and
 // the channel sum becomes 16 GEMMs, one per patch position p:
 //
-//	V[p][c][t]  = (Bᵀ (x - zx) B)[p], requantized to u8: step sp[p], zero point vz[p]
-//	M[p][oc][t] = Σ_c Uq[p][oc][c]·(V[p][c][t] - vz[p])   (the integer GEMM, int32)
-//	Y[oc][t]    = Aᵀ (M[·][oc][t]·sp[p]·us[p][oc]) A + bias, requantized as the direct store does
+//	V[p][c][t]  = (Bᵀ (x - zx) B)[p] / 4, rounded, + vz[p]   (u8)
+//	M[p][oc][t] = Σ_c Uq[p][oc][c]·(V[p][c][t] - vz[p])     (the integer GEMM, int32)
+//	Y[oc][t]    = Aᵀ (M[·][oc][t]·4·us[p][oc]) A + bias, requantized as the direct store does
 //
-// Bᵀ's entries are 0 and ±1, so V is exact in 11 bits; its requantization
-// to 8 bits, with the step that no input can overflow (4 input steps for
-// a zero point of 0), is the one rounding direct convolution does not
-// have. U is (G g Gᵀ) of the s8 weights, multiples of 1/4, requantized per
-// (position, channel) to s8 (exactly where they fit). The transforms are
-// float on vectors of tiles along a tile row; the GEMM is the direct
-// convolution's (qgemm), batched over images and positions.
+// Bᵀ's entries are 0 and ±1, so Bᵀ d B is exact in 11 bits; its
+// requantization to 8 bits (a step of 4 input steps, which no input can
+// overflow) is the one rounding direct convolution does not have: on
+// uniform random inputs, its worst case, outputs keep 30–48 dB of SQNR.
+// U is G g Gᵀ of the s8 weights, multiples of 1/4, requantized per
+// (position, channel) to s8 with step us (exactly where they fit). The
+// input transform is int16 arithmetic, the output transform float, both
+// on vectors of tiles along a tile row; the GEMM is the direct
+// convolution's (qgemm), batched over positions. Large layers run the
+// three per block of tile rows, so that V and M stay in L2.
 //
-// Only fusion groups (float32 requantization) take it, at --winograd auto
-// or on: QLinearConv keeps the reference's arithmetic bit for bit.
+// Only fusion groups (float32 requantization) take it, unless --winograd
+// off: QLinearConv keeps the reference's arithmetic bit for bit.
 
 // qWinoMinChannels: below this many input or output channels the
 // transforms cost more than the GEMM saves.
 const qWinoMinChannels = 16
+
+// V and M larger than qWinoFuseAbove bytes (L2) are made and used per
+// block of tile rows, in slices of about qWinoSlice bytes, and of at
+// least qWinoMinVectors vectors of tiles for the GEMM (variables: tests
+// fuse small layers in one-row blocks).
+var qWinoFuseAbove, qWinoSlice, qWinoMinVectors int64 = 1 << 20, 512 << 10, 2
 
 // qWinoLayout is where the convolution's scratch holds the padded input,
 // V and M, and how V is quantized.
@@ -40,9 +50,18 @@ type qWinoLayout struct {
 	Hp, Wp              int64 // the padded copy's planes
 	padBytes            int64
 	vOff, mOff, bytes   int64 // V and M in the scratch; the scratch's size
-	vStep               [16]float64
-	vZero               [16]int64
+	// rows > 0: the three steps are fused per block of that many tile
+	// rows, V and M in a per-thread slice (sTpad tiles a row, M at
+	// sMOff) that stays in L2, instead of whole V and M in memory.
+	rows, sTpad, sMOff, sliceBytes int64
+	vZero                          [16]int64 // V's zero point per position
+	vOff16                         [16]int64 // what the input transform adds before it rounds
 }
+
+// qWinoVStep is V's step in input steps: every position of Bᵀ ⊗ Bᵀ sums
+// four inputs with coefficients ±1, so V spans 4·255 steps, whatever the
+// zero point.
+const qWinoVStep = 4
 
 // qWinograd reports whether convolution ql runs as integer Winograd.
 func (g *gen) qWinograd(ql *qlin) bool {
@@ -66,7 +85,21 @@ func (g *gen) qWinoLayout(ql *qlin, N int64) qWinoLayout {
 	l.vOff = l.padBytes
 	l.mOff = align64(l.vOff + N*16*l.C4*l.Tpad*4)
 	l.bytes = l.mOff + N*16*c.OC*l.Tpad*4
-	// V's range at each position, from the inputs' (x - zx).
+	perTile := 16 * (4*l.C4 + 4*c.OC) // bytes of V and M
+	if N*l.T*perTile > qWinoFuseAbove {
+		// Blocks of at least qWinoMinVectors vectors of tiles, as many as
+		// the slice holds.
+		R := min(max(qWinoSlice/(perTile*l.TW), (qWinoMinVectors*L+l.TW-1)/l.TW, 1), l.TH)
+		if N*((l.TH+R-1)/R) >= 2 {
+			l.rows = R
+			l.sTpad = (R*l.TW+L-1)/L*L + L
+			l.sMOff = align64(16 * l.C4 * l.sTpad * 4)
+			l.sliceBytes = align64(l.sMOff + 16*c.OC*l.sTpad*4)
+			l.bytes = l.padBytes + threadSlots*l.sliceBytes
+		}
+	}
+	// V's lowest value at each position, from the inputs' (x - zx), sets
+	// its zero point.
 	xlo, xhi := -ql.zpX, 255-ql.zpX
 	if ql.xSigned {
 		xlo, xhi = -128-ql.zpX, 127-ql.zpX
@@ -74,20 +107,22 @@ func (g *gen) qWinoLayout(ql *qlin, N int64) qWinoLayout {
 	bt := winoF2.bt
 	for a := range 4 {
 		for b := range 4 {
-			var lo, hi float64
+			var lo, sum float64
 			for i := range 4 {
 				for j := range 4 {
-					switch cf := bt[a][i] * bt[b][j]; {
+					cf := bt[a][i] * bt[b][j]
+					sum += cf
+					switch {
 					case cf > 0:
-						lo, hi = lo+cf*float64(xlo), hi+cf*float64(xhi)
+						lo += cf * float64(xlo)
 					case cf < 0:
-						lo, hi = lo+cf*float64(xhi), hi+cf*float64(xlo)
+						lo += cf * float64(xhi)
 					}
 				}
 			}
 			p := a*4 + b
-			l.vStep[p] = math.Max((hi-lo)/255, 1)
-			l.vZero[p] = min(max(int64(math.Round(-lo/l.vStep[p])), 0), 255)
+			l.vZero[p] = min(max(int64(math.Round(-lo/qWinoVStep)), 0), 255)
+			l.vOff16[p] = qWinoVStep*l.vZero[p] - ql.zpX*int64(sum)
 		}
 	}
 	return l
@@ -176,20 +211,23 @@ func (g *gen) lowerQWinograd(ql *qlin, c convGeom) {
 				zp -= 128
 			}
 			corr[int64(p)*OCp+oc] = int32(-zp * s)
-			scale[int64(p)*OCp+oc] = float32(l.vStep[p] * ustep[p][oc])
+			scale[int64(p)*OCp+oc] = float32(qWinoVStep * ustep[p][oc])
 		}
 	}
 	wOff := g.addWeights(wb)
 	q.bc = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: wOff}, i8) }
-	q.bcBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(16)), c64(posBytes)) }
-	vPos, mPos := l.C4*l.Tpad*4, c.OC*l.Tpad // bytes of V, int32s of M per (image, position)
-	q.vec = func(k *kfn) value.Value { return k.bytesAt(k.scratchPtr(0), c64(l.vOff)) }
-	q.vecTile, q.vecGroup = q.nb()*4, l.Tpad*4
-	q.vecBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(vPos)) }
-	q.st = qstore{out: qOutInt32, corr: g.addInt32s(corr), ldc: l.Tpad, perRow: true}
-	q.st.c = func(k *kfn) value.Value { return k.bytesAt(k.scratchPtr(0), c64(l.mOff)) }
-	q.st.cBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(mPos)) }
-	q.st.chBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(16)), c64(OCp)) }
+	q.st = qstore{out: qOutInt32, corr: g.addInt32s(corr), perRow: true}
+	// over lays the GEMM over V and M regions of tpad tiles a row, batch
+	// index image·16 + position.
+	over := func(q *qgemm, v, m func(k *kfn) value.Value, tpad int64) {
+		vPos, mPos := l.C4*tpad*4, c.OC*tpad // bytes of V, int32s of M per (image, position)
+		q.bcBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(16)), c64(posBytes)) }
+		q.vec, q.vecTile, q.vecGroup = v, q.nb()*4, tpad*4
+		q.vecBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(vPos)) }
+		q.st.c, q.st.ldc = m, tpad
+		q.st.cBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(mPos)) }
+		q.st.chBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(16)), c64(OCp)) }
+	}
 
 	var st qstore
 	g.channelParams(ql, &st, nil, 0)
@@ -199,163 +237,245 @@ func (g *gen) lowerQWinograd(ql *qlin, c convGeom) {
 			bias[oc] = float32(ql.bias[oc])
 		}
 	}
-	scaleOff, biasOff := g.addFloats(scale), g.addFloats(bias)
+	out := qWinoOut{st: &st, OCp: OCp, scale: g.addFloats(scale), bias: g.addFloats(bias)}
 
 	g.emitQPad(ql, c, qconvLayout{Hp: l.Hp, Wp: l.Wp})
-	g.qWinoInput(ql, c, l)
-	g.step("QWinogradGemm", !q.parallel, q.emit)
-	g.qWinoOutput(ql, c, l, &st, OCp, scaleOff, biasOff)
-}
-
-// qWinoInput writes V: one work item per (image, group of four channels,
-// tile row), each vector of tiles' four channels as the GEMM's dwords.
-func (g *gen) qWinoInput(ql *qlin, c convGeom, l qWinoLayout) {
-	_, L := g.qTarget()
-	vl := int(L)
-	items := c.N * l.C4 * l.TH
+	if l.rows > 0 {
+		g.qWinoFused(ql, c, l, q, over, out)
+		return
+	}
+	over(q, func(k *kfn) value.Value { return k.bytesAt(k.scratchPtr(0), c64(l.vOff)) },
+		func(k *kfn) value.Value { return k.bytesAt(k.scratchPtr(0), c64(l.mOff)) }, l.Tpad)
 	g.step("QWinogradIn", false, func(k *kfn) {
-		xp := k.bytesAt(k.scratchPtr(0), c64(0))
-		vp := k.bytesAt(k.scratchPtr(0), c64(l.vOff))
-		k.parLoop(items, true, func(it value.Value) {
+		xp, vp := k.bytesAt(k.scratchPtr(0), c64(0)), k.bytesAt(k.scratchPtr(0), c64(l.vOff))
+		k.parLoop(c.N*l.C4*l.TH, true, func(it value.Value) {
 			th := k.rem(it, c64(l.TH))
 			rest := k.div(it, c64(l.TH))
 			cg, img := k.rem(rest, c64(l.C4)), k.div(rest, c64(l.C4))
-			for tw0 := int64(0); tw0 < l.TW; tw0 += L {
-				valid := min(L, l.TW-tw0)
-				var words [16]value.Value
-				for j := range int64(4) {
-					ch := k.add(k.mul(cg, c64(4)), c64(j))
-					var ok value.Value
-					if c.C%4 != 0 && j >= c.C%4 {
-						ok = k.icmp(enum.IPredULT, ch, c64(c.C))
-						ch = k.sel(ok, ch, c64(c.C-1))
+			vImg := k.bytesAt(vp, k.mul(img, c64(16*l.C4*l.Tpad*4)))
+			g.qWinoInRow(k, ql, c, l, xp, vImg, l.Tpad, img, cg, th, k.mul(th, c64(l.TW)))
+		})
+	})
+	g.step("QWinogradGemm", !q.parallel, q.emit)
+	g.step("QWinogradOut", false, func(k *kfn) {
+		mp := k.bytesAt(k.scratchPtr(0), c64(l.mOff))
+		k.parLoop(c.N*c.OC*l.TH, true, func(it value.Value) {
+			th := k.rem(it, c64(l.TH))
+			plane := k.div(it, c64(l.TH)) // img·OC + oc
+			oc, img := k.rem(plane, c64(c.OC)), k.div(plane, c64(c.OC))
+			mImg := k.bytesAt(mp, k.mul(img, c64(16*c.OC*l.Tpad*4)))
+			g.qWinoOutRow(k, ql, c, l, out, mImg, l.Tpad, img, oc, th, k.mul(th, c64(l.TW)))
+		})
+	})
+}
+
+// qWinoFused is the convolution in one step: per image and block of tile
+// rows, V's rows into the thread's slice, the 16 GEMMs, then the output
+// rows, while the slice is in L2.
+func (g *gen) qWinoFused(ql *qlin, c convGeom, l qWinoLayout, q *qgemm, over func(*qgemm, func(*kfn) value.Value, func(*kfn) value.Value, int64), out qWinoOut) {
+	R := l.rows
+	blocks := (l.TH + R - 1) / R
+	par := q.parallel
+	g.step("QWinograd", !par, func(k *kfn) {
+		xp := k.bytesAt(k.scratchPtr(0), c64(0))
+		slot := k.tid
+		if !par {
+			slot = c64(0)
+		}
+		vs := k.bytesAt(k.scratchPtr(0), k.add(c64(l.padBytes), k.mul(slot, c64(l.sliceBytes))))
+		ms := k.bytesAt(vs, c64(l.sMOff))
+		k.parLoop(c.N*blocks, par, func(it value.Value) {
+			img, blk := k.div(it, c64(blocks)), k.rem(it, c64(blocks))
+			th0 := k.mul(blk, c64(R))
+			run := func(rows int64) {
+				k.loop(c64(0), c64(l.C4), func(cg value.Value) {
+					for r := range rows {
+						g.qWinoInRow(k, ql, c, l, xp, vs, l.sTpad, img, cg, k.add(th0, c64(r)), c64(r*l.TW))
 					}
-					plane := k.add(k.mul(img, c64(c.C)), ch)
-					d := make([][]value.Value, 4)
-					for i := range int64(4) {
-						row := k.add(k.mul(k.add(k.mul(plane, c64(l.Hp)), k.add(k.mul(th, c64(2)), c64(i))), c64(l.Wp)), c64(2*tw0))
-						span := k.loadAt(ivec(4*L, i8), xp, row)
-						d[i] = make([]value.Value, 4)
-						for jj := range 4 {
-							idx := make([]constant.Constant, vl)
-							for e := range idx {
-								idx[e] = c32(int64(2*e + jj))
-							}
-							b := k.b.NewShuffleVector(span, constant.NewUndef(span.Type()), constant.NewVector(ivec(L, i32), idx...))
-							var x value.Value
-							if ql.xSigned {
-								x = k.b.NewSExt(b, ivec(L, i32))
-							} else {
-								x = k.b.NewZExt(b, ivec(L, i32))
-							}
-							x = k.b.NewSIToFP(x, vecT(vl))
-							if ql.zpX != 0 {
-								x = k.fsub(x, fconst(vecT(vl), float64(ql.zpX)))
-							}
-							d[i][jj] = x
-						}
+				})
+				t := *q
+				t.N, t.batch, t.parallel = rows*l.TW, 16, false
+				over(&t, func(*kfn) value.Value { return vs }, func(*kfn) value.Value { return ms }, l.sTpad)
+				t.emit(k)
+				k.loop(c64(0), c64(c.OC), func(oc value.Value) {
+					for r := range rows {
+						g.qWinoOutRow(k, ql, c, l, out, ms, l.sTpad, img, oc, k.add(th0, c64(r)), c64(r*l.TW))
 					}
-					t := make([][]value.Value, 4)
-					for i := range t {
-						t[i] = k.matVec(winoF2.bt, d[i])
-					}
-					for b := range int64(4) {
-						for a, v := range k.matVec(winoF2.bt, column(t, b)) {
-							p := int64(a)*4 + b
-							v = k.fma(v, fconst(vecT(vl), 1/l.vStep[p]), fconst(vecT(vl), float64(l.vZero[p])))
-							qv := k.cvtRound(k.fclamp(v, 0, 255))
-							if ok != nil {
-								qv = k.sel(ok, qv, constant.NewZeroInitializer(ivec(L, i32)))
-							}
-							if j > 0 {
-								qv = k.b.NewOr(words[p], k.b.NewShl(qv, isplat(L, 8*j)))
-							}
-							words[p] = qv
-						}
-					}
-				}
-				t0 := k.add(k.mul(th, c64(l.TW)), c64(tw0))
-				for p, w := range words {
-					at := k.add(k.mul(k.add(k.mul(k.add(k.mul(img, c64(16)), c64(int64(p))), c64(l.C4)), cg), c64(l.Tpad)), t0)
-					k.maskedStoreAt(w, vp, k.mul(at, c64(4)), valid)
-				}
+				})
+			}
+			if tail := l.TH % R; tail > 0 {
+				k.ifElse(k.icmp(enum.IPredEQ, blk, c64(blocks-1)), func() { run(tail) }, func() { run(R) })
+			} else {
+				run(R)
 			}
 		})
 	})
 }
 
-// qWinoOutput turns M into the output: scaled to the direct sum's units,
-// Aᵀ·A, the bias, then the direct store's requantization (residual and
-// activation bounds included). One work item per (image, output channel,
-// tile row).
-func (g *gen) qWinoOutput(ql *qlin, c convGeom, l qWinoLayout, st *qstore, OCp, scaleOff, biasOff int64) {
+// qWinoInRow writes tile row th of V for channel group cg of image img:
+// at vp, rows of tpad tiles, the row's first tile t0. Per vector of tiles
+// and channel, the patch's 16 bytes widen
+// to int16, Bᵀ·B is adds and subtracts, and the requantization a shift:
+// V's step is 4 input steps at every position, so v_q is Σ±x + off
+// shifted right by 2, rounded half to even, with off = 4·vz - zx·Σ±1.
+// The four channels' bytes interleave into the GEMM's dwords.
+func (g *gen) qWinoInRow(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp value.Value, tpad int64, img, cg, th, t0 value.Value) {
 	_, L := g.qTarget()
 	vl := int(L)
-	Y := ql.y
-	items := c.N * c.OC * l.TH
-	at := winoF2.at
-	g.step("QWinogradOut", false, func(k *kfn) {
-		mp := k.bytesAt(k.scratchPtr(0), c64(l.mOff))
-		yp := k.bytesAt(k.ptr(Y), c64(0))
-		var resp value.Value
-		if st.res != nil {
-			resp = k.bytesAt(st.res(k), c64(0))
+	wt := ivec(L, types.I16)
+	lanes := func(n int, f func(e int) int64) constant.Constant {
+		idx := make([]constant.Constant, n)
+		for e := range idx {
+			idx[e] = c32(f(e))
 		}
-		scp := k.locPtr(loc{space: inWeights, off: scaleOff}, i8)
-		bp := k.locPtr(loc{space: inWeights, off: biasOff}, i8)
-		k.parLoop(items, true, func(it value.Value) {
-			th := k.rem(it, c64(l.TH))
-			plane := k.div(it, c64(l.TH)) // img·OC + oc
-			oc, img := k.rem(plane, c64(c.OC)), k.div(plane, c64(c.OC))
-			var sc [16]value.Value
-			for p := range sc {
-				sc[p] = k.splatOf(k.loadAt(f32, scp, k.mul(k.add(c64(int64(p)*OCp), oc), c64(4))), L)
+		return constant.NewVector(ivec(int64(n), i32), idx...)
+	}
+	i16s := func(v int64) constant.Constant { return splat(vl, constant.NewInt(types.I16, v)) }
+	for tw0 := int64(0); tw0 < l.TW; tw0 += L {
+		valid := min(L, l.TW-tw0)
+		var bytes [4][16]value.Value // [channel][position]
+		for j := range int64(4) {
+			ch := k.add(k.mul(cg, c64(4)), c64(j))
+			if c.C%4 != 0 && j >= c.C%4 {
+				ch = k.sel(k.icmp(enum.IPredULT, ch, c64(c.C)), ch, c64(c.C-1)) // read a real channel; U's row is zero
 			}
-			bias := k.splatOf(k.loadAt(f32, bp, k.mul(oc, c64(4))), L)
-			for tw0 := int64(0); tw0 < l.TW; tw0 += L {
-				valid := min(L, l.TW-tw0)
-				t0 := k.add(k.mul(th, c64(l.TW)), c64(tw0))
-				s := make([][]value.Value, 4)
-				for a := range int64(4) {
-					m := make([]value.Value, 4)
-					for b := range int64(4) {
-						p := a*4 + b
-						off := k.add(k.mul(k.add(k.mul(k.add(k.mul(img, c64(16)), c64(p)), c64(c.OC)), oc), c64(l.Tpad)), t0)
-						v := k.maskedLoadAt(ivec(L, i32), mp, k.mul(off, c64(4)), valid, nil)
-						m[b] = k.fmul(k.b.NewSIToFP(v, vecT(vl)), sc[p])
-					}
-					s[a] = k.matVec(at, m)
-				}
-				width := min(2*valid, c.OW-2*tw0)
-				for r := int64(0); r < 2; r++ {
-					y := make([]value.Value, 2)
-					for qc := range y {
-						y[qc] = k.fadd(k.matVec(at, column(s, int64(qc)))[r], bias)
-					}
-					store := func() {
-						oh := k.add(k.mul(th, c64(2)), c64(r))
-						rowAt := k.add(k.mul(k.add(k.mul(plane, c64(c.OH)), oh), c64(c.OW)), c64(2*tw0))
-						for e0 := int64(0); e0 < width; e0 += L {
-							v := k.pick(y, vl, func(e int) int {
-								el := e0 + int64(e) // element 2l + q of the row segment
-								return int(el%2)*vl + int(el/2)
-							})
-							pos, nv := k.add(rowAt, c64(e0)), min(L, width-e0)
-							var res value.Value
-							if resp != nil {
-								res = st.residual(k, k.maskedLoadAt(ivec(L, i8), resp, pos, nv, nil), L)
-							}
-							qv := st.requantF(k, v, res, oc, L, false)
-							k.maskedStoreAt(k.b.NewTrunc(qv, ivec(L, i8)), yp, pos, nv)
-						}
-					}
-					if c.OH%2 != 0 && r == 1 {
-						k.ifThen(k.icmp(enum.IPredULT, th, c64(l.TH-1)), store)
+			plane := k.add(k.mul(img, c64(c.C)), ch)
+			d := make([][]value.Value, 4)
+			for i := range int64(4) {
+				row := k.add(k.mul(k.add(k.mul(plane, c64(l.Hp)), k.add(k.mul(th, c64(2)), c64(i))), c64(l.Wp)), c64(2*tw0))
+				span := k.loadAt(ivec(4*L, i8), xp, row)
+				d[i] = make([]value.Value, 4)
+				for jj := range d[i] {
+					b := k.b.NewShuffleVector(span, constant.NewUndef(span.Type()), lanes(vl, func(e int) int64 { return int64(2*e + jj) }))
+					if ql.xSigned {
+						d[i][jj] = k.b.NewSExt(b, wt)
 					} else {
-						store()
+						d[i][jj] = k.b.NewZExt(b, wt)
 					}
 				}
 			}
-		})
-	})
+			t := make([][]value.Value, 4)
+			for i := range t {
+				t[i] = k.imatVec(winoF2.bt, d[i])
+			}
+			for b := range int64(4) {
+				for a, v := range k.imatVec(winoF2.bt, column(t, b)) {
+					p := int64(a)*4 + b
+					// Round half to even: +1, and +1 more when the quotient is odd.
+					v = k.b.NewAdd(v, i16s(l.vOff16[p]))
+					odd := k.b.NewAnd(k.b.NewAShr(v, i16s(2)), i16s(1))
+					v = k.b.NewAShr(k.b.NewAdd(k.b.NewAdd(v, i16s(1)), odd), i16s(2))
+					lo, hi := i16s(0), i16s(255)
+					v = k.sel(k.icmp(enum.IPredSLT, v, lo), lo, v)
+					v = k.sel(k.icmp(enum.IPredSGT, v, hi), hi, v)
+					bytes[j][p] = k.b.NewTrunc(v, ivec(L, i8))
+				}
+			}
+		}
+		pairs := lanes(2*vl, func(e int) int64 { return int64(e/2 + e%2*vl) })
+		for p := range int64(16) {
+			lo := k.b.NewBitCast(k.b.NewShuffleVector(bytes[0][p], bytes[1][p], pairs), wt)
+			hi := k.b.NewBitCast(k.b.NewShuffleVector(bytes[2][p], bytes[3][p], pairs), wt)
+			w := k.b.NewBitCast(k.b.NewShuffleVector(lo, hi, pairs), ivec(L, i32))
+			at := k.add(k.mul(k.add(c64(p*l.C4), cg), c64(tpad)), k.add(t0, c64(tw0)))
+			k.maskedStoreAt(w, vp, k.mul(at, c64(4)), valid)
+		}
+	}
+}
+
+// imatVec is matVec for a matrix of 0 and ±1 on integer vectors.
+func (k *kfn) imatVec(m [][]float64, x []value.Value) []value.Value {
+	out := make([]value.Value, len(m))
+	for i, r := range m {
+		var acc value.Value
+		for j, c := range r {
+			switch {
+			case c == 0:
+			case acc == nil && c == 1:
+				acc = x[j]
+			case acc == nil:
+				acc = k.b.NewSub(constant.NewZeroInitializer(x[j].Type()), x[j])
+			case c == 1:
+				acc = k.b.NewAdd(acc, x[j])
+			default:
+				acc = k.b.NewSub(acc, x[j])
+			}
+		}
+		out[i] = acc
+	}
+	return out
+}
+
+// qWinoOut is the output transform's store: the direct store's
+// parameters (st), and the per-(position, channel) scales of M to the
+// direct sum's units and the float bias, in the weights.
+type qWinoOut struct {
+	st               *qstore
+	OCp, scale, bias int64
+}
+
+// qWinoOutRow turns tile row th of M for output channel oc of image img
+// (at mp, rows of tpad tiles, the row's first tile t0) into the output:
+// scaled to the direct sum's units, Aᵀ·A, the bias, then the direct
+// store's requantization (residual and activation bounds included).
+func (g *gen) qWinoOutRow(k *kfn, ql *qlin, c convGeom, l qWinoLayout, o qWinoOut, mp value.Value, tpad int64, img, oc, th, t0 value.Value) {
+	_, L := g.qTarget()
+	vl := int(L)
+	at := winoF2.at
+	st := o.st
+	yp := k.bytesAt(k.ptr(ql.y), c64(0))
+	var resp value.Value
+	if st.res != nil {
+		resp = k.bytesAt(st.res(k), c64(0))
+	}
+	plane := k.add(k.mul(img, c64(c.OC)), oc)
+	scp := k.locPtr(loc{space: inWeights, off: o.scale}, i8)
+	var sc [16]value.Value
+	for p := range sc {
+		sc[p] = k.splatOf(k.loadAt(f32, scp, k.mul(k.add(c64(int64(p)*o.OCp), oc), c64(4))), L)
+	}
+	bias := k.splatOf(k.loadAt(f32, k.locPtr(loc{space: inWeights, off: o.bias}, i8), k.mul(oc, c64(4))), L)
+	for tw0 := int64(0); tw0 < l.TW; tw0 += L {
+		valid := min(L, l.TW-tw0)
+		s := make([][]value.Value, 4)
+		for a := range int64(4) {
+			m := make([]value.Value, 4)
+			for b := range int64(4) {
+				p := a*4 + b
+				off := k.add(k.mul(k.add(c64(p*c.OC), oc), c64(tpad)), k.add(t0, c64(tw0)))
+				v := k.maskedLoadAt(ivec(L, i32), mp, k.mul(off, c64(4)), valid, nil)
+				m[b] = k.fmul(k.b.NewSIToFP(v, vecT(vl)), sc[p])
+			}
+			s[a] = k.matVec(at, m)
+		}
+		width := min(2*valid, c.OW-2*tw0)
+		for r := int64(0); r < 2; r++ {
+			y := make([]value.Value, 2)
+			for qc := range y {
+				y[qc] = k.fadd(k.matVec(at, column(s, int64(qc)))[r], bias)
+			}
+			store := func() {
+				oh := k.add(k.mul(th, c64(2)), c64(r))
+				rowAt := k.add(k.mul(k.add(k.mul(plane, c64(c.OH)), oh), c64(c.OW)), c64(2*tw0))
+				for e0 := int64(0); e0 < width; e0 += L {
+					v := k.pick(y, vl, func(e int) int {
+						el := e0 + int64(e) // element 2l + q of the row segment
+						return int(el%2)*vl + int(el/2)
+					})
+					pos, nv := k.add(rowAt, c64(e0)), min(L, width-e0)
+					var res value.Value
+					if resp != nil {
+						res = st.residual(k, k.maskedLoadAt(ivec(L, i8), resp, pos, nv, nil), L)
+					}
+					qv := st.requantF(k, v, res, oc, L, false)
+					k.maskedStoreAt(k.b.NewTrunc(qv, ivec(L, i8)), yp, pos, nv)
+				}
+			}
+			if c.OH%2 != 0 && r == 1 {
+				k.ifThen(k.icmp(enum.IPredULT, th, c64(l.TH-1)), store)
+			} else {
+				store()
+			}
+		}
+	}
 }

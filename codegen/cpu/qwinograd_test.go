@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -12,7 +13,8 @@ import (
 // TestQWinograd runs integer Winograd F(2×2, 3×3) on every instruction set
 // against the reference: odd output sizes (a last tile row and column half
 // outside), channels not a multiple of four, no padding, s8 input and
-// output, residuals, batches, tile rows longer than a vector. It rounds
+// output, residuals, batches, tile rows longer than a vector; as three
+// steps and fused per block of tile rows (with a shorter last block). It rounds
 // its transformed input, which direct convolution does not, so outputs
 // are compared by SQNR; uniform random inputs are its worst case (every
 // neighbour independent).
@@ -35,20 +37,30 @@ func TestQWinograd(t *testing.T) {
 			cases = append(cases, c)
 		}
 	}
-	for _, cpu := range []string{"x86-64-v3", "x86-64-v4", "cascadelake", "native"} {
-		for _, c := range cases {
-			t.Run(cpu+"/"+c.name, func(t *testing.T) {
-				if hasCPU(cpu) != nil {
-					t.Skip(hasCPU(cpu))
-				}
-				q := newQTest(t, c.name, 5)
-				q.minSQNR = 30
-				y, roles := c.build(q)
-				res := q.run(y, "qconv", roles, "", Options{CPU: cpu, Winograd: WinogradOn})
-				if !slices.ContainsFunc(res.Kernels, func(k string) bool { return strings.HasSuffix(k, "QWinogradGemm") }) {
-					t.Errorf("compiled to %v, want integer Winograd", res.Kernels)
-				}
-			})
+	above, slice, vectors := qWinoFuseAbove, qWinoSlice, qWinoMinVectors
+	defer func() { qWinoFuseAbove, qWinoSlice, qWinoMinVectors = above, slice, vectors }()
+	for _, fused := range []bool{false, true} {
+		// Fused: every layer, in blocks as small as they may be.
+		want := "QWinogradGemm"
+		qWinoFuseAbove, qWinoSlice, qWinoMinVectors = 1<<62, slice, vectors
+		if fused {
+			qWinoFuseAbove, qWinoSlice, qWinoMinVectors, want = 0, 1, 0, "QWinograd"
+		}
+		for _, cpu := range []string{"x86-64-v3", "x86-64-v4", "cascadelake", "native"} {
+			for _, c := range cases {
+				t.Run(fmt.Sprintf("fused=%v/%s/%s", fused, cpu, c.name), func(t *testing.T) {
+					if hasCPU(cpu) != nil {
+						t.Skip(hasCPU(cpu))
+					}
+					q := newQTest(t, c.name, 5)
+					q.minSQNR = 30
+					y, roles := c.build(q)
+					res := q.run(y, "qconv", roles, "", Options{CPU: cpu, Winograd: WinogradOn})
+					if !slices.ContainsFunc(res.Kernels, func(k string) bool { return strings.HasSuffix(k, "_"+want) }) {
+						t.Errorf("compiled to %v, want %s", res.Kernels, want)
+					}
+				})
+			}
 		}
 	}
 }

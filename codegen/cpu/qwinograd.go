@@ -33,9 +33,17 @@ import (
 // Only fusion groups (float32 requantization) take it, unless --winograd
 // off: QLinearConv keeps the reference's arithmetic bit for bit.
 
-// qWinoMinChannels: below this many input or output channels the
-// transforms cost more than the GEMM saves.
-const qWinoMinChannels = 16
+// Integer Winograd applies to 3×3 stride-1 convolutions of at least
+// qWinoMinChannels input and output channels (--winograd on); at auto, to
+// those of at least qWinoAutoChannels input channels: the transforms cost
+// in proportion to the channels, the GEMM saves in proportion to their
+// product (measured on this Zen 4, a layer of 64 to 64 channels at 56×56
+// is 20% faster, of 32 to 128 at 27×27 as fast, of 16 to 64 at 55×55 23%
+// slower).
+const (
+	qWinoMinChannels  = 16
+	qWinoAutoChannels = 64
+)
 
 // V and M larger than qWinoFuseAbove bytes (L2) are made and used per
 // block of tile rows, in slices of about qWinoSlice bytes, and of at
@@ -66,9 +74,16 @@ const qWinoVStep = 4
 // qWinograd reports whether convolution ql runs as integer Winograd.
 func (g *gen) qWinograd(ql *qlin) bool {
 	c := ql.cg
-	return ql.conv && ql.out == qOutF32 && g.opts.Winograd != WinogradOff && !c.runtime && c.group == 1 &&
+	minC := int64(qWinoAutoChannels)
+	switch g.opts.Winograd {
+	case WinogradOff:
+		return false
+	case WinogradOn:
+		minC = qWinoMinChannels
+	}
+	return ql.conv && ql.out == qOutF32 && !c.runtime && c.group == 1 &&
 		c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 &&
-		c.C >= qWinoMinChannels && c.OC >= qWinoMinChannels && c.OH >= 4 && c.OW >= 4
+		c.C >= minC && c.OC >= qWinoMinChannels && c.OH >= 4 && c.OW >= 4
 }
 
 func (g *gen) qWinoLayout(ql *qlin, N int64) qWinoLayout {
@@ -246,25 +261,33 @@ func (g *gen) lowerQWinograd(ql *qlin, c convGeom) {
 	}
 	over(q, func(k *kfn) value.Value { return k.bytesAt(k.scratchPtr(0), c64(l.vOff)) },
 		func(k *kfn) value.Value { return k.bytesAt(k.scratchPtr(0), c64(l.mOff)) }, l.Tpad)
+	// Items of whole images' tiles when they are few vectors, else of a
+	// tile row.
+	R := int64(1)
+	if l.T <= 4*L {
+		R = l.TH
+	}
+	blocks := l.TH / R
 	g.step("QWinogradIn", false, func(k *kfn) {
 		xp, vp := k.bytesAt(k.scratchPtr(0), c64(0)), k.bytesAt(k.scratchPtr(0), c64(l.vOff))
-		k.parLoop(c.N*l.C4*l.TH, true, func(it value.Value) {
-			th := k.rem(it, c64(l.TH))
-			rest := k.div(it, c64(l.TH))
+		k.parLoop(c.N*l.C4*blocks, true, func(it value.Value) {
+			th0 := k.mul(k.rem(it, c64(blocks)), c64(R))
+			rest := k.div(it, c64(blocks))
 			cg, img := k.rem(rest, c64(l.C4)), k.div(rest, c64(l.C4))
-			vImg := k.bytesAt(vp, k.mul(img, c64(16*l.C4*l.Tpad*4)))
-			g.qWinoInRow(k, ql, c, l, xp, vImg, l.Tpad, img, cg, th, k.mul(th, c64(l.TW)))
+			vAt := k.bytesAt(vp, k.mul(k.add(k.mul(img, c64(16*l.C4*l.Tpad)), k.mul(th0, c64(l.TW))), c64(4)))
+			g.qWinoInRows(k, ql, c, l, xp, vAt, l.Tpad, img, cg, th0, R)
 		})
 	})
 	g.step("QWinogradGemm", !q.parallel, q.emit)
 	g.step("QWinogradOut", false, func(k *kfn) {
 		mp := k.bytesAt(k.scratchPtr(0), c64(l.mOff))
-		k.parLoop(c.N*c.OC*l.TH, true, func(it value.Value) {
-			th := k.rem(it, c64(l.TH))
-			plane := k.div(it, c64(l.TH)) // img·OC + oc
+		k.parLoop(c.N*c.OC*blocks, true, func(it value.Value) {
+			blk := k.rem(it, c64(blocks))
+			plane := k.div(it, c64(blocks)) // img·OC + oc
 			oc, img := k.rem(plane, c64(c.OC)), k.div(plane, c64(c.OC))
-			mImg := k.bytesAt(mp, k.mul(img, c64(16*c.OC*l.Tpad*4)))
-			g.qWinoOutRow(k, ql, c, l, out, mImg, l.Tpad, img, oc, th, k.mul(th, c64(l.TW)))
+			th0 := k.mul(blk, c64(R))
+			mAt := k.bytesAt(mp, k.mul(k.add(k.mul(img, c64(16*c.OC*l.Tpad)), k.mul(th0, c64(l.TW))), c64(4)))
+			g.qWinoOutRows(k, ql, c, l, out, mAt, l.Tpad, img, oc, th0, R)
 		})
 	})
 }
@@ -289,18 +312,14 @@ func (g *gen) qWinoFused(ql *qlin, c convGeom, l qWinoLayout, q *qgemm, over fun
 			th0 := k.mul(blk, c64(R))
 			run := func(rows int64) {
 				k.loop(c64(0), c64(l.C4), func(cg value.Value) {
-					for r := range rows {
-						g.qWinoInRow(k, ql, c, l, xp, vs, l.sTpad, img, cg, k.add(th0, c64(r)), c64(r*l.TW))
-					}
+					g.qWinoInRows(k, ql, c, l, xp, vs, l.sTpad, img, cg, th0, rows)
 				})
 				t := *q
 				t.N, t.batch, t.parallel = rows*l.TW, 16, false
 				over(&t, func(*kfn) value.Value { return vs }, func(*kfn) value.Value { return ms }, l.sTpad)
 				t.emit(k)
 				k.loop(c64(0), c64(c.OC), func(oc value.Value) {
-					for r := range rows {
-						g.qWinoOutRow(k, ql, c, l, out, ms, l.sTpad, img, oc, k.add(th0, c64(r)), c64(r*l.TW))
-					}
+					g.qWinoOutRows(k, ql, c, l, out, ms, l.sTpad, img, oc, th0, rows)
 				})
 			}
 			if tail := l.TH % R; tail > 0 {
@@ -312,14 +331,16 @@ func (g *gen) qWinoFused(ql *qlin, c convGeom, l qWinoLayout, q *qgemm, over fun
 	})
 }
 
-// qWinoInRow writes tile row th of V for channel group cg of image img:
-// at vp, rows of tpad tiles, the row's first tile t0. Per vector of tiles
-// and channel, the patch's 16 bytes widen
+// qWinoInRows writes rows tile rows of V from tile row th0, for channel
+// group cg of image img: at vp, rows of tpad tiles, th0's first tile
+// first. Vectors run over the rows' tiles in order (a vector may end one
+// tile row and start the next: its lanes are picked from each row's
+// bytes). Per vector of tiles and channel, the patch's 16 bytes widen
 // to int16, Bᵀ·B is adds and subtracts, and the requantization a shift:
 // V's step is 4 input steps at every position, so v_q is Σ±x + off
 // shifted right by 2, rounded half to even, with off = 4·vz - zx·Σ±1.
 // The four channels' bytes interleave into the GEMM's dwords.
-func (g *gen) qWinoInRow(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp value.Value, tpad int64, img, cg, th, t0 value.Value) {
+func (g *gen) qWinoInRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp value.Value, tpad int64, img, cg, th0 value.Value, rows int64) {
 	_, L := g.qTarget()
 	vl := int(L)
 	wt := ivec(L, types.I16)
@@ -331,8 +352,10 @@ func (g *gen) qWinoInRow(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp val
 		return constant.NewVector(ivec(int64(n), i32), idx...)
 	}
 	i16s := func(v int64) constant.Constant { return splat(vl, constant.NewInt(types.I16, v)) }
-	for tw0 := int64(0); tw0 < l.TW; tw0 += L {
-		valid := min(L, l.TW-tw0)
+	n := rows * l.TW
+	for t0 := int64(0); t0 < n; t0 += L {
+		valid := min(L, n-t0)
+		thFirst := t0 / l.TW         // the tile rows this vector touches, from thFirst
 		var bytes [4][16]value.Value // [channel][position]
 		for j := range int64(4) {
 			ch := k.add(k.mul(cg, c64(4)), c64(j))
@@ -342,11 +365,24 @@ func (g *gen) qWinoInRow(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp val
 			plane := k.add(k.mul(img, c64(c.C)), ch)
 			d := make([][]value.Value, 4)
 			for i := range int64(4) {
-				row := k.add(k.mul(k.add(k.mul(plane, c64(l.Hp)), k.add(k.mul(th, c64(2)), c64(i))), c64(l.Wp)), c64(2*tw0))
-				span := k.loadAt(ivec(4*L, i8), xp, row)
+				// One load per tile row: its tiles' patch row i, from the
+				// first tile's column.
+				var spans []value.Value
+				for th := thFirst; th <= (t0+valid-1)/l.TW; th++ {
+					tw := max(t0, th*l.TW) - th*l.TW
+					row := k.add(k.mul(k.add(k.mul(plane, c64(l.Hp)), k.add(k.mul(k.add(th0, c64(th)), c64(2)), c64(i))), c64(l.Wp)), c64(2*tw))
+					spans = append(spans, k.loadAt(ivec(4*L, i8), xp, row))
+				}
 				d[i] = make([]value.Value, 4)
 				for jj := range d[i] {
-					b := k.b.NewShuffleVector(span, constant.NewUndef(span.Type()), lanes(vl, func(e int) int64 { return int64(2*e + jj) }))
+					b := k.pickBytes(spans, vl, func(e int) int {
+						if int64(e) >= valid {
+							return -1
+						}
+						t := t0 + int64(e)
+						th, first := t/l.TW, max(t0, t/l.TW*l.TW)
+						return int(th-thFirst)*4*vl + int(2*(t-first)) + jj
+					})
 					if ql.xSigned {
 						d[i][jj] = k.b.NewSExt(b, wt)
 					} else {
@@ -377,10 +413,43 @@ func (g *gen) qWinoInRow(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp val
 			lo := k.b.NewBitCast(k.b.NewShuffleVector(bytes[0][p], bytes[1][p], pairs), wt)
 			hi := k.b.NewBitCast(k.b.NewShuffleVector(bytes[2][p], bytes[3][p], pairs), wt)
 			w := k.b.NewBitCast(k.b.NewShuffleVector(lo, hi, pairs), ivec(L, i32))
-			at := k.add(k.mul(k.add(c64(p*l.C4), cg), c64(tpad)), k.add(t0, c64(tw0)))
+			at := k.add(k.mul(k.add(c64(p*l.C4), cg), c64(tpad)), c64(t0))
 			k.maskedStoreAt(w, vp, k.mul(at, c64(4)), valid)
 		}
 	}
+}
+
+// pickBytes builds an n-byte vector whose lane l is byte src(l) of the
+// concatenation of the byte vectors vs (a negative src leaves the lane
+// undefined), with a tree of two-input shuffles.
+func (k *kfn) pickBytes(vs []value.Value, n int, src func(l int) int) value.Value {
+	w := int(vs[0].Type().(*types.VectorType).Len)
+	var build func(lo, hi int) value.Value
+	build = func(lo, hi int) value.Value {
+		mask := make([]constant.Constant, n)
+		if hi-lo == 1 {
+			for l := range mask {
+				mask[l] = constant.NewUndef(i32)
+				if s := src(l); s >= lo*w && s < hi*w {
+					mask[l] = c32(int64(s - lo*w))
+				}
+			}
+			return k.b.NewShuffleVector(vs[lo], constant.NewUndef(vs[lo].Type()), constant.NewVector(ivec(int64(n), i32), mask...))
+		}
+		mid := (lo + hi) / 2
+		a, b := build(lo, mid), build(mid, hi)
+		for l := range mask {
+			mask[l] = constant.NewUndef(i32)
+			switch s := src(l); {
+			case s >= lo*w && s < mid*w:
+				mask[l] = c32(int64(l))
+			case s >= mid*w && s < hi*w:
+				mask[l] = c32(int64(n + l))
+			}
+		}
+		return k.b.NewShuffleVector(a, b, constant.NewVector(ivec(int64(n), i32), mask...))
+	}
+	return build(0, len(vs))
 }
 
 // imatVec is matVec for a matrix of 0 and ±1 on integer vectors.
@@ -414,11 +483,14 @@ type qWinoOut struct {
 	OCp, scale, bias int64
 }
 
-// qWinoOutRow turns tile row th of M for output channel oc of image img
-// (at mp, rows of tpad tiles, the row's first tile t0) into the output:
-// scaled to the direct sum's units, Aᵀ·A, the bias, then the direct
-// store's requantization (residual and activation bounds included).
-func (g *gen) qWinoOutRow(k *kfn, ql *qlin, c convGeom, l qWinoLayout, o qWinoOut, mp value.Value, tpad int64, img, oc, th, t0 value.Value) {
+// qWinoOutRows turns rows tile rows of M for output channel oc of image
+// img, from tile row th0 (at mp, rows of tpad tiles, th0's first tile
+// first) into the output: scaled to the direct sum's units, Aᵀ·A, the
+// bias, then the direct store's requantization (residual and activation
+// bounds included). Vectors run over the rows' tiles in order, so a
+// vector may end one tile row and start the next: its lanes are stored
+// row segment by row segment.
+func (g *gen) qWinoOutRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, o qWinoOut, mp value.Value, tpad int64, img, oc, th0 value.Value, rows int64) {
 	_, L := g.qTarget()
 	vl := int(L)
 	at := winoF2.at
@@ -435,46 +507,54 @@ func (g *gen) qWinoOutRow(k *kfn, ql *qlin, c convGeom, l qWinoLayout, o qWinoOu
 		sc[p] = k.splatOf(k.loadAt(f32, scp, k.mul(k.add(c64(int64(p)*o.OCp), oc), c64(4))), L)
 	}
 	bias := k.splatOf(k.loadAt(f32, k.locPtr(loc{space: inWeights, off: o.bias}, i8), k.mul(oc, c64(4))), L)
-	for tw0 := int64(0); tw0 < l.TW; tw0 += L {
-		valid := min(L, l.TW-tw0)
+	n := rows * l.TW
+	for t0 := int64(0); t0 < n; t0 += L {
+		valid := min(L, n-t0)
 		s := make([][]value.Value, 4)
 		for a := range int64(4) {
 			m := make([]value.Value, 4)
 			for b := range int64(4) {
 				p := a*4 + b
-				off := k.add(k.mul(k.add(c64(p*c.OC), oc), c64(tpad)), k.add(t0, c64(tw0)))
+				off := k.add(k.mul(k.add(c64(p*c.OC), oc), c64(tpad)), c64(t0))
 				v := k.maskedLoadAt(ivec(L, i32), mp, k.mul(off, c64(4)), valid, nil)
 				m[b] = k.fmul(k.b.NewSIToFP(v, vecT(vl)), sc[p])
 			}
 			s[a] = k.matVec(at, m)
 		}
-		width := min(2*valid, c.OW-2*tw0)
-		for r := int64(0); r < 2; r++ {
-			y := make([]value.Value, 2)
-			for qc := range y {
-				y[qc] = k.fadd(k.matVec(at, column(s, int64(qc)))[r], bias)
+		var y [2][]value.Value // [r][q]: lane e is tile t0+e
+		for r := range y {
+			y[r] = make([]value.Value, 2)
+			for qc := range y[r] {
+				y[r][qc] = k.fadd(k.matVec(at, column(s, int64(qc)))[r], bias)
 			}
-			store := func() {
-				oh := k.add(k.mul(th, c64(2)), c64(r))
-				rowAt := k.add(k.mul(k.add(k.mul(plane, c64(c.OH)), oh), c64(c.OW)), c64(2*tw0))
-				for e0 := int64(0); e0 < width; e0 += L {
-					v := k.pick(y, vl, func(e int) int {
-						el := e0 + int64(e) // element 2l + q of the row segment
-						return int(el%2)*vl + int(el/2)
-					})
-					pos, nv := k.add(rowAt, c64(e0)), min(L, width-e0)
-					var res value.Value
-					if resp != nil {
-						res = st.residual(k, k.maskedLoadAt(ivec(L, i8), resp, pos, nv, nil), L)
+		}
+		for th := t0 / l.TW; th <= (t0+valid-1)/l.TW; th++ {
+			first, end := max(t0, th*l.TW), min(t0+valid, (th+1)*l.TW) // the row's tiles in this vector
+			tw0 := first - th*l.TW
+			width := min(2*(end-first), c.OW-2*tw0)
+			for r := int64(0); r < 2; r++ {
+				store := func() {
+					oh := k.add(k.mul(k.add(th0, c64(th)), c64(2)), c64(r))
+					rowAt := k.add(k.mul(k.add(k.mul(plane, c64(c.OH)), oh), c64(c.OW)), c64(2*tw0))
+					for e0 := int64(0); e0 < width; e0 += L {
+						v := k.pick(y[r], vl, func(e int) int {
+							el := e0 + int64(e) // element 2·tile + q of the row segment
+							return int(el%2)*vl + int(first-t0+el/2)
+						})
+						pos, nv := k.add(rowAt, c64(e0)), min(L, width-e0)
+						var res value.Value
+						if resp != nil {
+							res = st.residual(k, k.maskedLoadAt(ivec(L, i8), resp, pos, nv, nil), L)
+						}
+						qv := st.requantF(k, v, res, oc, L, false)
+						k.maskedStoreAt(k.b.NewTrunc(qv, ivec(L, i8)), yp, pos, nv)
 					}
-					qv := st.requantF(k, v, res, oc, L, false)
-					k.maskedStoreAt(k.b.NewTrunc(qv, ivec(L, i8)), yp, pos, nv)
 				}
-			}
-			if c.OH%2 != 0 && r == 1 {
-				k.ifThen(k.icmp(enum.IPredULT, th, c64(l.TH-1)), store)
-			} else {
-				store()
+				if c.OH%2 != 0 && r == 1 {
+					k.ifThen(k.icmp(enum.IPredULT, k.add(th0, c64(th)), c64(l.TH-1)), store)
+				} else {
+					store()
+				}
 			}
 		}
 	}

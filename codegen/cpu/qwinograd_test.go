@@ -39,18 +39,23 @@ func TestQWinograd(t *testing.T) {
 	}
 	above, slice, vectors := qWinoFuseAbove, qWinoSlice, qWinoMinVectors
 	defer func() { qWinoFuseAbove, qWinoSlice, qWinoMinVectors = above, slice, vectors }()
-	for _, fused := range []bool{false, true} {
-		// Fused: every layer, in blocks as small as they may be.
+	// Blocks of 0 rows: three steps; else fused, in blocks of 1 and 2 tile
+	// rows (so vectors span rows).
+	for _, rows := range []int64{0, 1, 2} {
 		want := "QWinogradGemm"
-		qWinoFuseAbove, qWinoSlice, qWinoMinVectors = 1<<62, slice, vectors
-		if fused {
-			qWinoFuseAbove, qWinoSlice, qWinoMinVectors, want = 0, 1, 0, "QWinograd"
+		if rows > 0 {
+			want = "QWinograd"
 		}
 		for _, cpu := range []string{"x86-64-v3", "x86-64-v4", "cascadelake", "native"} {
 			for _, c := range cases {
-				t.Run(fmt.Sprintf("fused=%v/%s/%s", fused, cpu, c.name), func(t *testing.T) {
+				t.Run(fmt.Sprintf("rows=%d/%s/%s", rows, cpu, c.name), func(t *testing.T) {
 					if hasCPU(cpu) != nil {
 						t.Skip(hasCPU(cpu))
+					}
+					qWinoFuseAbove, qWinoSlice, qWinoMinVectors = 1<<62, slice, vectors
+					if rows > 0 {
+						perTile := 16 * (4*((c.C+3)/4) + 4*c.OC)
+						qWinoFuseAbove, qWinoSlice, qWinoMinVectors = 0, rows*perTile*((c.W+1)/2), 0
 					}
 					q := newQTest(t, c.name, 5)
 					q.minSQNR = 30

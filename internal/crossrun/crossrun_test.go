@@ -142,7 +142,8 @@ func TestUNetFileIsCurrent(t *testing.T) {
 // TestInt8OnAArch64: the digits CNN quantized to INT8 runs on each of the
 // AArch64 int8 paths (sdot with flipped activations, usdot with i8mm, and
 // int16 pairs without either) with the same outputs as the engine for this
-// machine, on random inputs.
+// machine, on random inputs; with --winograd on, its second convolution
+// runs as integer Winograd.
 func TestInt8OnAArch64(t *testing.T) {
 	r := runner(t)
 	model := filepath.Join(models, "digits_cnn.onnx")
@@ -155,33 +156,35 @@ func TestInt8OnAArch64(t *testing.T) {
 		require.NoError(t, err)
 		return m
 	}
-	host, err := build.BuildModel(qdq(), src, build.Options{OptLevel: 2, Precision: "int8"})
-	require.NoError(t, err)
-	e, err := runtime.LoadBytes(host.Engine)
-	require.NoError(t, err)
-	defer e.Close()
-	ctx, err := e.NewContext(runtime.Options{Threads: 1})
-	require.NoError(t, err)
 	rng := rand.New(rand.NewSource(3))
 	x := make([]float32, 64)
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}
 	feeds := map[string]*ir.Tensor{"input": ir.FromSlice(ir.Float32, []int64{1, 1, 8, 8}, x)}
-	want, err := ctx.Run(feeds)
-	require.NoError(t, err)
-	for _, c := range []string{"generic", "cortex-a76", "neoverse-v1"} {
-		t.Run(c, func(t *testing.T) {
-			out, err := build.BuildModel(qdq(), src, build.Options{Target: "aarch64-linux-gnu", CPU: c, OptLevel: 2, Precision: "int8"})
-			require.NoError(t, err)
-			assert.Equal(t, "int8", precisionOf(t, out.Engine))
-			got, err := r.Run(context.Background(), out.Engine, feeds, 2)
-			require.NoError(t, err)
-			for name, w := range want {
-				require.Contains(t, got, name)
-				assert.Equal(t, w.Float32s(), got[name].Float32s(), "output %s", name)
-			}
-		})
+	for _, wino := range []string{cpu.WinogradAuto, cpu.WinogradOn} {
+		host, err := build.BuildModel(qdq(), src, build.Options{OptLevel: 2, Precision: "int8", Winograd: wino})
+		require.NoError(t, err)
+		e, err := runtime.LoadBytes(host.Engine)
+		require.NoError(t, err)
+		defer e.Close()
+		ctx, err := e.NewContext(runtime.Options{Threads: 1})
+		require.NoError(t, err)
+		want, err := ctx.Run(feeds)
+		require.NoError(t, err)
+		for _, c := range []string{"generic", "cortex-a76", "neoverse-v1"} {
+			t.Run("winograd="+wino+"/"+c, func(t *testing.T) {
+				out, err := build.BuildModel(qdq(), src, build.Options{Target: "aarch64-linux-gnu", CPU: c, OptLevel: 2, Precision: "int8", Winograd: wino})
+				require.NoError(t, err)
+				assert.Equal(t, "int8", precisionOf(t, out.Engine))
+				got, err := r.Run(context.Background(), out.Engine, feeds, 2)
+				require.NoError(t, err)
+				for name, w := range want {
+					require.Contains(t, got, name)
+					assert.Equal(t, w.Float32s(), got[name].Float32s(), "output %s", name)
+				}
+			})
+		}
 	}
 }
 

@@ -76,7 +76,7 @@ type Result struct {
 	Object       []byte
 	// Weights is the engine's weights section: the constant blob kiln_run
 	// reads (64-byte aligned offsets), less the Derived ranges, which
-	// rcpu.LiveWeights computes at load.
+	// the engine's kiln_derive computes at load (rcpu.Live).
 	Weights []byte
 	Derived []rcpu.Derived
 	// ArenaBytes is the size of the scratch arena kiln_run needs;

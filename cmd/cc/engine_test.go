@@ -74,7 +74,7 @@ func TestInspectEngineRefusals(t *testing.T) {
 	r := cc(t, "inspect", tinyEngine)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "sha256       ")
-	assert.Contains(t, r.stdout, "(whole file, verified)")
+	assert.Contains(t, r.stdout, "(the digest: every byte but the trailer, verified)")
 	assert.Contains(t, r.stdout, "signature    none")
 	r = cc(t, "inspect", "--json", tinyEngine)
 	require.Equal(t, 0, r.code, r.stderr)

@@ -20,7 +20,7 @@ import (
 const engineExt = ".kiln"
 
 // engineInfo is inspect's view of an engine: its metadata, the size of
-// each section, the whole-file checksum and the signer.
+// each section, the file's digest and the signer.
 type engineInfo struct {
 	File     string          `json:"file"`
 	Meta     engine.Metadata `json:"metadata"`
@@ -122,7 +122,7 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 	row("threads", "%s", threads)
 	row("kernels", "%d steps", len(m.Kernels))
 	row("flags", "%s", strings.Join(m.BuildFlags, " "))
-	row("sha256", "%s (whole file, verified)", info.SHA256)
+	row("sha256", "%s (the digest: every byte but the trailer, verified)", info.SHA256)
 	if info.Signed {
 		row("signature", "ed25519, key %s (verified)", info.Signer)
 	} else {

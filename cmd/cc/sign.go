@@ -33,8 +33,8 @@ func keyFiles(path string) []cli.File {
 }
 
 // signed returns the engine file signed with key (as it is when key is
-// nil): its trailer then holds the key's signature of the whole-file
-// checksum.
+// nil): its trailer then holds the key's signature of the file's digest,
+// which covers every byte before the trailer.
 func signed(eng []byte, key ed25519.PrivateKey) ([]byte, error) {
 	if key == nil {
 		return eng, nil

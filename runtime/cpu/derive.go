@@ -20,7 +20,7 @@ import (
 // blob, the live weights; the file's weights section is that blob with
 // each derived range cut out, and the ABI record lists the ranges. The
 // engine's own code computes them (DeriveEntryPoint, vector code compiled
-// for the engine's CPU: ~50× a scalar Go loop), called on all cores.
+// for the engine's CPU, ~9× the scalar Go reference), called on all cores.
 
 // DerivedWinograd is the kind of a Winograd kernel transform: for each
 // output channel oc and input channel ic of the float32 source

@@ -38,18 +38,35 @@ type gemm struct {
 	// kRange, when set, limits the sum to k in [lo, hi) (values computed
 	// in the step): a partial product.
 	kRange func(k *kfn) (lo, hi value.Value)
+	// turn > 0: the tile's last turn columns are computed turned, rows in
+	// the lanes (see micro).
+	turn int64
 }
+
+// maxTurn bounds the columns a tile computes turned (one accumulator
+// each).
+const maxTurn = 4
 
 func (g *gen) newGemm(M, N, K int64) *gemm {
 	vl := int64(g.vl)
+	budget := int64(g.mr * g.nv)
 	nv := min(int64(g.nv), (N+vl-1)/vl)
+	if N > vl && N <= int64(g.nv)*vl && N%vl <= maxTurn && N%vl > 0 {
+		// One column tile of a few whole vectors and a short tail (a 7×7
+		// plane's 49 pixels: 3 vectors and 1): the tail is turned, so it
+		// costs one vector of rows per column, not one vector per row.
+		nv = N / vl
+		mr := min(budget/nv, vl, M)
+		return &gemm{M: M, N: N, K: K, batch: 1, mr: mr, nv: nv, vl: vl, act: noAct, ldc: N,
+			parallel: 2*M*N*K >= 1<<18, turn: N % vl}
+	}
 	// Narrow tiles get more rows: the register budget is mr×nv accumulators.
-	mr := min(int64(g.mr*g.nv)/nv, M)
+	mr := min(budget/nv, M)
 	return &gemm{M: M, N: N, K: K, batch: 1, mr: mr, nv: nv, vl: vl, act: noAct, ldc: N,
 		parallel: 2*M*N*K >= 1<<18}
 }
 
-func (gm *gemm) nb() int64 { return gm.nv * gm.vl }
+func (gm *gemm) nb() int64 { return gm.nv*gm.vl + gm.turn }
 
 // packB lays out B (K×N, element get(k, n)) as column panels of nb floats,
 // zero padded: the layout the micro-kernel streams.
@@ -161,8 +178,22 @@ func (gm *gemm) emit(k *kfn) {
 	})
 }
 
+// micro computes one tile of rows × cols. A row's accumulators are
+// vectors of columns, each k a broadcast A scalar times B vectors. The
+// last gm.turn columns of a whole tile are turned instead: per column,
+// one accumulator whose lanes are the tile's rows, each k the rows' A
+// values (contiguous in a packed panel) times the broadcast B scalar.
 func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, bOff, cOff, m0, n0 value.Value) {
 	vl := int(gm.vl)
+	turn := int64(0)
+	if cols == gm.nb() {
+		turn = gm.turn
+	}
+	cols -= turn
+	W := 8 // the turned accumulators' lanes
+	for int64(W) < rows {
+		W *= 2
+	}
 	nv := (cols + gm.vl - 1) / gm.vl
 	lastValid := int(cols - (nv-1)*gm.vl)
 	valid := func(j int64) int {
@@ -172,9 +203,12 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 		return vl
 	}
 	zero := constant.NewZeroInitializer(vecT(vl))
-	init := make([]value.Value, rows*nv)
+	init := make([]value.Value, rows*nv, rows*nv+turn)
 	for i := range init {
 		init[i] = zero
+	}
+	for range turn {
+		init = append(init, constant.NewZeroInitializer(vecT(W)))
 	}
 	var kLo, kHi value.Value = c64(0), c64(gm.K)
 	if gm.kRange != nil {
@@ -192,14 +226,31 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 		}
 		aRow := k.add(aOff, k.mul(kk, c64(gm.aKi)))
 		out := make([]value.Value, len(acc))
+		var aCol value.Value // the rows' A values, for the turned columns
+		if turn > 0 && gm.aRi == 1 {
+			aCol = k.vload(ap, aRow, W, int(rows))
+		} else if turn > 0 {
+			aCol = constant.NewZeroInitializer(vecT(W))
+		}
 		for i := int64(0); i < rows; i++ {
-			av := k.vsplat(k.load(ap, k.add(aRow, c64(i*gm.aRi))), vl)
+			a := k.load(ap, k.add(aRow, c64(i*gm.aRi)))
+			av := k.vsplat(a, vl)
 			for j := int64(0); j < nv; j++ {
 				out[i*nv+j] = k.fma(av, bv[j], acc[i*nv+j])
 			}
+			if turn > 0 && gm.aRi != 1 {
+				aCol = k.b.NewInsertElement(aCol, a, c32(i))
+			}
+		}
+		for t := int64(0); t < turn; t++ {
+			x := k.vsplat(k.load(bp, k.add(bRow, c64(cols+t))), W)
+			out[rows*nv+t] = k.fma(aCol, x, acc[rows*nv+t])
 		}
 		return out
 	})
+	for t := int64(0); t < turn; t++ {
+		gm.storeTurned(k, acc[rows*nv+t], rows, W, cp, biasP, addP, cOff, m0, k.add(n0, c64(cols+t)), cols+t)
+	}
 	for i := int64(0); i < rows; i++ {
 		m := k.add(m0, c64(i))
 		for j := int64(0); j < nv; j++ {
@@ -220,6 +271,31 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 			v = gm.act.apply(k, v)
 			k.vstore(v, cp, at, vl, valid(j))
 		}
+	}
+}
+
+// storeTurned stores a turned column: lane i of v is row m0+i of column
+// n (at offset col of the tile's first column), with micro's epilogue.
+func (gm *gemm) storeTurned(k *kfn, v value.Value, rows int64, W int, cp, biasP, addP, cOff, m0, n value.Value, col int64) {
+	gather := func(p value.Value, at func(i int64) value.Value) value.Value {
+		var g value.Value = constant.NewZeroInitializer(vecT(W))
+		for i := int64(0); i < rows; i++ {
+			g = k.b.NewInsertElement(g, k.load(p, at(i)), c32(i))
+		}
+		return g
+	}
+	if biasP != nil {
+		v = k.fadd(v, gather(biasP, func(i int64) value.Value {
+			return k.add(k.mul(k.add(m0, c64(i)), c64(gm.biasRs)), k.mul(n, c64(gm.biasCs)))
+		}))
+	}
+	at := func(i int64) value.Value { return k.add(cOff, c64(i*gm.ldc+col)) }
+	if addP != nil {
+		v = k.fadd(v, gather(addP, at))
+	}
+	v = gm.act.apply(k, v)
+	for i := int64(0); i < rows; i++ {
+		k.store(k.b.NewExtractElement(v, c32(i)), cp, at(i))
 	}
 }
 

@@ -90,3 +90,39 @@ func TestBandedEpilogue(t *testing.T) {
 		t.Errorf("kernels %v, want one ConvBanded with the Add and Relu fused", out.Kernels)
 	}
 }
+
+// TestTurnedColumns covers GEMM tiles whose last few columns are computed
+// turned (rows in the lanes): 1×1 convolutions and a conv-dw group on 7×7
+// planes (49 pixels: three vectors and one turned column), with bias,
+// residual and activation; a Gemm whose bias runs along the columns; and
+// a MatMul whose rows come from an activation (not a packed panel).
+func TestTurnedColumns(t *testing.T) {
+	r := rand.New(rand.NewSource(6))
+	w := func(d ...int64) *ir.Tensor { return randTensor(r, d...) }
+	cases := []opCase{
+		{name: "1x1_7x7", op: "Conv", inputs: [][]int64{{1, 40, 7, 7}}, consts: []*ir.Tensor{w(30, 40, 1, 1), w(30)}},
+		{name: "1x1_6x3_batch2", op: "Conv", inputs: [][]int64{{2, 24, 6, 3}}, consts: []*ir.Tensor{w(20, 24, 1, 1)}},
+		{name: "gemm_18_cols", op: "Gemm", inputs: [][]int64{{5, 33}}, consts: []*ir.Tensor{w(18, 33), w(18)}, attrs: []*ir.Attribute{ir.AttrI("transB", 1)}},
+		{name: "matmul_50_cols", op: "MatMul", inputs: [][]int64{{11, 30}}, consts: []*ir.Tensor{w(30, 50)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, feeds := c.model(r)
+			check(t, m, feeds, 1e-5)
+		})
+	}
+	t.Run("expand_dw_residual_relu_7x7", func(t *testing.T) {
+		g := ir.NewGraph("turned")
+		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 24, 7, 7)))
+		h := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("we", w(72, 24, 1, 1)), g.AddInitializer("be", w(72))})
+		h = g.Apply("Clip", []*ir.Value{h, g.AddInitializer("lo", ir.Scalar(ir.Float32, float32(0))), g.AddInitializer("hi", ir.Scalar(ir.Float32, float32(6)))})
+		h = g.Apply("Conv", []*ir.Value{h, g.AddInitializer("wd", w(72, 1, 3, 3)), g.AddInitializer("bd", w(72))}, ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrI("group", 72))
+		h = g.Apply("Relu", []*ir.Value{h})
+		h = g.Apply("Conv", []*ir.Value{h, g.AddInitializer("wp", w(24, 72, 1, 1)), g.AddInitializer("bp", w(24))})
+		y := g.Apply("Relu", []*ir.Value{g.Apply("Add", []*ir.Value{x, h})})
+		y.Name = "y"
+		g.SetOutputs(y)
+		res := checkO2(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, 1, 24, 7, 7)}, 1e-5)
+		t.Logf("kernels %v", res.Kernels)
+	})
+}

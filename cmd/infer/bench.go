@@ -137,8 +137,8 @@ type report struct {
 	LoadMS     float64 `json:"load_ms"`
 	// LoadPhases splits a CPU engine's load (runtime.LoadTimes).
 	LoadPhases *loadPhases `json:"load_phases_ms,omitempty"`
-	FirstRunMS float64 `json:"first_run_ms"`
-	PeakRSS    int64   `json:"peak_rss_bytes"`
+	FirstRunMS float64     `json:"first_run_ms"`
+	PeakRSS    int64       `json:"peak_rss_bytes"`
 	Latency    struct {
 		Min    float64 `json:"min"`
 		Mean   float64 `json:"mean"`

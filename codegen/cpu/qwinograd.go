@@ -30,20 +30,19 @@ import (
 // convolution's (qgemm), batched over positions. Large layers run the
 // three per block of tile rows, so that V and M stay in L2.
 //
-// Only fusion groups (float32 requantization) take it, unless --winograd
-// off: QLinearConv keeps the reference's arithmetic bit for bit.
+// Only fusion groups (float32 requantization) take it, and only at
+// --winograd on: QLinearConv keeps the reference's arithmetic bit for bit.
 
-// Integer Winograd applies to 3×3 stride-1 convolutions of at least
-// qWinoMinChannels input and output channels (--winograd on); at auto, to
-// those of at least qWinoAutoChannels input channels: the transforms cost
-// in proportion to the channels, the GEMM saves in proportion to their
-// product (measured on this Zen 4, a layer of 64 to 64 channels at 56×56
-// is 20% faster, of 32 to 128 at 27×27 as fast, of 16 to 64 at 55×55 23%
-// slower).
-const (
-	qWinoMinChannels  = 16
-	qWinoAutoChannels = 64
-)
+// Integer Winograd applies, at --winograd on, to 3×3 stride-1
+// convolutions of at least qWinoMinChannels input and output channels.
+// It pays with the channels: the transforms cost in proportion to them,
+// the GEMM saves in proportion to their product (measured on this Zen 4,
+// a layer of 64 to 64 channels at 56×56 is 20% faster, of 32 to 128 at
+// 27×27 as fast, of 16 to 64 at 55×55 23% slower). Auto leaves integer
+// convolutions direct: the transformed input's rounding compounds over
+// deep 3×3 stacks (resnet18's cosine with FP32 goes from 0.9993 to 0.998,
+// a random-weight VGG-16's from 0.976 to 0.913), which only data can judge.
+const qWinoMinChannels = 16
 
 // V and M larger than qWinoFuseAbove bytes (L2) are made and used per
 // block of tile rows, in slices of about qWinoSlice bytes, and of at
@@ -74,16 +73,9 @@ const qWinoVStep = 4
 // qWinograd reports whether convolution ql runs as integer Winograd.
 func (g *gen) qWinograd(ql *qlin) bool {
 	c := ql.cg
-	minC := int64(qWinoAutoChannels)
-	switch g.opts.Winograd {
-	case WinogradOff:
-		return false
-	case WinogradOn:
-		minC = qWinoMinChannels
-	}
-	return ql.conv && ql.out == qOutF32 && !c.runtime && c.group == 1 &&
+	return g.opts.Winograd == WinogradOn && ql.conv && ql.out == qOutF32 && !c.runtime && c.group == 1 &&
 		c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 &&
-		c.C >= minC && c.OC >= qWinoMinChannels && c.OH >= 4 && c.OW >= 4
+		c.C >= qWinoMinChannels && c.OC >= qWinoMinChannels && c.OH >= 4 && c.OW >= 4
 }
 
 func (g *gen) qWinoLayout(ql *qlin, N int64) qWinoLayout {

@@ -45,10 +45,11 @@ func fuseEpiloguePass(c *Context, m *ir.Model) error {
 	return nil
 }
 
-// expandDepthwise merges a 1×1 Conv group (the Conv and at most a clamp:
-// Relu or Clip) whose output's only reader is a depthwise Conv with the
-// latter's group into one "conv-dw" group: MobileNet's expansion, whose
-// large expanded tensor a backend can then keep out of memory.
+// expandDepthwise merges a 1×1 Conv group (the Conv and its activation:
+// a clamp, or any function of the product alone, EfficientNet's SiLU)
+// whose output's only reader is a depthwise Conv with the latter's group
+// into one "conv-dw" group: MobileNet's expansion, whose large expanded
+// tensor a backend can then keep out of memory.
 func (f *fuser) expandDepthwise(cands []group) []group {
 	byBase := map[*ir.Node]int{}
 	for i, gr := range cands {
@@ -78,14 +79,20 @@ func (f *fuser) expandDepthwise(cands []group) []group {
 }
 
 // pointwiseConv reports whether gr is a static-shape 1×1, stride-1,
-// unpadded, ungrouped Conv followed by at most a clamp.
+// unpadded, ungrouped Conv followed by nothing but its activation.
 func (f *fuser) pointwiseConv(gr group) bool {
 	c := gr.nodes[0]
-	if c.OpType != "Conv" || len(gr.nodes) > 2 || !c.Outputs[0].Type.Shape.IsStatic() {
+	if c.OpType != "Conv" || !c.Outputs[0].Type.Shape.IsStatic() || slices.ContainsFunc(gr.roles[1:], func(r string) bool { return r != "activation" }) {
 		return false
 	}
-	if act := gr.nodes[len(gr.nodes)-1]; len(gr.nodes) == 2 && act.OpType != "Relu" && !(act.OpType == "Clip" && f.constClip(act)) {
-		return false
+	// The activation must be a function of each value alone: constants
+	// of one element (a per-channel PRelu slope would need the channel).
+	for _, n := range gr.nodes[1:] {
+		for _, v := range n.Inputs {
+			if k := f.constOf(v); k != nil && k.Len() != 1 {
+				return false
+			}
+		}
 	}
 	w, ok := staticDims(c.Inputs[1])
 	return ok && f.constWeights(c) && len(w) == 4 && w[2] == 1 && w[3] == 1 && attrInt(c, "group", 1) == 1 &&

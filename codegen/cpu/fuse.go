@@ -146,10 +146,7 @@ func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node, roleAttr *ir.Attribu
 	if err != nil {
 		return nil, err
 	}
-	// An activation of the value alone (SiLU, Sigmoid, HardSwish, GELU,
-	// ...) is computed in the store, on the value in registers.
-	y := kernel.Hole("y", ir.Float32)
-	if e := g.scalarConsts(kernel.Inline(post.Value, map[*kernel.Buffer]*kernel.Kernel{g.buffer(v): {Value: y}})); pointwise(e) {
+	if e := g.storeActExpr(post, v); e != nil {
 		g.fusedActExpr[base] = e
 		return base, nil
 	}
@@ -166,6 +163,18 @@ func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node, roleAttr *ir.Attribu
 		return nil
 	}
 	return base, nil
+}
+
+// storeActExpr returns post (a map over the product v) as an expression
+// of the value alone, in the hole "y", or nil if it reads anything else:
+// such an activation (SiLU, Sigmoid, HardSwish, GELU, ...) is computed in
+// the store, on the value in registers.
+func (g *gen) storeActExpr(post *kernel.Kernel, v *ir.Value) *kernel.Expr {
+	y := kernel.Hole("y", ir.Float32)
+	if e := g.scalarConsts(kernel.Inline(post.Value, map[*kernel.Buffer]*kernel.Kernel{g.buffer(v): {Value: y}})); pointwise(e) {
+		return e
+	}
+	return nil
 }
 
 // prepareLayerEpilogue sets up an epilogue group whose base the kernel

@@ -10,7 +10,8 @@ import (
 )
 
 // A conv-dw group (passes' fuse-epilogue) is MobileNet's expansion: a 1×1
-// Conv (with a clamp) whose only reader is a depthwise Conv. The expanded
+// Conv (with a clamp, or EfficientNet's SiLU) whose only reader is a
+// depthwise Conv. The expanded
 // tensor is the block's largest (96×112×112 floats, 4.8 MB, in
 // MobileNetV2) and would go through memory twice; here it never does. A
 // thread computes a block of mr expanded channels, all pixels, into its
@@ -19,22 +20,29 @@ import (
 // reads back only what it wrote.
 
 // prepareExpandDW reads a conv-dw body: the 1×1 Conv and its optional
-// clamp, then the depthwise Conv's epilogue group.
+// activation, then the depthwise Conv's epilogue group.
 func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node, roleAttr *ir.Attribute) (*ir.Node, error) {
 	roles, err := groupRoles(roleAttr, body, "expand", "expand-activation", "depthwise", "residual", "activation")
 	if err != nil {
 		return nil, err
 	}
 	i := slices.Index(roles, "depthwise")
-	if roles[0] != "expand" || i < 1 || i > 2 {
-		return nil, fmt.Errorf("a conv-dw group is a 1×1 Conv, an optional clamp and a depthwise Conv's group")
+	if roles[0] != "expand" || i < 1 {
+		return nil, fmt.Errorf("a conv-dw group is a 1×1 Conv, its activation and a depthwise Conv's group")
 	}
 	a, d := body[0], body[i]
-	if i == 2 {
-		if !g.storeActivation(body[1]) {
-			return nil, fmt.Errorf("the expansion's activation %s is not a clamp", body[1])
+	if acts := body[1:i]; len(acts) == 1 && g.storeActivation(acts[0]) {
+		g.fusedAct[a] = acts[0]
+	} else if len(acts) > 0 {
+		// Any other function of the expanded value alone (SiLU) is
+		// computed in the expansion's store.
+		post, err := g.fusedMap(acts, acts[len(acts)-1].Outputs[0])
+		if err != nil {
+			return nil, err
 		}
-		g.fusedAct[a] = body[1]
+		if g.fusedActExpr[a] = g.storeActExpr(post, a.Outputs[0]); g.fusedActExpr[a] == nil {
+			return nil, fmt.Errorf("the expansion's activation %s is not a function of its value alone", acts[len(acts)-1])
+		}
 	}
 	ca, err := g.convGeom(a)
 	if err != nil {

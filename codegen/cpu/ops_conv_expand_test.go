@@ -9,28 +9,38 @@ import (
 
 // TestExpandDepthwise checks MobileNet's expansion (1×1 Conv + Relu6 into
 // a depthwise 3×3 Conv + Relu6, stride 1 and 2, a residual after the
-// depthwise one) run as one conv-dw kernel.
+// depthwise one) run as one conv-dw kernel; and EfficientNet's (SiLU
+// written as x·Sigmoid(x)), and one without an activation.
 func TestExpandDepthwise(t *testing.T) {
 	r := rand.New(rand.NewSource(9))
 	for _, c := range []struct {
 		name                   string
 		batch, stride, m, k, h int64
 		residual               bool
-		projResidual           bool // the projection adds a residual (split-K)
+		projResidual           bool   // the projection adds a residual (split-K)
+		act                    string // the expansion's: "" Relu6, "silu", "none"
 	}{
-		{"s1", 1, 1, 20, 8, 15, false, false},
-		{"s2-batch2", 2, 2, 13, 8, 15, false, false},
-		{"s1-residual", 1, 1, 12, 8, 15, true, false},
-		{"wide", 1, 1, 96, 32, 7, false, false},
-		{"wide-tail-s2", 1, 2, 100, 32, 9, false, false},
-		{"wide-proj-residual", 1, 1, 100, 32, 9, false, true},
+		{"s1", 1, 1, 20, 8, 15, false, false, ""},
+		{"s2-batch2", 2, 2, 13, 8, 15, false, false, ""},
+		{"s1-residual", 1, 1, 12, 8, 15, true, false, ""},
+		{"wide", 1, 1, 96, 32, 7, false, false, ""},
+		{"wide-tail-s2", 1, 2, 100, 32, 9, false, false, ""},
+		{"wide-proj-residual", 1, 1, 100, 32, 9, false, true, ""},
+		{"silu", 1, 1, 20, 8, 15, false, false, "silu"},
+		{"silu-wide-s2-batch2", 2, 2, 100, 32, 9, false, false, "silu"},
+		{"no-activation", 1, 1, 96, 32, 7, false, true, "none"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := ir.NewGraph("expand")
 			x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(c.batch, c.k, c.h, 19)))
 			six := []*ir.Value{g.AddInitializer("lo", ir.Scalar(ir.Float32, float32(0))), g.AddInitializer("hi", ir.Scalar(ir.Float32, float32(6)))}
 			e := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("we", randTensor(r, c.m, c.k, 1, 1)), g.AddInitializer("be", randTensor(r, c.m))})
-			e = g.Apply("Clip", append([]*ir.Value{e}, six...))
+			switch c.act {
+			case "":
+				e = g.Apply("Clip", append([]*ir.Value{e}, six...))
+			case "silu":
+				e = g.Apply("Mul", []*ir.Value{e, g.Apply("Sigmoid", []*ir.Value{e})})
+			}
 			d := g.Apply("Conv", []*ir.Value{e, g.AddInitializer("wd", randTensor(r, c.m, 1, 3, 3)), g.AddInitializer("bd", randTensor(r, c.m))},
 				ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrI("group", c.m), ir.AttrIs("strides", c.stride, c.stride))
 			feeds := map[string]*ir.Tensor{"x": randTensor(r, c.batch, c.k, c.h, 19)}

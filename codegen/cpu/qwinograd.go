@@ -367,7 +367,7 @@ func (g *gen) qWinoInRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp va
 				}
 				d[i] = make([]value.Value, 4)
 				for jj := range d[i] {
-					b := k.pickBytes(spans, vl, func(e int) int {
+					b := k.pick(spans, vl, func(e int) int {
 						if int64(e) >= valid {
 							return -1
 						}
@@ -409,39 +409,6 @@ func (g *gen) qWinoInRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp va
 			k.maskedStoreAt(w, vp, k.mul(at, c64(4)), valid)
 		}
 	}
-}
-
-// pickBytes builds an n-byte vector whose lane l is byte src(l) of the
-// concatenation of the byte vectors vs (a negative src leaves the lane
-// undefined), with a tree of two-input shuffles.
-func (k *kfn) pickBytes(vs []value.Value, n int, src func(l int) int) value.Value {
-	w := int(vs[0].Type().(*types.VectorType).Len)
-	var build func(lo, hi int) value.Value
-	build = func(lo, hi int) value.Value {
-		mask := make([]constant.Constant, n)
-		if hi-lo == 1 {
-			for l := range mask {
-				mask[l] = constant.NewUndef(i32)
-				if s := src(l); s >= lo*w && s < hi*w {
-					mask[l] = c32(int64(s - lo*w))
-				}
-			}
-			return k.b.NewShuffleVector(vs[lo], constant.NewUndef(vs[lo].Type()), constant.NewVector(ivec(int64(n), i32), mask...))
-		}
-		mid := (lo + hi) / 2
-		a, b := build(lo, mid), build(mid, hi)
-		for l := range mask {
-			mask[l] = constant.NewUndef(i32)
-			switch s := src(l); {
-			case s >= lo*w && s < mid*w:
-				mask[l] = c32(int64(l))
-			case s >= mid*w && s < hi*w:
-				mask[l] = c32(int64(n + l))
-			}
-		}
-		return k.b.NewShuffleVector(a, b, constant.NewVector(ivec(int64(n), i32), mask...))
-	}
-	return build(0, len(vs))
 }
 
 // imatVec is matVec for a matrix of 0 and ±1 on integer vectors.

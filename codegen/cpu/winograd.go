@@ -305,34 +305,37 @@ func (k *kfn) loadSpan(p, row value.Value, col0, n, width int64, vl int) []value
 	return vs
 }
 
-// pick builds a vector whose lane l is element src(l) of the
-// concatenation of vs (a negative src leaves the lane undefined), with a
-// tree of two-input shuffles.
-func (k *kfn) pick(vs []value.Value, vl int, src func(l int) int) value.Value {
+// pick builds an n-lane vector whose lane l is element src(l) of the
+// concatenation of vs (vectors of one type, of any width; a negative src
+// leaves the lane undefined), with a tree of two-input shuffles.
+func (k *kfn) pick(vs []value.Value, n int, src func(l int) int) value.Value {
+	vt := vs[0].Type().(*types.VectorType)
+	w := int(vt.Len)
+	maskT := types.NewVector(uint64(n), i32)
 	var build func(lo, hi int) value.Value
 	build = func(lo, hi int) value.Value {
-		mask := make([]constant.Constant, vl)
+		mask := make([]constant.Constant, n)
 		if hi-lo == 1 {
 			for l := range mask {
 				mask[l] = constant.NewUndef(i32)
-				if s := src(l); s >= lo*vl && s < hi*vl {
-					mask[l] = c32(int64(s - lo*vl))
+				if s := src(l); s >= lo*w && s < hi*w {
+					mask[l] = c32(int64(s - lo*w))
 				}
 			}
-			return k.b.NewShuffleVector(vs[lo], constant.NewUndef(vecT(vl)), constant.NewVector(types.NewVector(uint64(vl), i32), mask...))
+			return k.b.NewShuffleVector(vs[lo], constant.NewUndef(vt), constant.NewVector(maskT, mask...))
 		}
 		mid := (lo + hi) / 2
 		a, b := build(lo, mid), build(mid, hi)
 		for l := range mask {
 			mask[l] = constant.NewUndef(i32)
 			switch s := src(l); {
-			case s >= lo*vl && s < mid*vl:
+			case s >= lo*w && s < mid*w:
 				mask[l] = c32(int64(l))
-			case s >= mid*vl && s < hi*vl:
-				mask[l] = c32(int64(vl + l))
+			case s >= mid*w && s < hi*w:
+				mask[l] = c32(int64(n + l))
 			}
 		}
-		return k.b.NewShuffleVector(a, b, constant.NewVector(types.NewVector(uint64(vl), i32), mask...))
+		return k.b.NewShuffleVector(a, b, constant.NewVector(maskT, mask...))
 	}
 	return build(0, len(vs))
 }

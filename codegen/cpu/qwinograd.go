@@ -141,7 +141,7 @@ func (g *gen) qWinoLayout(ql *qlin, N int64) qWinoLayout {
 func qWinoWeights(ql *qlin) (u [16][]int8, step [16][]float64) {
 	C, OC := ql.cg.C, ql.cg.OC
 	G := winoF2.g
-	real := make([]float64, 16*OC*C)
+	all := make([]float64, 16*OC*C) // U in weight steps, exact
 	for oc := range OC {
 		for c := range C {
 			w := ql.w[(oc*C+c)*9:]
@@ -153,7 +153,7 @@ func qWinoWeights(ql *qlin) (u [16][]int8, step [16][]float64) {
 			}
 			for a := range 4 {
 				for b := range 4 {
-					real[((int64(a*4+b))*OC+oc)*C+c] = t[a][0]*G[b][0] + t[a][1]*G[b][1] + t[a][2]*G[b][2]
+					all[(int64(a*4+b)*OC+oc)*C+c] = t[a][0]*G[b][0] + t[a][1]*G[b][1] + t[a][2]*G[b][2]
 				}
 			}
 		}
@@ -162,7 +162,7 @@ func qWinoWeights(ql *qlin) (u [16][]int8, step [16][]float64) {
 		u[p] = make([]int8, OC*C)
 		step[p] = make([]float64, OC)
 		for oc := range OC {
-			row := real[(int64(p)*OC+oc)*C : (int64(p)*OC+oc+1)*C]
+			row := all[(int64(p)*OC+oc)*C : (int64(p)*OC+oc+1)*C]
 			var m float64
 			whole, halves := true, true
 			for _, v := range row {

@@ -190,7 +190,9 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 		turn = gm.turn
 	}
 	cols -= turn
-	W := 8 // the turned accumulators' lanes
+	// The turned accumulators' lanes: a half vector where the rows fit
+	// (AVX-512 runs two 8-lane FMAs per cycle), else a whole one.
+	W := min(8, vl)
 	for int64(W) < rows {
 		W *= 2
 	}

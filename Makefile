@@ -88,7 +88,7 @@ fuzz: ## run every fuzz target (FuzzRead, FuzzParse, ...) for FUZZTIME each
 	@for file in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
 		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
 			echo "$(GO) test -run '^\$$' -fuzz '^$$target\$$' -fuzztime $(FUZZTIME) ./$$(dirname $${file#./})"; \
-			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./$$(dirname $${file#./}); \
+			GO=$(GO) .ci/fuzz-one "$$target" ./$$(dirname $${file#./}) $(FUZZTIME); \
 		done; \
 	done
 

@@ -120,15 +120,25 @@ func (a *ABI) checkDerived() error {
 	return nil
 }
 
-// ExpandWeights lays out and derives the live weights of a compile result
-// held in memory, its code loaded as lib: the stored weights and the
-// derived ranges, checked first.
-func ExpandWeights(lib *Library, stored []byte, derived []Derived) (*Buffer, error) {
+// inMemoryABI is the weights part of an ABI record for stored weights
+// and derived ranges held in memory, checked.
+func inMemoryABI(stored []byte, derived []Derived) (*ABI, error) {
 	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)), Derived: derived}
 	for _, d := range derived {
 		a.WeightsBytes += d.Bytes
 	}
 	if err := a.checkDerived(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// ExpandWeights lays out and derives the live weights of a compile result
+// held in memory, its code loaded as lib: the stored weights and the
+// derived ranges, checked first.
+func ExpandWeights(lib *Library, stored []byte, derived []Derived) (*Buffer, error) {
+	a, err := inMemoryABI(stored, derived)
+	if err != nil {
 		return nil, err
 	}
 	l := NewLive(a)

@@ -41,11 +41,8 @@ func derivedCase(r *rand.Rand, OC, C, MR int64) (stored []byte, src []float32, d
 // expandOracle lays out and derives live weights with the reference
 // transform (winograd), one range after another.
 func expandOracle(stored []byte, derived []Derived) (*Buffer, error) {
-	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)), Derived: derived}
-	for _, d := range derived {
-		a.WeightsBytes += d.Bytes
-	}
-	if err := a.checkDerived(); err != nil {
+	a, err := inMemoryABI(stored, derived)
+	if err != nil {
 		return nil, err
 	}
 	l := NewLive(a)

@@ -375,33 +375,15 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 	if p, ok := k.bases[key]; ok {
 		return p
 	}
-	entry := k.f.Blocks[0]
-	var insts []ll.Instruction
-	var raw value.Value
+	base, slots := k.a, value.Value(nil)
 	switch l.space {
 	case inWeights:
-		gp := ll.NewGetElementPtr(i8, k.w, c64(l.off))
-		insts, raw = append(insts, gp), gp
+		base = k.w
 	case inArena:
-		gp := ll.NewGetElementPtr(i8, k.a, c64(l.off))
-		insts, raw = append(insts, gp), gp
 	default:
-		slot := ll.NewGetElementPtr(i8p, k.io, c64(int64(l.io)))
-		ld := ll.NewLoad(i8p, slot)
-		insts, raw = append(insts, slot, ld), ld
-		if l.off != 0 {
-			gp := ll.NewGetElementPtr(i8, ld, c64(l.off))
-			insts, raw = append(insts, gp), gp
-		}
+		slots = k.io
 	}
-	if l.stride != 0 {
-		off := ll.NewMul(k.sample, c64(l.stride))
-		gp := ll.NewGetElementPtr(i8, raw, off)
-		insts, raw = append(insts, off, gp), gp
-	}
-	cast := ll.NewBitCast(raw, types.NewPointer(et))
-	insts = append(insts, cast)
-	entry.Insts = append(insts, entry.Insts...)
+	cast := kernel.EntryPtr(k.f, base, slots, int64(l.io), l.off, k.sample, l.stride, types.NewPointer(et))
 	k.bases[key] = cast
 	return cast
 }

@@ -480,23 +480,15 @@ func (h host) Ptr(f *kernel.Fn, b *kernel.Buffer) value.Value {
 	if v, ok := h.ptrs[key]; ok {
 		return v
 	}
-	entry := f.F.Blocks[0]
-	var insts []ll.Instruction
-	var raw value.Value
+	base, slots := h.a, value.Value(nil)
 	switch p.space {
 	case inWeights:
-		gp := ll.NewGetElementPtr(i8, h.w, c64(p.off))
-		insts, raw = append(insts, gp), gp
+		base = h.w
 	case inArena:
-		gp := ll.NewGetElementPtr(i8, h.a, c64(p.off))
-		insts, raw = append(insts, gp), gp
 	default:
-		slot := ll.NewGetElementPtr(i8p, h.io, c64(int64(p.slot)))
-		ld := ll.NewLoad(i8p, slot)
-		insts, raw = append(insts, slot, ld), ld
+		slots = h.io
 	}
-	cast := ll.NewBitCast(raw, mt)
-	entry.Insts = append(append(insts, cast), entry.Insts...)
+	cast := kernel.EntryPtr(f.F, base, slots, int64(p.slot), p.off, nil, 0, mt)
 	h.ptrs[key] = cast
 	return cast
 }

@@ -46,6 +46,36 @@ func NewFn(mod *ll.Module, f *ll.Func, tid, nth value.Value, host Host, decls ma
 	return &Fn{Mod: mod, F: f, B: f.Blocks[len(f.Blocks)-1], Tid: tid, Nth: nth, Host: host, decls: decls}
 }
 
+// EntryPtr returns a pointer of type pt computed at the top of f's entry
+// block, so valid anywhere in f: off bytes into base (an i8*), or, when
+// slots is non-nil, into the buffer whose i8* is in slot slot of slots
+// (an i8** table of inputs and outputs); then, when scale is not 0, a
+// further scale·dyn bytes (dyn an i64 valid in the entry block, such as a
+// parameter). Backends cache the result per place.
+func EntryPtr(f *ll.Func, base, slots value.Value, slot, off int64, dyn value.Value, scale int64, pt types.Type) value.Value {
+	byteT := types.I8
+	var insts []ll.Instruction
+	raw := base
+	if slots != nil {
+		at := ll.NewGetElementPtr(types.NewPointer(byteT), slots, I64(slot))
+		ld := ll.NewLoad(types.NewPointer(byteT), at)
+		insts, raw = append(insts, at, ld), ld
+	}
+	if off != 0 || slots == nil {
+		gp := ll.NewGetElementPtr(byteT, raw, I64(off))
+		insts, raw = append(insts, gp), gp
+	}
+	if scale != 0 {
+		o := ll.NewMul(dyn, I64(scale))
+		gp := ll.NewGetElementPtr(byteT, raw, o)
+		insts, raw = append(insts, o, gp), gp
+	}
+	cast := ll.NewBitCast(raw, pt)
+	entry := f.Blocks[0]
+	entry.Insts = append(append(insts, cast), entry.Insts...)
+	return cast
+}
+
 // Shorthand LLVM types.
 var (
 	i1  = types.I1

@@ -155,16 +155,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 
 // declare returns an external function (an LLVM intrinsic).
 func (g *gen) declare(name string, ret types.Type, params ...types.Type) *ll.Func {
-	if f, ok := g.decls[name]; ok {
-		return f
-	}
-	ps := make([]*ll.Param, len(params))
-	for i, t := range params {
-		ps[i] = ll.NewParam("", t)
-	}
-	f := g.mod.NewFunc(name, ret, ps...)
-	g.decls[name] = f
-	return f
+	return kernel.Declare(g.mod, g.decls, name, ret, params...)
 }
 
 func dimsOf(v *ir.Value) []int64 {

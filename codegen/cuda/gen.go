@@ -441,16 +441,7 @@ func (g *gen) gpuEntry(name string, body *ll.Func) {
 }
 
 func (g *gen) declare(name string, ret types.Type, params ...types.Type) *ll.Func {
-	if f, ok := g.decls[name]; ok {
-		return f
-	}
-	ps := make([]*ll.Param, len(params))
-	for i, t := range params {
-		ps[i] = ll.NewParam("", t)
-	}
-	f := g.mod.NewFunc(name, ret, ps...)
-	g.decls[name] = f
-	return f
+	return kernel.Declare(g.mod, g.decls, name, ret, params...)
 }
 
 // host binds the kernel layer's buffers to a body's memory.

@@ -147,15 +147,21 @@ func elemOf(t types.Type) types.Type {
 
 // declare returns the module's declaration of an external function.
 func (f *Fn) declare(name string, ret types.Type, params ...types.Type) *ll.Func {
-	if d, ok := f.decls[name]; ok {
+	return Declare(f.Mod, f.decls, name, ret, params...)
+}
+
+// Declare returns mod's declaration of an external function (an LLVM
+// intrinsic), made once and kept in decls.
+func Declare(mod *ll.Module, decls map[string]*ll.Func, name string, ret types.Type, params ...types.Type) *ll.Func {
+	if d, ok := decls[name]; ok {
 		return d
 	}
 	ps := make([]*ll.Param, len(params))
 	for i, t := range params {
 		ps[i] = ll.NewParam("", t)
 	}
-	d := f.Mod.NewFunc(name, ret, ps...)
-	f.decls[name] = d
+	d := mod.NewFunc(name, ret, ps...)
+	decls[name] = d
 	return d
 }
 

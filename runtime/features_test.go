@@ -24,4 +24,12 @@ func TestRebuildAdvice(t *testing.T) {
 	if m := MissingFeatures([]string{"avx_vnni"}); (len(m) == 0) != cpu.X86.HasAVXVNNI {
 		t.Errorf("MissingFeatures(avx_vnni) = %v, host has it: %v", m, cpu.X86.HasAVXVNNI)
 	}
+	// An engine with AMX tiles on an AVX-512 VNNI CPU without them.
+	vnni := len(MissingFeatures([]string{"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"})) == 0
+	if got := RebuildAdvice([]string{"amx_tile", "amx_int8"}); vnni != strings.Contains(got, "--cpu icelake-server") {
+		t.Errorf("missing AMX (host AVX-512 VNNI: %v): %q", vnni, got)
+	}
+	if m := MissingFeatures([]string{"amx_int8"}); (len(m) == 0) != cpu.X86.HasAMXInt8 {
+		t.Errorf("MissingFeatures(amx_int8) = %v, host has it: %v", m, cpu.X86.HasAMXInt8)
+	}
 }

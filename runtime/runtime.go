@@ -172,6 +172,11 @@ func load(buf []byte, opts LoadOptions, start time.Time) (*Engine, error) {
 		return nil, fmt.Errorf("this CPU lacks %s, which the engine's code needs (it was built with --cpu %s); %s",
 			strings.Join(missing, ", "), f.Meta.Target.CPU, RebuildAdvice(missing))
 	}
+	if slices.Contains(abi.Features, "amx_tile") {
+		if err := cpurt.EnableAMX(); err != nil {
+			return nil, fmt.Errorf("the engine's code uses AMX tiles, which Linux does not grant this process (%v); rebuild it with `cc build --cpu icelake-server` (AVX-512 VNNI without AMX)", err)
+		}
+	}
 	t1 := time.Now()
 	live := cpurt.NewLive(abi)
 	if err := file.Read(engine.SectionWeights, func(off int, chunk []byte) { live.Put(int64(off), chunk) }); err != nil {
@@ -230,6 +235,13 @@ func RebuildAdvice(missing []string) string {
 		// Every AArch64 CPU has NEON; the dot products are the extras.
 		return "rebuild it with `cc build --target aarch64-linux-gnu` naming this CPU in --cpu (cortex-a76, neoverse-n1, ...), or --cpu generic (NEON only)"
 	}
+	amxOnly := true
+	for _, f := range missing {
+		amxOnly = amxOnly && (f == "amx_tile" || f == "amx_int8")
+	}
+	if amxOnly && len(MissingFeatures([]string{"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"})) == 0 {
+		return "rebuild it with `cc build --cpu icelake-server` for AVX-512 VNNI without AMX tiles"
+	}
 	vnniOnly := true
 	for _, f := range missing {
 		vnniOnly = vnniOnly && (f == "avx512_vnni" || f == "avx_vnni" || f == "avx512vbmi")
@@ -251,6 +263,7 @@ func MissingFeatures(need []string) []string {
 		"avx512f": cpu.X86.HasAVX512F, "avx512bw": cpu.X86.HasAVX512BW, "avx512dq": cpu.X86.HasAVX512DQ,
 		"avx512vl": cpu.X86.HasAVX512VL, "avx512vbmi": cpu.X86.HasAVX512VBMI,
 		"avx512_vnni": cpu.X86.HasAVX512VNNI, "avx_vnni": cpu.X86.HasAVXVNNI,
+		"amx_tile": cpu.X86.HasAMXTile, "amx_int8": cpu.X86.HasAMXInt8,
 		"asimd": cpu.ARM64.HasASIMD, "asimddp": cpu.ARM64.HasASIMDDP, "i8mm": cpu.ARM64.HasI8MM,
 	}
 	var missing []string

@@ -33,7 +33,7 @@ func (g *gen) abi() *rcpu.ABI {
 		Derived:      g.derived,
 		ArenaBytes:   g.arenaBytes,
 		Steps:        len(g.steps),
-		Features:     append([]string{}, g.feats...),
+		Features:     g.recordedFeatures(),
 		Slots:        make([]rcpu.Slot, len(g.inputs)+len(g.outputs)),
 	}
 	for _, io := range g.inputs {

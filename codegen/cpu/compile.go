@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -164,7 +165,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 		TensorBytes: g.tensorBytes,
 		Inputs:      g.inputs,
 		Outputs:     g.outputs,
-		Features:    feats,
+		Features:    g.recordedFeatures(),
 		Kernels:     g.kernelNames,
 		MaxThreads:  maxThreads(unfused(m)),
 		Symbols:     g.syms,
@@ -216,9 +217,12 @@ func cpuFeatures(cpu string) ([]string, error) {
 	case "cascadelake":
 		// AVX-512 with VNNI: the int8 kernels use vpdpbusd.
 		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni"}, nil
-	case "icelake-server", "icelake-client", "znver4", "sapphirerapids":
+	case "icelake-server", "icelake-client", "znver4":
 		// and VBMI: vpermb (the int8 depthwise kernel).
 		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"}, nil
+	case "sapphirerapids":
+		// and AMX's int8 tiles (qamx.go).
+		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi", "amx_tile", "amx_int8"}, nil
 	case "x86-64", "x86-64-v2":
 		return nil, fmt.Errorf("codegen/cpu: -mcpu=%s has no AVX2; kiln needs at least x86-64-v3", cpu)
 	case "native":
@@ -239,7 +243,7 @@ func cpuFeatures(cpu string) ([]string, error) {
 			}
 		}
 		var out []string
-		for _, f := range []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vbmi", "avx512_vnni", "avx_vnni"} {
+		for _, f := range []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vbmi", "avx512_vnni", "avx_vnni", "amx_tile", "amx_int8"} {
 			if flags[f] {
 				out = append(out, f)
 			}
@@ -250,6 +254,22 @@ func cpuFeatures(cpu string) ([]string, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("codegen/cpu: unknown CPU %q (use native, x86-64-v3, x86-64-v4 or skylake-avx512)", cpu)
+}
+
+// recordedFeatures are the features the engine needs: the target's, less
+// AMX's when no kernel uses the tiles (so that an engine built on an AMX
+// machine without them runs where AMX is missing or not allowed).
+func (g *gen) recordedFeatures() []string {
+	if g.usedAMX {
+		return append([]string{}, g.feats...)
+	}
+	var out []string
+	for _, f := range g.feats {
+		if !slices.Contains(amxFeatures, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func hasFeature(feats []string, f string) bool {

@@ -214,14 +214,14 @@ func (g *gen) qconvLayout(ql *qlin, N int64) qconvLayout {
 		l.rows, l.cols, l.Hp, l.Wp = 1, l.npix, 1, l.npix
 	}
 	k4 := (ql.K + 3) / 4
-	l.panelBytes = k4 * l.npad * 4
+	l.panelBytes = g.qK4Room(ql.K) * l.npad * 4
 	l.cols0 = l.padBytes
 	if c.group == 1 && l.rows > 1 && l.panelBytes > qFuseIm2colAbove {
 		R := min(max(qFuseSlice/(k4*4*l.cols), 1), l.rows)
 		if N*((l.rows+R-1)/R) >= qFuseIm2colItems {
 			l.rowBlock = R
 			l.sliceNpad = (R*l.cols+L-1)/L*L + L
-			l.sliceBytes = align64(k4 * l.sliceNpad * 4)
+			l.sliceBytes = align64(g.qK4Room(ql.K) * l.sliceNpad * 4)
 		}
 	}
 	return l
@@ -269,13 +269,14 @@ func (g *gen) lowerQConvGemm(ql *qlin, c convGeom) error {
 	if l.rowBlock > 0 {
 		q.mr, q.nv = qBlocking(q.M, l.rowBlock*l.cols, L)
 	}
+	g.qUseAMX(q)
 	q.parallel = 2*q.M*q.N*K*q.batch >= 1<<18
 	// Weights: each group's rows packed on their own.
 	pk := qPacker{isa: isa, lanes: L}
 	var wb []byte
 	var grpBytes int64
 	for grp := int64(0); grp < c.group; grp++ {
-		b, tile, row, group := pk.packRows(ql.w[grp*ocg*K:(grp+1)*ocg*K], ocg, K, q.mr)
+		b, tile, row, group := pk.pack(q, ql.w[grp*ocg*K:(grp+1)*ocg*K], ocg, K)
 		q.bcTile, q.bcRow, q.bcGroup, grpBytes = tile, row, group, int64(len(b))
 		wb = append(wb, b...)
 	}
@@ -440,7 +441,7 @@ func (g *gen) emitQIm2col(ql *qlin, c convGeom, l qconvLayout, k4 int64, par boo
 		k.parLoop(items, par, func(it value.Value) {
 			b := k.div(it, c64(k4))
 			qg := k.rem(it, c64(k4))
-			out := k.mul(k.add(k.mul(b, c64(k4)), qg), c64(l.npad*4))
+			out := k.add(k.mul(b, c64(l.panelBytes)), k.mul(qg, c64(l.npad*4)))
 			g.qIm2colRows(k, ql, c, l, pairs, src, dst, out, b, qg, c64(0), l.rows)
 		})
 	})

@@ -118,6 +118,7 @@ type qgemm struct {
 	vecBatch          func(k *kfn, b value.Value) value.Value
 	st                qstore
 	parallel          bool
+	amx               bool // tiles (qamx.go): mr and nb are 16 or 32
 }
 
 func (q *qgemm) nb() int64 { return q.nv * q.lanes }
@@ -309,6 +310,9 @@ func (q *qgemm) emit(k *kfn) {
 	if q.st.res != nil {
 		resp = q.st.res(k)
 	}
+	if q.amx {
+		k.amxBegin()
+	}
 	k.eachTile(q.batch, q.M, q.N, q.mr, nb, q.parallel, func(bi, mi, ni value.Value, rows, cols int64) {
 		off := func(base value.Value, f func(k *kfn, b value.Value) value.Value) value.Value {
 			if f != nil {
@@ -321,12 +325,19 @@ func (q *qgemm) emit(k *kfn) {
 		cOff := off(k.add(k.mul(mi, c64(q.mr*q.st.ldc)), k.mul(ni, c64(nb))), q.st.cBatch)
 		ch := off(c64(0), q.st.chBatch)
 		m0, n0 := k.mul(mi, c64(q.mr)), k.mul(ni, c64(nb))
+		if q.amx {
+			q.microAMX(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, ch)
+			return
+		}
 		if q.turnTail(rows, cols) {
 			q.microT(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, ch)
 			return
 		}
 		q.micro(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch)
 	})
+	if q.amx {
+		k.amxEnd()
+	}
 }
 
 // micro computes one tile of rows × cols into the output. A last vector
@@ -732,6 +743,15 @@ func (p qPacker) packRows(w []int8, rows, K, mr int64) (buf []byte, tile, row, g
 		}
 	}
 	return buf, tile, row, group
+}
+
+// pack lays out weights w (rows × K) as q's broadcast operand: AMX tiles
+// or VNNI/qMadd dwords.
+func (p qPacker) pack(q *qgemm, w []int8, rows, K int64) (buf []byte, tile, row, group int64) {
+	if q.amx {
+		return packRowsAMX(w, rows, K, q.mr)
+	}
+	return p.packRows(w, rows, K, q.mr)
 }
 
 // putGroup writes four K values: VNNI one dword of s8; qMadd the even

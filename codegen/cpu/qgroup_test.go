@@ -423,15 +423,17 @@ func qconvCases() []qconvCase {
 // each instruction set the int8 kernels take: AVX2 (x86-64-v3) and AVX-512
 // without VNNI (x86-64-v4) multiply in int16 pairs with vpmaddwd, VNNI
 // without VBMI (cascadelake) interleaves the depthwise taps itself, and
-// the host (native) uses what it has.
+// the host (native) uses what it has; with AMX (sapphirerapids), the
+// convolutions' GEMM runs on tiles.
 func TestQISAs(t *testing.T) {
-	for _, cpu := range []string{"x86-64-v3", "x86-64-v4", "cascadelake", "native"} {
+	for _, cpu := range []string{"x86-64-v3", "x86-64-v4", "cascadelake", "sapphirerapids", "native"} {
 		t.Run(cpu, func(t *testing.T) {
 			if hasCPU(cpu) != nil {
 				t.Skip(hasCPU(cpu))
 			}
 			feats, _ := cpuFeatures(cpu)
 			vnni, vbmi := slices.Contains(feats, "avx512_vnni") || slices.Contains(feats, "avx_vnni"), slices.Contains(feats, "avx512vbmi")
+			amx := slices.Contains(feats, "amx_int8")
 			check := func(res *Result, what string) {
 				t.Helper()
 				if strings.Contains(res.LLVMIR, "vpdpbusd") != vnni || strings.Contains(res.LLVMIR, "pmadd") == vnni {
@@ -442,7 +444,14 @@ func TestQISAs(t *testing.T) {
 				xType: ir.Int8, yType: ir.Uint8, zpX: -3, perChannel: true, bias: true, residual: true, act: "Relu"}
 			q := newQTest(t, "conv_"+cpu, 12)
 			y, roles := c.build(q)
-			check(q.run(y, "qconv", roles, "QPad QIm2col QConv", Options{CPU: cpu}), "conv")
+			res := q.run(y, "qconv", roles, "QPad QIm2col QConv", Options{CPU: cpu})
+			if amx {
+				if !strings.Contains(res.LLVMIR, "tdpbsud") || !slices.Contains(res.Features, "amx_int8") {
+					t.Errorf("conv: AMX tiles not used (or not recorded: %v)", res.Features)
+				}
+			} else {
+				check(res, "conv")
+			}
 			for _, s := range []int64{1, 2} {
 				dw := qconvCase{N: 1, C: 8, H: 10, W: 37, OC: 8, kh: 3, kw: 3, stride: s, pad: 1, dil: 1, grp: 8,
 					xType: ir.Int8, yType: ir.Uint8, zpX: 7, perChannel: true, bias: true, act: "Relu"}
@@ -456,7 +465,11 @@ func TestQISAs(t *testing.T) {
 			}
 			q = newQTest(t, "mm_"+cpu, 14)
 			y, roles = qmatmulCase{M: []int64{3, 9}, K: 37, N: 29, xType: ir.Int8, zpX: 5, bias: true}.build(q)
-			check(q.run(y, "qmatmul", roles, "QMatMul", Options{CPU: cpu}), "matmul")
+			res = q.run(y, "qmatmul", roles, "QMatMul", Options{CPU: cpu})
+			check(res, "matmul")
+			if slices.Contains(res.Features, "amx_tile") {
+				t.Errorf("matmul: the engine records AMX, which its code does not use: %v", res.Features)
+			}
 		})
 	}
 }

@@ -194,6 +194,7 @@ func (g *gen) lowerQWinograd(ql *qlin, c convGeom) {
 	l := g.qWinoLayout(ql, c.N)
 	q := &qgemm{M: c.OC, N: l.T, K: c.C, batch: c.N * 16, lanes: L, isa: isa}
 	q.mr, q.nv = qBlocking(q.M, q.N, L)
+	g.qUseAMX(q)
 	q.parallel = 2*q.M*q.N*q.K*q.batch >= 1<<18
 	pad := q.mr + q.nb()
 	OCp := c.OC + pad
@@ -205,7 +206,7 @@ func (g *gen) lowerQWinograd(ql *qlin, c convGeom) {
 	corr := make([]int32, 16*OCp)
 	scale := make([]float32, 16*OCp)
 	for p := range 16 {
-		b, tile, row, group := pk.packRows(u[p], c.OC, c.C, q.mr)
+		b, tile, row, group := pk.pack(q, u[p], c.OC, c.C)
 		q.bcTile, q.bcRow, q.bcGroup, posBytes = tile, row, group, int64(len(b))
 		wb = append(wb, b...)
 		for oc := range c.OC {

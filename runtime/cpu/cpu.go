@@ -70,6 +70,10 @@ func Open(so []byte) (*Library, error) {
 	if len(so) < 4 || string(so[:4]) != "\x7fELF" {
 		return nil, fmt.Errorf("cpu: not an ELF shared object")
 	}
+	// Code built for AMX needs the tile state granted before it runs; the
+	// grant costs nothing until a thread uses the tiles. A refusal stays
+	// with EnableAMX, which loading such an engine reports.
+	_ = EnableAMX()
 	// The image file stays open while the library is loaded: the dynamic
 	// loader knows libraries by path, and /proc/self/fd/N must not name two
 	// loaded libraries at once.

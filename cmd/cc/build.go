@@ -40,7 +40,7 @@ such a build is refused before it starts.`,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		out := fs.String("o", "", "output file (default: MODEL with the emitted kind's extension; MODEL.opt.onnxtxt for --emit ir of a .onnxtxt MODEL)")
 		emit := fs.String("emit", "engine", "what to write: ir, llvm, obj (CPU targets), ptx (--target cuda) or engine")
-		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512; for aarch64-linux-gnu: generic (the default there), cortex-a76, neoverse-n1, apple-m1, ...)")
+		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512, icelake-server for AVX-512 VNNI, sapphirerapids for VNNI and AMX tiles; for aarch64-linux-gnu: generic (the default there), cortex-a76, neoverse-n1, apple-m1, ...)")
 		target := fs.String("target", "", "target `TRIPLE`: x86_64-linux-gnu or aarch64-linux-gnu (default: this machine's), cuda (NVIDIA GPUs: PTX and a cubin per --gpu), or cuda-sim (the CUDA kernels on this CPU, for testing)")
 		gpuList := fs.String("gpu", "sm_80", "`ARCHS` for --target cuda: the GPU architectures to build cubins for (sm_80,sm_90); the PTX targets the lowest")
 		opt := cli.OneOfInt(fs, "O", 2, "optimization `level`, 0 or 2: 2 runs every pass, 0 only the required ones", 0, 2)

@@ -934,11 +934,12 @@ func (g *gen) lowerQMatMul(ql *qlin) error {
 	N := ql.ch
 	q := &qgemm{M: M, N: N, K: ql.K, batch: 1, lanes: L, isa: isa, acts: true, flip: ql.xSigned, kTail: ql.K%4 != 0}
 	q.mr, q.nv = qBlocking(M, N, L)
+	g.qUseAMX(q)
 	q.parallel = 2*M*N*ql.K >= 1<<18
 	X, Y := ql.x, ql.y
 	q.bc = func(k *kfn) value.Value { return k.bytesAt(k.ptr(X), c64(0)) }
 	q.bcTile, q.bcRow, q.bcGroup = q.mr*ql.K, ql.K, 4
-	pk := qPacker{isa: isa, lanes: L}
+	pk := qPacker{isa: isa, lanes: L, amx: q.amx}
 	K := ql.K
 	buf, tile, group := pk.packCols(func(k, n int64) int8 { return ql.w[n*K+k] }, K, N, q.nb())
 	off := g.addWeights(buf)

@@ -32,6 +32,10 @@ import (
 // amxTile is the tile edge: 16 rows, 16 int32 columns, 64 bytes a row.
 const amxTile = 16
 
+// qAMXMinRows: below it, a tile's 16 rows do less useful work per cycle
+// than vpdpbusd (16 cycles a tdpbusd, two vpdpbusd of 64 a cycle).
+const qAMXMinRows = 8
+
 // hasAMX reports whether the target has AMX's int8 tiles.
 func (g *gen) hasAMX() bool {
 	return !g.arm64() && hasFeature(g.feats, "amx_tile") && hasFeature(g.feats, "amx_int8")
@@ -41,10 +45,12 @@ func (g *gen) hasAMX() bool {
 // when it has such code.
 var amxFeatures = []string{"amx_tile", "amx_int8"}
 
-// qUseAMX switches q to AMX when the target has it and q's vector operand
-// is u8 activations; its register tile becomes tiles.
+// qUseAMX switches q to AMX when the target has it and the activations
+// are u8 (s8 ones, flipped to u8 for vpdpbusd, would need the flip in the
+// tiles' loads); its register tile becomes tiles. A matrix product of
+// fewer than qAMXMinRows rows stays on vpdpbusd, which wastes no rows.
 func (g *gen) qUseAMX(q *qgemm) {
-	if !g.hasAMX() || q.isa != qVNNI || q.lanes != amxTile || q.acts {
+	if !g.hasAMX() || q.isa != qVNNI || q.lanes != amxTile || q.flip || q.acts && q.M < qAMXMinRows {
 		return
 	}
 	q.amx = true
@@ -125,20 +131,48 @@ func (k *kfn) amxEnd() { k.asm("tilerelease", "~{memory}") }
 func tmm(t int64) string { return "%tmm" + string(rune('0'+t)) }
 
 // microAMX is micro on tiles: C (tmm0–3, row tile i's column tile j in
-// 2i+j) += A (weights, tmm4+i) · B (activations, tmm6+j) per K block,
-// then through the stack into the store.
-func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, ch value.Value) {
+// 2i+j) += A (tmm4+i) · B (tmm6+j) per K block of 64, then through the
+// stack into the store. Convolutions: A the weights (s8, packRowsAMX), B
+// the activations (u8), tdpbsud. Matrix products (q.acts): A the
+// activations' rows (u8), B the weights (packCols, s8), tdpbusd; their
+// rows end where the tensor does, so a tile of fewer than 16 rows or the
+// last K block when K is not a multiple of 64 is copied to the stack
+// first.
+func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch value.Value) {
 	ma, nt := (rows+amxTile-1)/amxTile, (cols+amxTile-1)/amxTile
 	for i := int64(0); i < ma; i++ {
 		for j := int64(0); j < nt; j++ {
 			k.asm("tilezero "+tmm(2*i+j), "~{memory}")
 		}
 	}
+	dp := "tdpbsud "
+	var aBuf value.Value
+	if q.acts {
+		dp = "tdpbusd "
+		aBuf = k.stackBuffer("amxA", 2*amxTile*64)
+	}
 	vStride := c64(q.vecGroup)
-	k.loop(c64(0), c64((q.K+63)/64), func(kb value.Value) {
+	block := func(kb value.Value, kTail int64) {
 		for i := int64(0); i < ma; i++ {
-			a := k.bytesAt(bcp, k.add(bcOff, k.add(k.mul(kb, c64(q.bcGroup)), c64(i*amxTile*q.bcRow))))
-			k.asm("tileloadd ($0,$1,1), "+tmm(4+i), "r,r,~{memory}", a, c64(q.bcRow))
+			valid := min(amxTile, rows-i*amxTile)
+			if !q.acts {
+				a := k.bytesAt(bcp, k.add(bcOff, k.add(k.mul(kb, c64(q.bcGroup)), c64(i*amxTile*q.bcRow))))
+				k.asm("tileloadd ($0,$1,1), "+tmm(4+i), "r,r,~{memory}", a, c64(q.bcRow))
+				continue
+			}
+			a := k.bytesAt(bcp, k.add(bcOff, k.add(k.mul(kb, c64(64)), c64(i*amxTile*q.bcRow))))
+			stride := c64(q.bcRow)
+			if valid < amxTile || kTail < 64 {
+				// The rows' bytes of this block, zeros past K, on the stack;
+				// the rows past valid keep what the buffer held: they make
+				// only sums that are not stored.
+				at := k.bytesAt(aBuf, c64(i*amxTile*64))
+				for r := int64(0); r < valid; r++ {
+					k.storeAt(k.maskedLoadAt(ivec(64, i8), a, c64(r*q.bcRow), kTail, nil), at, c64(r*64))
+				}
+				a, stride = at, c64(64)
+			}
+			k.asm("tileloadd ($0,$1,1), "+tmm(4+i), "r,r,~{memory}", a, stride)
 		}
 		for j := int64(0); j < nt; j++ {
 			b := k.bytesAt(vecp, k.add(vecOff, k.add(k.mul(kb, c64(amxTile*q.vecGroup)), c64(j*amxTile*4))))
@@ -146,12 +180,20 @@ func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, v
 		}
 		for i := int64(0); i < ma; i++ {
 			for j := int64(0); j < nt; j++ {
-				k.asm("tdpbsud "+tmm(6+j)+", "+tmm(4+i)+", "+tmm(2*i+j), "~{memory}")
+				k.asm(dp+tmm(6+j)+", "+tmm(4+i)+", "+tmm(2*i+j), "~{memory}")
 			}
 		}
-	})
+	}
+	full := (q.K + 63) / 64
+	if q.acts && q.K%64 != 0 {
+		full = q.K / 64
+	}
+	k.loop(c64(0), c64(full), func(kb value.Value) { block(kb, 64) })
+	if full*64 < q.K {
+		block(c64(full), q.K%64)
+	}
 	// The sums, row-major 32 × 32 int32 (128 bytes a row), on the stack.
-	buf := k.stackBuffer(2 * amxTile * 2 * amxTile * 4)
+	buf := k.stackBuffer("amxC", 2*amxTile*2*amxTile*4)
 	const ld = 2 * amxTile * 4
 	for i := int64(0); i < ma; i++ {
 		for j := int64(0); j < nt; j++ {
@@ -162,9 +204,16 @@ func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, v
 	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
 	vt := ivec(amxTile, i32)
 	for r := int64(0); r < rows; r++ {
-		c := k.add(ch, k.add(m0, c64(r)))
-		corr := k.splatOf(k.loadAt(i32, corrP, k.mul(c, c64(4))), amxTile)
 		for j := int64(0); j < nt; j++ {
+			// The channel: the row's (convolutions), else the columns'.
+			var c, corr value.Value
+			if q.st.perRow {
+				c = k.add(ch, k.add(m0, c64(r)))
+				corr = k.splatOf(k.loadAt(i32, corrP, k.mul(c, c64(4))), amxTile)
+			} else {
+				c = k.add(ch, k.add(n0, c64(j*amxTile)))
+				corr = k.loadAt(vt, corrP, k.mul(c, c64(4)))
+			}
 			acc := k.b.NewAdd(k.loadAt(vt, buf, c64(r*ld+j*amxTile*4)), corr)
 			valid := min(amxTile, cols-j*amxTile)
 			q.st.store(k, acc, cp, resp, k.add(cOff, c64(r*q.st.ldc+j*amxTile)), c, amxTile, valid)
@@ -173,12 +222,17 @@ func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, v
 }
 
 // stackBuffer is a 64-byte aligned buffer of n bytes in the step's frame,
-// allocated once in the entry block.
-func (k *kfn) stackBuffer(n int64) value.Value {
+// allocated in the entry block, one per name and step.
+func (k *kfn) stackBuffer(name string, n int64) value.Value {
+	key := "stack/" + name
+	if p, ok := k.bases[key]; ok {
+		return p
+	}
 	a := ll.NewAlloca(types.NewArray(uint64(n), i8))
 	a.Align = 64
 	p := ll.NewBitCast(a, types.NewPointer(i8))
 	entry := k.f.Blocks[0]
 	entry.Insts = append([]ll.Instruction{a, p}, entry.Insts...)
+	k.bases[key] = p
 	return p
 }

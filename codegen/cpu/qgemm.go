@@ -326,7 +326,7 @@ func (q *qgemm) emit(k *kfn) {
 		ch := off(c64(0), q.st.chBatch)
 		m0, n0 := k.mul(mi, c64(q.mr)), k.mul(ni, c64(nb))
 		if q.amx {
-			q.microAMX(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, ch)
+			q.microAMX(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch)
 			return
 		}
 		if q.turnTail(rows, cols) {
@@ -713,6 +713,7 @@ func qZeroPointSplit(zp int64) (even, rest int64) { return zp - zp%2, zp % 2 }
 type qPacker struct {
 	isa   qISA
 	lanes int64
+	amx   bool // packCols: K groups to a multiple of 16 (AMX's K block), zero past K
 }
 
 // packRows lays out weights w (rows × K, row-major, s8) as the broadcast
@@ -778,6 +779,9 @@ func (p qPacker) putGroup(b []byte, v [4]int8, odd int) {
 // even pairs, then the nb odd ones).
 func (p qPacker) packCols(get func(k, n int64) int8, K, N, nb int64) (buf []byte, tile, group int64) {
 	k4 := (K + 3) / 4
+	if p.amx {
+		k4 = (k4 + amxTile - 1) / amxTile * amxTile
+	}
 	group = 4 * nb
 	if p.isa == qMadd {
 		group = 8 * nb

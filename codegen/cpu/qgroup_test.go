@@ -578,11 +578,21 @@ func TestQMatMulGroups(t *testing.T) {
 		{"matmul_batched_s8_residual", "qmatmul", qmatmulCase{M: []int64{2, 7}, K: 64, N: 50, xType: s8, yType: s8, zpX: -9, perChannel: true, residual: true}},
 		{"matmul_bias_add_clip", "qmatmul", qmatmulCase{M: []int64{128}, K: 96, N: 80, xType: u8, zpX: 128, perChannel: true, bias: true, act: "Clip"}},
 		{"matmul_1d", "qmatmul", qmatmulCase{M: nil, K: 45, N: 19, xType: u8, zpX: 1}},
+		{"matmul_k_blocks_tail_rows_residual", "qmatmul", qmatmulCase{M: []int64{40}, K: 128, N: 33, xType: u8, zpX: 3, perChannel: true, bias: true, residual: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := newQTest(t, c.name, 21)
 			y, roles := c.c.build(q)
-			q.run(y, c.kind, roles, "QMatMul", Options{})
+			res := q.run(y, c.kind, roles, "QMatMul", Options{})
+			// On an AMX host, u8 products of 8 rows or more run on tiles.
+			rows := int64(1)
+			for _, d := range c.c.M {
+				rows *= d
+			}
+			want := hasCPU("sapphirerapids") == nil && c.c.xType == u8 && rows >= qAMXMinRows
+			if got := strings.Contains(res.LLVMIR, "tdpbusd"); got != want {
+				t.Errorf("AMX tiles used %v, want %v", got, want)
+			}
 		})
 	}
 }

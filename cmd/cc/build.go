@@ -49,7 +49,7 @@ such a build is refused before it starts.`,
 		dumpDir := fs.String("dump-dir", "kiln-dump", "folder for --dump-after files")
 		timePasses := fs.Bool("time-passes", false, "print a per-pass timing table")
 		verify := fs.Bool("verify", false, "check the graph after every pass")
-		winograd := fs.String("winograd", "auto", "Winograd F(4x4,3x3) or F(2x2,3x3) for 3x3 convolutions: auto (per layer shape, the fastest where it beats direct here within rel L2 1e-5; the first that fits when --cpu is not native), on (every 3x3 stride-1 convolution that fits; INT8 ones too, as integer F(2x2,3x3): faster, less accurate, see README) or off")
+		winograd := fs.String("winograd", "auto", "Winograd F(4x4,3x3) or F(2x2,3x3) for 3x3 convolutions: auto (per layer shape, the fastest where it beats direct here within rel L2 1e-5; the first that fits when --cpu is not native), on (every 3x3 stride-1 convolution that fits; INT8 ones too, as integer F(2x2,3x3), except with AMX tiles: faster, less accurate, see README) or off")
 		timingCache := fs.String("timing-cache", defaultTimingCache(), "file keeping --winograd=auto's measurements, so rebuilds reuse them and are byte-identical (none: measure afresh)")
 		limits := limitflags.Add(fs, limitflags.All...)
 		sign := fs.String("sign", "", "sign the engine with this ed25519 private `KEY` file (from cc keygen); infer --require-signed checks the signature")

@@ -46,7 +46,7 @@ func TestQWinograd(t *testing.T) {
 		if rows > 0 {
 			want = "QWinograd"
 		}
-		for _, cpu := range []string{"x86-64-v3", "x86-64-v4", "cascadelake", "native"} {
+		for _, cpu := range []string{"x86-64-v3", "x86-64-v4", "cascadelake", "icelake-server"} {
 			for _, c := range cases {
 				t.Run(fmt.Sprintf("rows=%d/%s/%s", rows, cpu, c.name), func(t *testing.T) {
 					if hasCPU(cpu) != nil {
@@ -67,6 +67,22 @@ func TestQWinograd(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestQWinogradNotOnAMX: with AMX, --winograd on leaves integer 3×3
+// convolutions direct (on tiles), which is faster there.
+func TestQWinogradNotOnAMX(t *testing.T) {
+	if err := hasCPU("sapphirerapids"); err != nil {
+		t.Skip(err)
+	}
+	c := qconvCase{name: "3x3", N: 1, C: 32, H: 14, W: 14, OC: 32, kh: 3, kw: 3, stride: 1, pad: 1, dil: 1, grp: 1,
+		xType: ir.Uint8, yType: ir.Uint8, perChannel: true, bias: true, act: "Relu"}
+	q := newQTest(t, c.name, 5)
+	y, roles := c.build(q)
+	res := q.run(y, "qconv", roles, "", Options{CPU: "sapphirerapids", Winograd: WinogradOn})
+	if slices.ContainsFunc(res.Kernels, func(k string) bool { return strings.Contains(k, "Winograd") }) || !strings.Contains(res.LLVMIR, "tdpbsud") {
+		t.Errorf("compiled to %v (tiles used: %v), want the direct convolution on tiles", res.Kernels, strings.Contains(res.LLVMIR, "tdpbsud"))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -151,6 +152,22 @@ func TestPoolParksAndWakes(t *testing.T) {
 			}
 		}
 		time.Sleep(4 * idleSpin)
+	}
+}
+
+// TestPoolKeepsAPerThread: a run on n threads leaves GOMAXPROCS at n + 1
+// or more, so that the threads returning to Go find a P (see grow).
+func TestPoolKeepsAPerThread(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	lib, err := Open(buildTestSO(t, testIR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	in, out := make([]float32, 1024), make([]float32, 1024)
+	lib.Run(3, nil, nil, []unsafe.Pointer{unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0])})
+	if got := runtime.GOMAXPROCS(0); got < 4 {
+		t.Errorf("GOMAXPROCS %d after a run on 3 threads, want at least 4", got)
 	}
 }
 

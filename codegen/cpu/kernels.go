@@ -6,6 +6,8 @@ import (
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 )
 
@@ -147,6 +149,21 @@ type kernelHost struct {
 	g     *gen
 	k     *kfn
 	temps map[*kernel.Buffer]int64 // scratch offsets of the node's temps
+}
+
+// Fast: AVX-512's vscalefps and vrcp14ps for the kernel layer's Exp and
+// reciprocals, on vectors of 16 floats.
+func (h kernelHost) Fast(t types.Type) bool {
+	vt, ok := t.(*types.VectorType)
+	return ok && vt.Len == 16 && vt.ElemType.Equal(f32) && !h.g.arm64() && hasFeature(h.g.feats, "avx512f")
+}
+
+func (h kernelHost) Scale(f *kernel.Fn, x, n value.Value) value.Value {
+	return f.Call("llvm.x86.avx512.mask.scalef.ps.512", x.Type(), x, n, x, constant.NewInt(types.I16, -1), c32(4))
+}
+
+func (h kernelHost) RecipEstimate(f *kernel.Fn, x value.Value) value.Value {
+	return f.Call("llvm.x86.avx512.rcp14.ps.512", x.Type(), x, x, constant.NewInt(types.I16, -1))
 }
 
 func (h kernelHost) Ptr(_ *kernel.Fn, b *kernel.Buffer) value.Value {

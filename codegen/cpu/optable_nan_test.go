@@ -20,5 +20,11 @@ func init() {
 			"QuantizeLinear-13 float[18]~[NaN Inf -Inf 1e30 -1e30 0.125 0.375 -0.125 -0.375 6.4 -6.4 12.7 12.8 -12.8 -12.9 0 -0 3.3], float=[0.05], int8=[-3]",
 		},
 		"Conv": {"Conv-11 float[1,1,3,3]~[NaN 1 2 3 4 5 6 7 8], float[2,1,2,2]=rand"},
+		// Whole 16-float vectors, which take AVX-512's vscalefps and
+		// vrcp14ps (kernelHost's FastMath): the edges of Exp's range,
+		// overflow, underflow to subnormals and 0, ±0, ±Inf, NaN.
+		"Exp":        {"Exp-13 float[32]~[NaN Inf -Inf 0 -0 1 -1 88.72 88.73 89 100 -87.3 -87.4 -95 -103.9 -104 -110 1e30 -1e30 0.5 -0.5 10 -10 20 -20 40 -40 60 -60 80 -80 3]"},
+		"Reciprocal": {"Reciprocal-13 float[32]~[NaN Inf -Inf 0 -0 1 -1 3 -3 1e-39 -1e-39 1e38 -1e38 3.4e38 1e-30 7 0.1 -0.1 1e-5 1e5 2 -2 0.3 1.7 9 -9 1e20 1e-20 5 6 -7 0.25]"},
+		"Sigmoid":    {"Sigmoid-13 float[32]~[NaN Inf -Inf 0 -0 1 -1 88.72 -88.72 89 -89 100 -100 -104 104 1e30 -1e30 0.5 -0.5 10 -10 20 -20 40 -40 60 -60 80 -80 3 -3 7]"},
 	})
 }

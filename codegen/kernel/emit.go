@@ -487,6 +487,9 @@ func (f *Fn) binaryOp(op Op, t ir.DType, x, y value.Value) value.Value {
 		case OpMul:
 			return f.B.NewFMul(x, y)
 		case OpDiv:
+			if isOneConst(x) {
+				return f.Recip(y)
+			}
 			return f.B.NewFDiv(x, y)
 		case OpRem:
 			return f.fmod(x, y)

@@ -243,10 +243,15 @@ func cpuFeatures(cpu string) ([]string, error) {
 			}
 		}
 		var out []string
-		for _, f := range []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vbmi", "avx512_vnni", "avx_vnni", "amx_tile", "amx_int8"} {
+		for _, f := range []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vbmi", "avx512_vnni", "avx_vnni"} {
 			if flags[f] {
 				out = append(out, f)
 			}
+		}
+		// AMX only where Linux grants this process the tile state: code
+		// using the tiles without it dies of SIGILL.
+		if flags["amx_tile"] && flags["amx_int8"] && rcpu.EnableAMX() == nil {
+			out = append(out, amxFeatures...)
 		}
 		if !flags["avx2"] || !flags["fma"] {
 			return nil, fmt.Errorf("codegen/cpu: the host CPU lacks AVX2/FMA")

@@ -55,9 +55,7 @@ type gen struct {
 	opsets ops.Opsets
 	known  map[*ir.Value]*ir.Tensor
 	feats  []string
-	// AMX: the tile configuration's weights offset (-1: none yet); whether
-	// a kernel uses the tiles (the engine then records amx_*).
-	amxCfg  int64
+	// usedAMX: a kernel uses AMX's tiles (the engine then records amx_*).
 	usedAMX bool
 	vl      int // floats per vector register (16 AVX-512, 8 AVX2)
 	mr, nv  int // GEMM micro-tile: mr rows × nv vectors
@@ -147,7 +145,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, amxCfg: -1, opts: opts, winograd: map[*ir.Node]*winoSpec{}, convAlgo: map[*ir.Node]string{},
+	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]*winoSpec{}, convAlgo: map[*ir.Node]string{},
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedActExpr: map[*ir.Node]*kernel.Expr{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},

@@ -115,13 +115,11 @@ func (k *kfn) asm(text, constraints string, args ...value.Value) {
 	k.b.NewCall(fn, args...)
 }
 
-// amxBegin loads the tile configuration (it zeroes the tiles).
+// amxBegin loads the tile configuration (it zeroes the tiles); the
+// weights hold it once, addWeights finding it again.
 func (k *kfn) amxBegin() {
-	g := k.g
-	if g.amxCfg < 0 {
-		g.amxCfg = g.addWeights(amxConfig())
-	}
-	k.asm("ldtilecfg ($0)", "r,~{memory}", k.locPtr(loc{space: inWeights, off: g.amxCfg}, i8))
+	off := k.g.addWeights(amxConfig())
+	k.asm("ldtilecfg ($0)", "r,~{memory}", k.locPtr(loc{space: inWeights, off: off}, i8))
 }
 
 // amxEnd releases the tiles, so that the thread's state is small again.

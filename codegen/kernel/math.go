@@ -54,28 +54,23 @@ func (f *Fn) FMin(x, y value.Value) value.Value {
 // isFloatConst reports whether v is a non-NaN float constant (or a vector
 // of them).
 func isFloatConst(v value.Value) bool {
-	switch c := v.(type) {
-	case *constant.Float:
-		return !c.NaN
-	case *constant.Vector:
-		for _, e := range c.Elems {
-			if !isFloatConst(e) {
-				return false
-			}
-		}
-		return len(c.Elems) > 0
-	}
-	return false
+	return everyFloatConst(v, func(c *constant.Float) bool { return !c.NaN })
 }
 
 // isOneConst reports whether v is the constant 1.0, or a vector of them.
 func isOneConst(v value.Value) bool {
+	return everyFloatConst(v, func(c *constant.Float) bool { return !c.NaN && c.X != nil && c.X.Cmp(big.NewFloat(1)) == 0 })
+}
+
+// everyFloatConst reports whether v is a float constant, or a non-empty
+// vector of them, each meeting ok.
+func everyFloatConst(v value.Value, ok func(*constant.Float) bool) bool {
 	switch c := v.(type) {
 	case *constant.Float:
-		return !c.NaN && c.X != nil && c.X.Cmp(big.NewFloat(1)) == 0
+		return ok(c)
 	case *constant.Vector:
 		for _, e := range c.Elems {
-			if !isOneConst(e) {
+			if !everyFloatConst(e, ok) {
 				return false
 			}
 		}

@@ -119,7 +119,7 @@ const rowMajorBelow = 8
 // tiles, threads splitting them would get unequal shares (the last is
 // often narrow), so row tiles go outermost instead, the column operand
 // being small then anyway. Parallel: split by work stealing.
-func (k *kfn) eachTile(batch, M, N, mr, nb int64, parallel bool, tile func(bi, mi, ni value.Value, rows, cols int64)) {
+func (k *kfn) eachTile(batch, M, N, mr, nb int64, parallel, rowsOuter bool, tile func(bi, mi, ni value.Value, rows, cols int64)) {
 	mt := (M + mr - 1) / mr
 	nt := (N + nb - 1) / nb
 	mTail, nTail := M-(mt-1)*mr, N-(nt-1)*nb
@@ -127,7 +127,7 @@ func (k *kfn) eachTile(batch, M, N, mr, nb int64, parallel bool, tile func(bi, m
 		bi := k.div(t, c64(mt*nt))
 		r := k.rem(t, c64(mt*nt))
 		ni, mi := k.div(r, c64(mt)), k.rem(r, c64(mt))
-		if nt < rowMajorBelow {
+		if rowsOuter {
 			mi, ni = k.div(r, c64(nt)), k.rem(r, c64(nt))
 		}
 		byCols := func(rows int64) {
@@ -150,6 +150,17 @@ func (k *kfn) eachTile(batch, M, N, mr, nb int64, parallel bool, tile func(bi, m
 	}
 }
 
+// rowsOuter reports whether the row tiles go outermost (see eachTile):
+// with few column tiles, unless the column operand is too large to stay
+// in L2 while every row tile streams it.
+func (gm *gemm) rowsOuter() bool {
+	return (gm.N+gm.nb()-1)/gm.nb() < rowMajorBelow && 4*gm.K*gm.N <= l2Share
+}
+
+// l2Share is the part of a core's L2 (1 MB of 2) a GEMM's column operand
+// may take.
+const l2Share = 1 << 20
+
 // emit writes the tile loop into the current step.
 func (gm *gemm) emit(k *kfn) {
 	nb := gm.nb()
@@ -161,7 +172,7 @@ func (gm *gemm) emit(k *kfn) {
 	if gm.add != nil {
 		addP = gm.add(k)
 	}
-	k.eachTile(gm.batch, gm.M, gm.N, gm.mr, nb, gm.parallel, func(bi, mi, ni value.Value, rows, cols int64) {
+	k.eachTile(gm.batch, gm.M, gm.N, gm.mr, nb, gm.parallel, gm.rowsOuter(), func(bi, mi, ni value.Value, rows, cols int64) {
 		aOff := k.mul(mi, c64(gm.aTile))
 		bOff := k.mul(ni, c64(gm.bTile))
 		cOff := k.add(k.mul(mi, c64(gm.mr*gm.ldc)), k.mul(ni, c64(nb)))
@@ -211,6 +222,13 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 	}
 	for range turn {
 		init = append(init, constant.NewZeroInitializer(vecT(W)))
+	}
+	if addP != nil && gm.K >= prefetchMinK {
+		for i := int64(0); i < rows; i++ {
+			for j := int64(0); j < cols; j += 16 {
+				k.prefetch(addP, k.add(cOff, c64(i*gm.ldc+j)), false)
+			}
+		}
 	}
 	var kLo, kHi value.Value = c64(0), c64(gm.K)
 	if gm.kRange != nil {

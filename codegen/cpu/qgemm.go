@@ -313,7 +313,7 @@ func (q *qgemm) emit(k *kfn) {
 	if q.amx {
 		k.amxBegin()
 	}
-	k.eachTile(q.batch, q.M, q.N, q.mr, nb, q.parallel, func(bi, mi, ni value.Value, rows, cols int64) {
+	k.eachTile(q.batch, q.M, q.N, q.mr, nb, q.parallel, (q.N+nb-1)/nb < rowMajorBelow, func(bi, mi, ni value.Value, rows, cols int64) {
 		off := func(base value.Value, f func(k *kfn, b value.Value) value.Value) value.Value {
 			if f != nil {
 				return k.add(base, f(k, bi))

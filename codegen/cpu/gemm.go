@@ -223,6 +223,9 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 	for range turn {
 		init = append(init, constant.NewZeroInitializer(vecT(W)))
 	}
+	// The rows the epilogue adds (a residual) were written layers ago and
+	// sit in L3: asked for now, they arrive during the K loop instead of
+	// stalling the stores.
 	if addP != nil && gm.K >= prefetchMinK {
 		for i := int64(0); i < rows; i++ {
 			for j := int64(0); j < cols; j += 16 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestConvShapes covers the convolution and pooling kernels' edges: rows
@@ -124,5 +125,39 @@ func TestTurnedColumns(t *testing.T) {
 		g.SetOutputs(y)
 		res := checkO2(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, 1, 24, 7, 7)}, 1e-5)
 		t.Logf("kernels %v", res.Kernels)
+	})
+}
+
+// TestStreamedOperands covers the GEMM paths for operands that stream
+// from beyond L2: a column operand too large for L2 with few column tiles
+// (column tiles outermost), the K loop's prefetches of packed weights, of
+// an unpacked 1×1 input whose rows lie a plane apart and of a packed B
+// panel, and the residual rows a tile prefetches before its K loop.
+func TestStreamedOperands(t *testing.T) {
+	r := rand.New(rand.NewSource(8))
+	w := func(d ...int64) *ir.Tensor { return randTensor(r, d...) }
+	// 2304 × 196 floats (1.8 MB) in 4 column tiles: columns outermost.
+	assert.False(t, (&gemm{M: 16, N: 196, K: 2304, nv: 4, vl: 16}).rowsOuter())
+	assert.True(t, (&gemm{M: 16, N: 196, K: 256, nv: 4, vl: 16}).rowsOuter())
+	cases := []opCase{
+		{name: "1x1_K2304_14x14", op: "Conv", inputs: [][]int64{{1, 2304, 14, 14}}, consts: []*ir.Tensor{w(16, 2304, 1, 1), w(16)}},
+		{name: "matmul_packed_b_K130", op: "MatMul", inputs: [][]int64{{9, 130}}, consts: []*ir.Tensor{w(130, 70)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, feeds := c.model(r)
+			check(t, m, feeds, 1e-5)
+		})
+	}
+	t.Run("1x1_K96_20x20_residual_relu", func(t *testing.T) {
+		g := ir.NewGraph("streamed")
+		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 96, 20, 20)))
+		res := g.AddInput("res", ir.TensorType(ir.Float32, ir.S(1, 40, 20, 20)))
+		h := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", w(40, 96, 1, 1)), g.AddInitializer("b", w(40))})
+		y := g.Apply("Relu", []*ir.Value{g.Apply("Add", []*ir.Value{h, res})})
+		y.Name = "y"
+		g.SetOutputs(y)
+		out := checkO2(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, 1, 96, 20, 20), "res": randTensor(r, 1, 40, 20, 20)}, 1e-5)
+		assert.Equal(t, 1, kernelsWith(out, "Conv1x1"), "kernels %v", out.Kernels)
 	})
 }

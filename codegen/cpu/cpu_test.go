@@ -234,6 +234,12 @@ func TestOps(t *testing.T) {
 		{name: "conv_dw_s2", op: "Conv", inputs: [][]int64{{1, 8, 10, 10}}, consts: []*ir.Tensor{w(8, 1, 3, 3)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrI("group", 8), ir.AttrIs("strides", 2, 2)}, tol: 1e-5},
 		{name: "conv_grouped", op: "Conv", inputs: [][]int64{{1, 8, 6, 6}}, consts: []*ir.Tensor{w(4, 4, 3, 3), w(4)}, attrs: []*ir.Attribute{ir.AttrI("group", 2)}, tol: 1e-5},
 	}
+	checkCases(t, r, cases)
+}
+
+// checkCases compiles and checks each case against the reference, at its
+// tolerance (1e-5 when it names none).
+func checkCases(t *testing.T, r *rand.Rand, cases []opCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m, feeds := c.model(r)

@@ -146,12 +146,7 @@ func TestSoftmaxRows(t *testing.T) {
 		{name: "logsoftmax", op: "LogSoftmax", inputs: [][]int64{{6, 45}}},
 		{name: "logsoftmax_axis0", op: "LogSoftmax", inputs: [][]int64{{6, 5}}, attrs: []*ir.Attribute{ir.AttrI("axis", 0)}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m, feeds := c.model(r)
-			check(t, m, feeds, 1e-5)
-		})
-	}
+	checkCases(t, r, cases)
 }
 
 // TestPow covers the general x^y: negative bases with integer exponents,

@@ -42,12 +42,7 @@ func TestConvShapes(t *testing.T) {
 		{name: "banded_short_last", op: "Conv", inputs: [][]int64{{1, 72, 57, 57}}, consts: []*ir.Tensor{w(13, 72, 3, 3)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrIs("strides", 2, 2)}},
 		{name: "grouped_s2", op: "Conv", inputs: [][]int64{{1, 6, 9, 21}}, consts: []*ir.Tensor{w(9, 2, 3, 2)}, attrs: []*ir.Attribute{pads(1, 0, 1, 1), ir.AttrI("group", 3), ir.AttrIs("strides", 2, 2)}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m, feeds := c.model(r)
-			check(t, m, feeds, 1e-5)
-		})
-	}
+	checkCases(t, r, cases)
 }
 
 // TestResidualEpilogue checks that Conv → Add(residual) → Relu and a
@@ -106,12 +101,7 @@ func TestTurnedColumns(t *testing.T) {
 		{name: "gemm_18_cols", op: "Gemm", inputs: [][]int64{{5, 33}}, consts: []*ir.Tensor{w(18, 33), w(18)}, attrs: []*ir.Attribute{ir.AttrI("transB", 1)}},
 		{name: "matmul_50_cols", op: "MatMul", inputs: [][]int64{{11, 30}}, consts: []*ir.Tensor{w(30, 50)}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m, feeds := c.model(r)
-			check(t, m, feeds, 1e-5)
-		})
-	}
+	checkCases(t, r, cases)
 	t.Run("expand_dw_residual_relu_7x7", func(t *testing.T) {
 		g := ir.NewGraph("turned")
 		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 24, 7, 7)))
@@ -143,12 +133,7 @@ func TestStreamedOperands(t *testing.T) {
 		{name: "1x1_K2304_14x14", op: "Conv", inputs: [][]int64{{1, 2304, 14, 14}}, consts: []*ir.Tensor{w(16, 2304, 1, 1), w(16)}},
 		{name: "matmul_packed_b_K130", op: "MatMul", inputs: [][]int64{{9, 130}}, consts: []*ir.Tensor{w(130, 70)}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m, feeds := c.model(r)
-			check(t, m, feeds, 1e-5)
-		})
-	}
+	checkCases(t, r, cases)
 	t.Run("1x1_K96_20x20_residual_relu", func(t *testing.T) {
 		g := ir.NewGraph("streamed")
 		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 96, 20, 20)))

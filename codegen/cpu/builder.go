@@ -346,15 +346,11 @@ func (k *kfn) vload(p, idx value.Value, n, valid int) value.Value {
 	return k.call(fmt.Sprintf("llvm.masked.load.v%df32.p0v%df32", n, n), vt, q, c32(4), maskConst(n, valid), constant.NewZeroInitializer(vt))
 }
 
-// prefetch asks for the cache line holding p[idx] (for writing when
-// write), without waiting for it and without faulting.
-func (k *kfn) prefetch(p, idx value.Value, write bool) {
-	rw := int64(0)
-	if write {
-		rw = 1
-	}
+// prefetch asks for the cache line holding p[idx], for reading, into
+// every cache level, without waiting for it and without faulting.
+func (k *kfn) prefetch(p, idx value.Value) {
 	q := k.b.NewBitCast(k.gep(p, idx), i8p)
-	k.b.NewCall(k.g.declare("llvm.prefetch.p0i8", types.Void, i8p, types.I32, types.I32, types.I32), q, c32(rw), c32(3), c32(1))
+	k.b.NewCall(k.g.declare("llvm.prefetch.p0i8", types.Void, i8p, types.I32, types.I32, types.I32), q, c32(0), c32(3), c32(1))
 }
 
 // vstore stores n floats at p[idx], only the first valid lanes.

@@ -117,8 +117,9 @@ const rowMajorBelow = 8
 // constants). Column tiles are outermost: one panel of the column operand
 // stays in cache while every row tile streams past it. With few column
 // tiles, threads splitting them would get unequal shares (the last is
-// often narrow), so row tiles go outermost instead, the column operand
-// being small then anyway. Parallel: split by work stealing.
+// often narrow), so rowsOuter puts the row tiles outermost instead, where
+// the column operand is small enough to stay in cache whole. Parallel:
+// split by work stealing.
 func (k *kfn) eachTile(batch, M, N, mr, nb int64, parallel, rowsOuter bool, tile func(bi, mi, ni value.Value, rows, cols int64)) {
 	mt := (M + mr - 1) / mr
 	nt := (N + nb - 1) / nb
@@ -228,8 +229,8 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 	// stalling the stores.
 	if addP != nil && gm.K >= prefetchMinK {
 		for i := int64(0); i < rows; i++ {
-			for j := int64(0); j < cols; j += 16 {
-				k.prefetch(addP, k.add(cOff, c64(i*gm.ldc+j)), false)
+			for j := int64(0); j < cols; j += lineFloats {
+				k.prefetch(addP, k.add(cOff, c64(i*gm.ldc+j)))
 			}
 		}
 	}
@@ -303,6 +304,9 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 // prefetchMinK is the depth from which a tile's K loop prefetches.
 const prefetchMinK = 64
 
+// lineFloats is the floats in a 64-byte cache line.
+const lineFloats = 16
+
 // prefetchDistance is how far ahead (bytes) the K loop asks for the
 // panels it streams: about 2 KB, a few hundred cycles of FMAs at a 6×4
 // tile, a DRAM latency.
@@ -316,7 +320,7 @@ const prefetchDistance = 2048
 // activations) has its rows a plane apart, each row a stream of its own.
 func (gm *gemm) prefetchAhead(k *kfn, ap, bp, aRow, bRow value.Value, nv int64) {
 	if gm.aRi == 1 {
-		k.prefetch(ap, k.add(aRow, c64(prefetchDistance/4)), false)
+		k.prefetch(ap, k.add(aRow, c64(prefetchDistance/4)))
 	}
 	ahead := int64(prefetchDistance / 4) // a packed panel's floats 2 KB on
 	if !gm.bPadded {
@@ -326,7 +330,7 @@ func (gm *gemm) prefetchAhead(k *kfn, ap, bp, aRow, bRow value.Value, nv int64) 
 		ahead = max(1, prefetchDistance/(4*gm.nb())) * gm.bKi // as many rows on
 	}
 	for j := int64(0); j < nv; j++ {
-		k.prefetch(bp, k.add(bRow, c64(ahead+j*gm.vl)), false)
+		k.prefetch(bp, k.add(bRow, c64(ahead+j*gm.vl)))
 	}
 }
 

@@ -69,9 +69,9 @@ type TimingCache struct {
 }
 
 // timingCacheVersion changes with what an entry holds or with code that
-// moves the measurements (4: the GEMM prefetches its weights, which
-// favours Winograd's larger ones); a file of another version is measured
-// afresh and overwritten.
+// moves the measurements (4: the GEMM prefetches the weights it streams,
+// which speeds up both sides of a Winograd measurement, by different
+// amounts); a file of another version is measured afresh and overwritten.
 const timingCacheVersion = 4
 
 // NewTimingCache returns an empty in-memory cache.

@@ -76,6 +76,7 @@ var O2 = []Pass{
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
 	{Name: "conv-bn", Run: convBNPass, Doc: "folds inference-mode BatchNormalization into the preceding Conv's weights and bias"},
 	{Name: "conv-matmul", Run: convMatMulPass, Doc: "rewrites a Conv with a tiny output plane and large windows (a weight gradient, a fully connected Conv) into one MatMul of its windows"},
+	{Name: "conv-scale", Run: convScalePass, Doc: "moves a per-channel scale of a 1x1 Conv's input (a squeeze-excitation gate) into its weights, where they are the smaller tensor"},
 	{Name: "cse", Run: csePass, Doc: "merges nodes with the same op, attributes and inputs"},
 	{Name: "qdq-propagate", Run: qdqPropagatePass, Doc: "moves DequantizeLinear forward and QuantizeLinear backward through data-movement ops (Reshape, Transpose, MaxPool, Pad, Concat, ...), so those move int8"},
 	{Name: "qdq-cleanup", Run: qdqCleanupPass, Doc: "removes DequantizeLinear → QuantizeLinear round trips with equal parameters"},
@@ -105,6 +106,10 @@ var passOrder = [][2]string{
 	{"conv-bn", "conv-matmul"},
 	{"conv-matmul", "cse"},
 	{"conv-matmul", "fuse-epilogue"},
+	// The scale moves into weights BN folding already wrote, before fusion
+	// hides the Conv in a group.
+	{"conv-bn", "conv-scale"},
+	{"conv-scale", "fuse-epilogue"},
 	{"conv-bn", "dce"},
 	{"dce", "infer-final"},
 	// Fusion sees the graph in its final form: folding, BN folding and CSE

@@ -146,3 +146,26 @@ func TestStreamedOperands(t *testing.T) {
 		assert.Equal(t, 1, kernelsWith(out, "Conv1x1"), "kernels %v", out.Kernels)
 	})
 }
+
+// TestSqueezeExcitationScale compiles a squeeze-excitation block whose
+// gate the conv-scale pass moves into the projection's weights: no pass
+// multiplies the block's tensor, and the result is the reference's.
+func TestSqueezeExcitationScale(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	w := func(d ...int64) *ir.Tensor { return randTensor(r, d...) }
+	g := ir.NewGraph("se")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 32, 14, 14)))
+	s := g.Apply("GlobalAveragePool", []*ir.Value{x})
+	s = g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{s, g.AddInitializer("w1", w(8, 32, 1, 1)), g.AddInitializer("b1", w(8))})})
+	s = g.Apply("Sigmoid", []*ir.Value{g.Apply("Conv", []*ir.Value{s, g.AddInitializer("w2", w(32, 8, 1, 1)), g.AddInitializer("b2", w(32))})})
+	y := g.Apply("Conv", []*ir.Value{g.Apply("Mul", []*ir.Value{x, s}), g.AddInitializer("wp", w(24, 32, 1, 1)), g.AddInitializer("bp", w(24))})
+	y.Name = "y"
+	g.SetOutputs(y)
+	m := ir.NewModel(g, 13)
+	checkO2(t, m, map[string]*ir.Tensor{"x": randTensor(r, 1, 32, 14, 14)}, 1e-5) // optimizes m in place
+	for _, n := range m.Graph.Nodes {
+		if n.OpType == "Mul" {
+			assert.NotContains(t, n.Inputs, x, "%s still multiplies the block's tensor", n)
+		}
+	}
+}

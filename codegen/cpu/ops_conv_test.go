@@ -147,22 +147,29 @@ func TestStreamedOperands(t *testing.T) {
 	})
 }
 
-// TestSqueezeExcitationScale compiles a squeeze-excitation block whose
-// gate the conv-scale pass moves into the projection's weights: no pass
-// multiplies the block's tensor, and the result is the reference's.
+// TestSqueezeExcitationScale compiles a MobileNet block with a
+// squeeze-excitation gate, which the conv-scale pass moves into the
+// projection's weights: no step multiplies the block's tensor, and the
+// result is the reference's at 1 and 2 threads.
 func TestSqueezeExcitationScale(t *testing.T) {
 	r := rand.New(rand.NewSource(9))
 	w := func(d ...int64) *ir.Tensor { return randTensor(r, d...) }
+	silu := func(g *ir.Graph, v *ir.Value) *ir.Value {
+		return g.Apply("Mul", []*ir.Value{v, g.Apply("Sigmoid", []*ir.Value{v})})
+	}
 	g := ir.NewGraph("se")
-	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 32, 14, 14)))
+	in := g.AddInput("in", ir.TensorType(ir.Float32, ir.S(1, 16, 14, 14)))
+	e := silu(g, g.Apply("Conv", []*ir.Value{in, g.AddInitializer("we", w(64, 16, 1, 1)), g.AddInitializer("be", w(64))}))
+	x := silu(g, g.Apply("Conv", []*ir.Value{e, g.AddInitializer("wd", w(64, 1, 3, 3)), g.AddInitializer("bd", w(64))},
+		ir.AttrI("group", 64), ir.AttrIs("pads", 1, 1, 1, 1)))
 	s := g.Apply("GlobalAveragePool", []*ir.Value{x})
-	s = g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{s, g.AddInitializer("w1", w(8, 32, 1, 1)), g.AddInitializer("b1", w(8))})})
-	s = g.Apply("Sigmoid", []*ir.Value{g.Apply("Conv", []*ir.Value{s, g.AddInitializer("w2", w(32, 8, 1, 1)), g.AddInitializer("b2", w(32))})})
-	y := g.Apply("Conv", []*ir.Value{g.Apply("Mul", []*ir.Value{x, s}), g.AddInitializer("wp", w(24, 32, 1, 1)), g.AddInitializer("bp", w(24))})
+	s = g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{s, g.AddInitializer("w1", w(8, 64, 1, 1)), g.AddInitializer("b1", w(8))})})
+	s = g.Apply("Sigmoid", []*ir.Value{g.Apply("Conv", []*ir.Value{s, g.AddInitializer("w2", w(64, 8, 1, 1)), g.AddInitializer("b2", w(64))})})
+	y := g.Apply("Conv", []*ir.Value{g.Apply("Mul", []*ir.Value{x, s}), g.AddInitializer("wp", w(24, 64, 1, 1)), g.AddInitializer("bp", w(24))})
 	y.Name = "y"
 	g.SetOutputs(y)
 	m := ir.NewModel(g, 13)
-	checkO2(t, m, map[string]*ir.Tensor{"x": randTensor(r, 1, 32, 14, 14)}, 1e-5) // optimizes m in place
+	checkO2(t, m, map[string]*ir.Tensor{"in": randTensor(r, 1, 16, 14, 14)}, 1e-5) // optimizes m in place
 	for _, n := range m.Graph.Nodes {
 		if n.OpType == "Mul" {
 			assert.NotContains(t, n.Inputs, x, "%s still multiplies the block's tensor", n)

@@ -16,35 +16,39 @@ import (
 // (all but EfficientNet-B0's 7×7 blocks). The Mul must have no other
 // reader; the Conv is 1×1 (see worthScalingWeights).
 func convScalePass(c *Context, m *ir.Model) error {
-	readers := map[*ir.Value]int{}
-	for _, n := range m.Graph.Nodes {
-		for _, v := range n.Inputs {
-			readers[v]++
-		}
-	}
+	uses := m.Graph.Uses() // subgraphs' reads included
+	isOutput := map[*ir.Value]bool{}
 	for _, v := range m.Graph.Outputs {
-		readers[v]++
+		isOutput[v] = true
 	}
-	changed := false
+	type rewrite struct {
+		conv, mul *ir.Node
+		x, s      *ir.Value
+	}
+	var todo []rewrite
 	for _, n := range m.Graph.Nodes {
-		mul := n.Inputs[0].Producer
-		if n.OpType != "Conv" || n.Domain != "" || mul == nil || mul.OpType != "Mul" || mul.Domain != "" || readers[n.Inputs[0]] != 1 {
+		if n.OpType != "Conv" || n.Domain != "" && n.Domain != "ai.onnx" || len(n.Inputs) < 2 || n.Inputs[0] == nil || n.Inputs[1] == nil {
 			continue
 		}
-		x, s, ok := spatialScale(mul)
-		if !ok || !worthScalingWeights(n, x) {
+		in := n.Inputs[0]
+		mul := in.Producer
+		if mul == nil || mul.OpType != "Mul" || mul.Domain != "" && mul.Domain != "ai.onnx" || len(uses[in]) != 1 || isOutput[in] {
 			continue
 		}
-		w := n.Inputs[1]
+		if x, s, ok := spatialScale(mul); ok && worthScalingWeights(n, x) {
+			todo = append(todo, rewrite{n, mul, x, s})
+		}
+	}
+	for _, r := range todo {
+		w := r.conv.Inputs[1]
 		ws := &ir.Value{Name: m.Graph.UniqueName("conv-scale/" + w.Name), Type: ir.TensorType(w.Type.Elem, w.Type.Shape)}
-		scale := &ir.Node{Name: m.Graph.UniqueName("conv-scale/Mul"), OpType: "Mul", Inputs: []*ir.Value{w, s}, Outputs: []*ir.Value{ws}}
+		scale := &ir.Node{Name: m.Graph.UniqueName("conv-scale/Mul"), OpType: "Mul", Inputs: []*ir.Value{w, r.s}, Outputs: []*ir.Value{ws}}
 		ws.Producer = scale
 		m.Graph.Nodes = append(m.Graph.Nodes, scale)
-		n.Inputs[0], n.Inputs[1] = x, ws
-		removeNodes(m.Graph, mul)
-		changed = true
+		r.conv.Inputs[0], r.conv.Inputs[1] = r.x, ws
+		removeNodes(m.Graph, r.mul)
 	}
-	if !changed {
+	if len(todo) == 0 {
 		return nil
 	}
 	return m.Graph.TopoSort()
@@ -78,7 +82,7 @@ func spatialScale(n *ir.Node) (x, s *ir.Value, ok bool) {
 // with weights it knows at compile time, Winograd's), and no more
 // weights to scale than x has elements.
 func worthScalingWeights(n *ir.Node, x *ir.Value) bool {
-	if attrInt(n, "group", 1) != 1 || len(n.Inputs) < 2 {
+	if attrInt(n, "group", 1) != 1 {
 		return false
 	}
 	w, ok1 := staticDims(n.Inputs[1])

@@ -228,31 +228,35 @@ func HostTriple() string {
 func shortTriple(t string) string { return strings.Replace(t, "-unknown-", "-", 1) }
 
 // RebuildAdvice says which `cc build --cpu` makes an engine this CPU runs,
-// given the features it lacks: an AVX-512 CPU without VNNI (the int8
-// kernels' vpdpbusd) takes x86-64-v4, an AVX2 one x86-64-v3.
+// given the features it lacks: an AVX-512 VNNI CPU without AMX tiles takes
+// icelake-server, an AVX-512 CPU without VNNI (the int8 kernels'
+// vpdpbusd) x86-64-v4, an AVX2 one x86-64-v3.
 func RebuildAdvice(missing []string) string {
 	if goruntime.GOARCH == "arm64" {
 		// Every AArch64 CPU has NEON; the dot products are the extras.
 		return "rebuild it with `cc build --target aarch64-linux-gnu` naming this CPU in --cpu (cortex-a76, neoverse-n1, ...), or --cpu generic (NEON only)"
 	}
-	amxOnly := true
-	for _, f := range missing {
-		amxOnly = amxOnly && (f == "amx_tile" || f == "amx_int8")
-	}
-	if amxOnly && len(MissingFeatures([]string{"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"})) == 0 {
-		return "rebuild it with `cc build --cpu icelake-server` for AVX-512 VNNI without AMX tiles"
-	}
-	vnniOnly := true
-	for _, f := range missing {
-		vnniOnly = vnniOnly && (f == "avx512_vnni" || f == "avx_vnni" || f == "avx512vbmi")
-	}
+	has := func(f ...string) bool { return len(MissingFeatures(f)) == 0 }
+	avx512 := []string{"avx512f", "avx512bw", "avx512dq", "avx512vl"}
 	switch {
-	case vnniOnly && len(MissingFeatures([]string{"avx512f", "avx512bw", "avx512dq", "avx512vl"})) == 0:
+	case within(missing, "amx_tile", "amx_int8") && has(slices.Concat(avx512, []string{"avx512_vnni", "avx512vbmi"})...):
+		return "rebuild it with `cc build --cpu icelake-server` for AVX-512 VNNI without AMX tiles"
+	case within(missing, "avx512_vnni", "avx_vnni", "avx512vbmi") && has(avx512...):
 		return "rebuild it with `cc build --cpu x86-64-v4` for AVX-512 without VNNI (the int8 kernels then multiply in int16 pairs)"
-	case len(MissingFeatures([]string{"avx", "avx2", "fma"})) == 0:
+	case has("avx", "avx2", "fma"):
 		return "rebuild it with `cc build --cpu x86-64-v3` for AVX2"
 	}
 	return "kiln's x86-64 engines need at least AVX2 and FMA (x86-64-v3)"
+}
+
+// within reports whether every feature in fs is one of allowed.
+func within(fs []string, allowed ...string) bool {
+	for _, f := range fs {
+		if !slices.Contains(allowed, f) {
+			return false
+		}
+	}
+	return true
 }
 
 // MissingFeatures returns the CPU features in need that this CPU lacks.

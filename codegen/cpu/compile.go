@@ -217,12 +217,13 @@ func cpuFeatures(cpu string) ([]string, error) {
 	case "cascadelake":
 		// AVX-512 with VNNI: the int8 kernels use vpdpbusd.
 		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni"}, nil
-	case "icelake-server", "icelake-client", "znver4":
+	case "icelake-server", "icelake-client", "znver4", "sapphirerapids":
 		// and VBMI: vpermb (the int8 depthwise kernel).
-		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"}, nil
-	case "sapphirerapids":
-		// and AMX's int8 tiles (qamx.go).
-		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi", "amx_tile", "amx_int8"}, nil
+		f := []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"}
+		if cpu == "sapphirerapids" {
+			f = append(f, amxFeatures...) // and AMX's int8 tiles (qamx.go)
+		}
+		return f, nil
 	case "x86-64", "x86-64-v2":
 		return nil, fmt.Errorf("codegen/cpu: -mcpu=%s has no AVX2; kiln needs at least x86-64-v3", cpu)
 	case "native":

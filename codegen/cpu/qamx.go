@@ -69,10 +69,13 @@ func (g *gen) qUseAMX(q *qgemm) {
 func (g *gen) qK4Room(K int64) int64 {
 	k4 := (K + 3) / 4
 	if g.hasAMX() {
-		return (k4 + amxTile - 1) / amxTile * amxTile
+		return amxK4(k4)
 	}
 	return k4
 }
+
+// amxK4 rounds k4 groups of four up to whole K blocks of 64 bytes.
+func amxK4(k4 int64) int64 { return (k4 + amxTile - 1) / amxTile * amxTile }
 
 // packRowsAMX lays out weights w (rows × K, s8, row-major) as A tiles:
 // per row tile of mr, per K block of 64, the mr rows' 64 bytes, zero past
@@ -199,20 +202,11 @@ func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, v
 			k.asm("tilestored "+tmm(2*i+j)+", ($0,$1,1)", "r,r,~{memory}", at, c64(ld))
 		}
 	}
-	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
 	vt := ivec(amxTile, i32)
 	for r := int64(0); r < rows; r++ {
 		for j := int64(0); j < nt; j++ {
-			// The channel: the row's (convolutions), else the columns'.
-			var c, corr value.Value
-			if q.st.perRow {
-				c = k.add(ch, k.add(m0, c64(r)))
-				corr = k.splatOf(k.loadAt(i32, corrP, k.mul(c, c64(4))), amxTile)
-			} else {
-				c = k.add(ch, k.add(n0, c64(j*amxTile)))
-				corr = k.loadAt(vt, corrP, k.mul(c, c64(4)))
-			}
-			acc := k.b.NewAdd(k.loadAt(vt, buf, c64(r*ld+j*amxTile*4)), corr)
+			c := q.channel(k, ch, m0, n0, r, j*amxTile)
+			acc := k.b.NewAdd(k.loadAt(vt, buf, c64(r*ld+j*amxTile*4)), q.corr(k, c, amxTile))
 			valid := min(amxTile, cols-j*amxTile)
 			q.st.store(k, acc, cp, resp, k.add(cOff, c64(r*q.st.ldc+j*amxTile)), c, amxTile, valid)
 		}

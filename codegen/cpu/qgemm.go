@@ -350,19 +350,10 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 	nv := int64(len(width))
 	madd := q.isa == qMadd
 	// Each accumulator starts at its channel's corr.
-	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
 	init := make([]value.Value, rows*nv)
 	for i := int64(0); i < rows; i++ {
 		for j := int64(0); j < nv; j++ {
-			var v value.Value
-			if q.st.perRow {
-				c := k.add(ch, k.add(m0, c64(i)))
-				v = k.splatOf(k.loadAt(i32, corrP, k.mul(c, c64(4))), width[j])
-			} else {
-				c := k.add(ch, k.add(n0, c64(j*L)))
-				v = k.loadAt(ivec(width[j], i32), corrP, k.mul(c, c64(4)))
-			}
-			init[i*nv+j] = v
+			init[i*nv+j] = q.corr(k, q.channel(k, ch, m0, n0, i, j*L), width[j])
 		}
 	}
 	vecLoad := func(g value.Value, j int64, odd bool) value.Value {
@@ -475,15 +466,29 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 		for j := int64(0); j < nv; j++ {
 			valid := min(width[j], cols-j*L)
 			at := k.add(cOff, c64(i*q.st.ldc+j*L))
-			var ch0 value.Value
-			if q.st.perRow {
-				ch0 = k.add(ch, k.add(m0, c64(i)))
-			} else {
-				ch0 = k.add(ch, k.add(n0, c64(j*L)))
-			}
-			q.st.store(k, acc[i*nv+j], cp, resp, at, ch0, width[j], valid)
+			q.st.store(k, acc[i*nv+j], cp, resp, at, q.channel(k, ch, m0, n0, i, j*L), width[j], valid)
 		}
 	}
+}
+
+// channel is the output channel of a tile's row i and its vector at
+// column col: the row's (perRow: convolutions), else the vector's first
+// column's (matrix products, whose channels run along the lanes).
+func (q *qgemm) channel(k *kfn, ch, m0, n0 value.Value, i, col int64) value.Value {
+	if q.st.perRow {
+		return k.add(ch, k.add(m0, c64(i)))
+	}
+	return k.add(ch, k.add(n0, c64(col)))
+}
+
+// corr is channel c's sum correction for a vector of width int32 lanes:
+// one per row splat, or the lanes' own.
+func (q *qgemm) corr(k *kfn, c value.Value, width int64) value.Value {
+	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
+	if q.st.perRow {
+		return k.splatOf(k.loadAt(i32, corrP, k.mul(c, c64(4))), width)
+	}
+	return k.loadAt(ivec(width, i32), corrP, k.mul(c, c64(4)))
 }
 
 // widths are the vector widths (int32 lanes) micro covers cols with.
@@ -780,7 +785,7 @@ func (p qPacker) putGroup(b []byte, v [4]int8, odd int) {
 func (p qPacker) packCols(get func(k, n int64) int8, K, N, nb int64) (buf []byte, tile, group int64) {
 	k4 := (K + 3) / 4
 	if p.amx {
-		k4 = (k4 + amxTile - 1) / amxTile * amxTile
+		k4 = amxK4(k4)
 	}
 	group = 4 * nb
 	if p.isa == qMadd {

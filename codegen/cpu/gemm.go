@@ -41,6 +41,9 @@ type gemm struct {
 	// turn > 0: the tile's last turn columns are computed turned, rows in
 	// the lanes (see micro).
 	turn int64
+	// l2Share is the bytes of a core's L2 the column operand may take and
+	// stay there while every row tile streams it: half (see rowsOuter).
+	l2Share int64
 }
 
 // maxTurn bounds the columns a tile computes turned (one accumulator
@@ -58,12 +61,12 @@ func (g *gen) newGemm(M, N, K int64) *gemm {
 		nv = N / vl
 		mr := min(budget/nv, vl, M)
 		return &gemm{M: M, N: N, K: K, batch: 1, mr: mr, nv: nv, vl: vl, act: noAct, ldc: N,
-			parallel: 2*M*N*K >= 1<<18, turn: N % vl}
+			parallel: 2*M*N*K >= 1<<18, turn: N % vl, l2Share: g.l2 / 2}
 	}
 	// Narrow tiles get more rows: the register budget is mr×nv accumulators.
 	mr := min(budget/nv, M)
 	return &gemm{M: M, N: N, K: K, batch: 1, mr: mr, nv: nv, vl: vl, act: noAct, ldc: N,
-		parallel: 2*M*N*K >= 1<<18}
+		parallel: 2*M*N*K >= 1<<18, l2Share: g.l2 / 2}
 }
 
 func (gm *gemm) nb() int64 { return gm.nv*gm.vl + gm.turn }
@@ -155,12 +158,8 @@ func (k *kfn) eachTile(batch, M, N, mr, nb int64, parallel, rowsOuter bool, tile
 // with few column tiles, unless the column operand is too large to stay
 // in L2 while every row tile streams it.
 func (gm *gemm) rowsOuter() bool {
-	return (gm.N+gm.nb()-1)/gm.nb() < rowMajorBelow && 4*gm.K*gm.N <= l2Share
+	return (gm.N+gm.nb()-1)/gm.nb() < rowMajorBelow && 4*gm.K*gm.N <= gm.l2Share
 }
-
-// l2Share is the part of a core's L2 (1 MB of 2) a GEMM's column operand
-// may take.
-const l2Share = 1 << 20
 
 // emit writes the tile loop into the current step.
 func (gm *gemm) emit(k *kfn) {

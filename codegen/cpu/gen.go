@@ -57,8 +57,9 @@ type gen struct {
 	feats  []string
 	// usedAMX: a kernel uses AMX's tiles (the engine then records amx_*).
 	usedAMX bool
-	vl      int // floats per vector register (16 AVX-512, 8 AVX2)
-	mr, nv  int // GEMM micro-tile: mr rows × nv vectors
+	vl      int   // floats per vector register (16 AVX-512, 8 AVX2)
+	mr, nv  int   // GEMM micro-tile: mr rows × nv vectors
+	l2      int64 // a core's L2 bytes (schedule)
 
 	mod   *ll.Module
 	decls map[string]*ll.Func

@@ -126,9 +126,13 @@ func TestTurnedColumns(t *testing.T) {
 func TestStreamedOperands(t *testing.T) {
 	r := rand.New(rand.NewSource(8))
 	w := func(d ...int64) *ir.Tensor { return randTensor(r, d...) }
-	// 2304 × 196 floats (1.8 MB) in 4 column tiles: columns outermost.
-	assert.False(t, (&gemm{M: 16, N: 196, K: 2304, nv: 4, vl: 16}).rowsOuter())
-	assert.True(t, (&gemm{M: 16, N: 196, K: 256, nv: 4, vl: 16}).rowsOuter())
+	// 2304 × 196 floats (1.8 MB) in 4 column tiles, half of a 2 MiB L2:
+	// columns outermost; 256 × 196 (200 KB) stays, rows outermost.
+	assert.False(t, (&gemm{M: 16, N: 196, K: 2304, nv: 4, vl: 16, l2Share: 1 << 20}).rowsOuter())
+	assert.True(t, (&gemm{M: 16, N: 196, K: 256, nv: 4, vl: 16, l2Share: 1 << 20}).rowsOuter())
+	for in, want := range map[string]int64{"2048K\n": 2 << 20, "1M": 1 << 20, "512K": 512 << 10, "": 0, "x": 0, "-1K": 0} {
+		assert.Equal(t, want, cacheSize(in), "cacheSize(%q)", in)
+	}
 	cases := []opCase{
 		{name: "1x1_K2304_14x14", op: "Conv", inputs: [][]int64{{1, 2304, 14, 14}}, consts: []*ir.Tensor{w(16, 2304, 1, 1), w(16)}},
 		{name: "matmul_packed_b_K130", op: "MatMul", inputs: [][]int64{{9, 130}}, consts: []*ir.Tensor{w(130, 70)}},

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/enum"
@@ -148,6 +151,49 @@ func (g *gen) schedule() {
 	default:
 		g.vl, g.mr, g.nv = 8, 6, 2
 	}
+	g.l2 = defaultL2
+	if g.opts.CPU == "native" {
+		if n := hostL2(); n > 0 {
+			g.l2 = n
+		}
+	}
+}
+
+// defaultL2 is the per-core L2 assumed when the target is not this
+// machine: 1 MiB (Zen 4, Ice Lake-SP; Sapphire Rapids has 2, Neoverse N1
+// 1).
+const defaultL2 = 1 << 20
+
+// hostL2 reads this machine's per-core L2 size from sysfs once (0:
+// unknown).
+var hostL2 = sync.OnceValue(func() int64 {
+	dirs, _ := filepath.Glob("/sys/devices/system/cpu/cpu0/cache/index*")
+	for _, d := range dirs {
+		if level, err := os.ReadFile(filepath.Join(d, "level")); err != nil || strings.TrimSpace(string(level)) != "2" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, "size"))
+		if err != nil {
+			return 0
+		}
+		return cacheSize(string(b))
+	}
+	return 0
+})
+
+// cacheSize parses sysfs's cache size ("2048K", "1M"), 0 if it cannot.
+func cacheSize(s string) int64 {
+	s, mult := strings.TrimSpace(s), int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"):
+		s, mult = strings.TrimSuffix(s, "K"), 1<<10
+	case strings.HasSuffix(s, "M"):
+		s, mult = strings.TrimSuffix(s, "M"), 1<<20
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
+		return n * mult
+	}
+	return 0
 }
 
 func (g *gen) arm64() bool { return isARM64(g.opts.Triple) }

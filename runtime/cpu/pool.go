@@ -32,9 +32,32 @@ const (
 	yieldEvery = 10 * time.Microsecond
 )
 
-// pool is a set of worker goroutines locked to OS threads, reused across
-// runs by one caller at a time. A run publishes its job by storing a new
-// state word; workers poll it, then park on their channel.
+// schedEvery is how long a pool goroutine (the caller's included) goes
+// without passing through the Go scheduler. Go's sysmon preempts a
+// goroutine that has not been scheduled for 10 ms; one in a native call
+// loses its P, and every such retake sets sysmon polling every 20 µs for
+// the next millisecond or more. Back-to-back runs never block, so without
+// a scheduling point that happened every 10 ms: measured here, 5,000
+// sysmon wake-ups a second at ~20 µs of a vCPU each, and mobilenet_v2 at 2
+// threads running in streaks at 1-thread speed (median 3.2 ms, p90 4.3;
+// with the yield 2.8 and 2.95). runtime.Gosched costs well under a
+// microsecond.
+const schedEvery = time.Millisecond
+
+// schedPoint calls runtime.Gosched if the goroutine has gone schedEvery
+// without one since *last.
+func schedPoint(last *time.Time) {
+	if now := time.Now(); now.Sub(*last) >= schedEvery {
+		runtime.Gosched()
+		*last = time.Now()
+	}
+}
+
+// pool is a set of worker goroutines, reused across runs by one caller at
+// a time. A run publishes its job by storing a new state word; workers
+// poll it, then park on their channel. They are not locked to OS threads:
+// a native call cannot move threads anyway, and runtime.Gosched on a
+// locked goroutine hands its thread off and wakes it again.
 type pool struct {
 	// state is the current job, seq<<16 | nthreads (nthreads 0: stop).
 	// Workers with tid < nthreads take part; the others skip the job.
@@ -53,13 +76,15 @@ type pool struct {
 
 	barrier [8]int64 // words 0 and 1 are the engine's barrier; a cache line
 	io      []unsafe.Pointer
+	sched   time.Time // the caller's last schedPoint
 }
 
 const maxArgs = 8
 
 type worker struct {
-	tid  int64
-	args [maxArgs]uintptr // the job's arguments with this worker's tid
+	tid   int64
+	args  [maxArgs]uintptr // the job's arguments with this worker's tid
+	sched time.Time        // its last schedPoint
 	waiter
 }
 
@@ -110,16 +135,16 @@ func (w *waiter) signal() {
 
 func newPool() *pool { return &pool{caller: newWaiter()} }
 
-// grow starts workers up to n. Each pool thread returns to Go at the end
-// of a run and needs a P (GOMAXPROCS's unit) there, as does the caller:
-// with no P free for it (the program's other goroutines, the GC's workers
-// and timers, hold them), a returning worker waits in the Go scheduler and
-// the next run's first barrier waits with it. So the process keeps a P for
-// the caller, one per worker and one spare (measured on 2 cores at 2
-// threads: mobilenet_v2's median 5.0 ms at GOMAXPROCS 2, one run in three
-// at the 3.4 ms of the others; 3.4 ms at GOMAXPROCS 3). The threads run
-// native code between those moments, so the extra Ps do not oversubscribe
-// the cores with Go code of kiln's.
+// grow starts workers up to n. Each pool goroutine holds a P (GOMAXPROCS's
+// unit) through its native calls and needs one whenever it is back in Go,
+// so the process keeps a P for the caller, one per worker and one spare
+// for the program's other goroutines, the GC's workers and timers: without
+// the spare, a returning worker can wait in the Go scheduler and the next
+// run's first barrier with it (measured on 2 cores at 2 threads, schedPoint
+// in place: squeezenet1_1 took 3.1 ms in some processes at GOMAXPROCS 2,
+// 2.45 in all at GOMAXPROCS 3). The threads run native code between those
+// moments, so the extra Ps do not oversubscribe the cores with kiln's Go
+// code.
 func (p *pool) grow(n int) {
 	if want := n + 2; runtime.GOMAXPROCS(0) < want {
 		runtime.GOMAXPROCS(want)
@@ -132,11 +157,8 @@ func (p *pool) grow(n int) {
 }
 
 func (p *pool) work(w *worker, seen uint64) {
-	runtime.LockOSThread()
-	// Unlock before exiting: a goroutine that ends locked takes its thread
-	// down with it, which crashes cgo builds right after a Dlclose.
-	defer runtime.UnlockOSThread()
 	for {
+		schedPoint(&w.sched)
 		w.wait(idleSpin, func() bool { return p.state.Load() != seen })
 		seen = p.state.Load()
 		n := int64(seen & 0xffff)
@@ -159,6 +181,7 @@ func (p *pool) work(w *worker, seen uint64) {
 // 0, and returns when all have returned.
 func (p *pool) run(nthreads int, entry uintptr, args ...uintptr) {
 	nthreads = min(nthreads, 0xffff)
+	schedPoint(&p.sched)
 	p.entry, p.nargs = entry, 1+copy(p.args[1:], args)
 	p.args[0] = 0
 	if nthreads > 1 {

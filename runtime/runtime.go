@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"os"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -59,28 +60,52 @@ type binding struct {
 }
 
 // LoadOptions are the checks Load makes beyond the file's integrity and
-// consistency, which it always checks.
+// consistency, which it always checks, and how it keeps the weights.
 type LoadOptions struct {
 	// RequireSigned, when set, refuses an engine unless its trailer holds
 	// a valid signature by this key (engines are native code: a deployment
 	// may run only those its own build signed; see `cc build --sign`).
+	// The weights are then copied (CopyWeights), so that what runs is
+	// what the signature vouched for even if the file changes later.
 	RequireSigned ed25519.PublicKey
+	// CopyWeights copies the weights out of the file instead of mapping
+	// them: the Engine then keeps no reference to the file, which may be
+	// replaced, rewritten or cut short in place while it runs (a server
+	// whose model files are updated by copying over them wants this).
+	CopyWeights bool
 }
 
 // Load reads and verifies an engine file.
 func Load(path string) (*Engine, error) { return LoadWith(path, LoadOptions{}) }
 
 // LoadWith is Load with options. The file is mapped into memory, not read
-// into it: each section is verified as it is copied to where the engine
-// keeps it (see load), and the mapping is gone when LoadWith returns.
+// into it. The small sections are verified as they are copied out (see
+// load); the weights, most of the file, stay the file's own pages, mapped
+// read-only and verified there (runtime/cpu's MapLive), so loading copies
+// nothing and takes no fresh memory for them. While the Engine lives, the
+// file must not change in place: replace it by renaming a new file over
+// it, as cc does (a file rewritten in place changes the weights the
+// engine reads, and one cut short makes an inference fault). Where the
+// file cannot be mapped, or with CopyWeights or RequireSigned, the weights
+// are copied as they are verified and the file is free once LoadWith
+// returns.
 func LoadWith(path string, opts LoadOptions) (*Engine, error) {
 	start := time.Now()
-	buf, unmap, err := engine.Map(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close() // the mappings outlive the descriptor
+	buf, unmap, err := engine.MapFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	defer unmap()
-	e, err := load(buf, opts, start)
+	weightsFile := f
+	if opts.CopyWeights || opts.RequireSigned != nil {
+		weightsFile = nil
+	}
+	e, err := load(buf, opts, start, weightsFile)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -98,7 +123,7 @@ func LoadBytes(buf []byte) (*Engine, error) { return LoadBytesWith(buf, LoadOpti
 
 // LoadBytesWith is LoadBytes with options.
 func LoadBytesWith(buf []byte, opts LoadOptions) (*Engine, error) {
-	return load(buf, opts, time.Now())
+	return load(buf, opts, time.Now(), nil)
 }
 
 // LoadTimes says where loading an engine spent its time.
@@ -107,9 +132,11 @@ type LoadTimes struct {
 	// copying out its small sections (metadata, plan, code) and checking
 	// the metadata against the code.
 	Check time.Duration
-	// Weights is verifying the weights section and copying it into the
-	// live weights, chunk by chunk on all cores.
-	Weights time.Duration
+	// Weights is mapping the weights section and verifying it in place,
+	// or verifying it and copying it into the live weights, chunk by
+	// chunk on all cores; WeightsMapped says which.
+	Weights       time.Duration
+	WeightsMapped bool
 	// Code is loading the engine's code (dlopen).
 	Code time.Duration
 	// Derive is computing the derived weights (runtime/cpu's Live.Derive)
@@ -121,10 +148,12 @@ type LoadTimes struct {
 func (e *Engine) LoadTimes() LoadTimes { return e.loadTimes }
 
 // load loads an engine from buf, which it only reads, and never after it
-// returns: every section is verified as it is copied out (the small ones
-// first, then the weights straight into the live weights), so a file
-// mapped as buf cannot change what runs.
-func load(buf []byte, opts LoadOptions, start time.Time) (*Engine, error) {
+// returns: every section but the weights is verified as it is copied out.
+// The weights are mapped from weightsFile, buf's file, and verified in
+// place when it is set and they can be (liveWeights), else copied out of
+// buf, each chunk as it is verified, so a file mapped as buf cannot
+// change what runs.
+func load(buf []byte, opts LoadOptions, start time.Time, weightsFile *os.File) (*Engine, error) {
 	file, err := engine.Parse(buf)
 	if err != nil {
 		return nil, err
@@ -178,9 +207,8 @@ func load(buf []byte, opts LoadOptions, start time.Time) (*Engine, error) {
 		}
 	}
 	t1 := time.Now()
-	live := cpurt.NewLive(abi)
-	if err := file.Read(engine.SectionWeights, func(off int, chunk []byte) { live.Put(int64(off), chunk) }); err != nil {
-		live.Buf.Free()
+	live, mapped, err := liveWeights(file, abi, weightsFile)
+	if err != nil {
 		return nil, err
 	}
 	t2 := time.Now()
@@ -194,9 +222,32 @@ func load(buf []byte, opts LoadOptions, start time.Time) (*Engine, error) {
 		e.lib.Close()
 		return nil, err
 	}
+	live.Buf.CollapseLater()
 	e.weightBuf, e.weights = live.Buf, live.Buf.Bytes
-	e.loadTimes = LoadTimes{Check: t1.Sub(start), Weights: t2.Sub(t1), Code: t3.Sub(t2), Derive: time.Since(t3)}
+	e.loadTimes = LoadTimes{Check: t1.Sub(start), Weights: t2.Sub(t1), WeightsMapped: mapped, Code: t3.Sub(t2), Derive: time.Since(t3)}
 	return e, nil
+}
+
+// liveWeights lays out the live weights with their stored part verified:
+// mapped from from, the engine's file, where it is set and the weights
+// map (cpurt.MapLive), else copied out of the parsed file chunk by chunk
+// as each is verified. It reports whether they are mapped.
+func liveWeights(file *engine.File, abi *cpurt.ABI, from *os.File) (*cpurt.Live, bool, error) {
+	if off, ok := file.SectionOffset(engine.SectionWeights); ok && from != nil {
+		if live, err := cpurt.MapLive(from, off, abi); err == nil {
+			if err := file.VerifyIn(engine.SectionWeights, live.Buf.Bytes[:abi.StoredBytes]); err != nil {
+				live.Buf.Free()
+				return nil, false, err
+			}
+			return live, true, nil
+		}
+	}
+	live := cpurt.NewLive(abi)
+	if err := file.Read(engine.SectionWeights, func(off int, chunk []byte) { live.Put(int64(off), chunk) }); err != nil {
+		live.Buf.Free()
+		return nil, false, err
+	}
+	return live, false, nil
 }
 
 func bindings(bs []engine.Binding, output bool) ([]binding, error) {

@@ -101,7 +101,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 			r := summarize(lat, time.Since(begin))
 			r.Engine, r.Threads, r.LoadMS, r.FirstRunMS, r.PeakRSS = args[0], ctx.Threads(), loadMS, firstMS, peakRSS()
 			lt := eng.LoadTimes()
-			r.LoadPhases = &loadPhases{Check: ms(lt.Check), Weights: ms(lt.Weights), Code: ms(lt.Code), Derive: ms(lt.Derive)}
+			r.LoadPhases = &loadPhases{Check: ms(lt.Check), Weights: ms(lt.Weights), Code: ms(lt.Code), Derive: ms(lt.Derive), Mapped: lt.WeightsMapped}
 			if *perLayer {
 				if r.Layers, err = profile(eng, ctx, feeds, len(lat)); err != nil {
 					return err
@@ -126,6 +126,8 @@ type loadPhases struct {
 	Weights float64 `json:"weights"`
 	Code    float64 `json:"code"`
 	Derive  float64 `json:"derive"`
+	// Mapped: the weights are the file's pages, not a copy.
+	Mapped bool `json:"weights_mapped"`
 }
 
 // report holds the bench summary; the JSON names are a stable interface.
@@ -219,7 +221,11 @@ func (r report) print(env *cli.Env) {
 		l.Min, l.Max, l.Mean, l.Median, l.P90, l.P95, l.P99)
 	fmt.Fprintf(w, "Engine load: %.2f ms   First run: %.3f ms   Peak RSS: %.1f MiB\n", r.LoadMS, r.FirstRunMS, float64(r.PeakRSS)/(1<<20))
 	if p := r.LoadPhases; p != nil {
-		fmt.Fprintf(w, "Load phases: check %.2f ms, weights %.2f ms, code %.2f ms, derive %.2f ms\n", p.Check, p.Weights, p.Code, p.Derive)
+		how := "copied"
+		if p.Mapped {
+			how = "mapped"
+		}
+		fmt.Fprintf(w, "Load phases: check %.2f ms, weights %.2f ms (%s), code %.2f ms, derive %.2f ms\n", p.Check, p.Weights, how, p.Code, p.Derive)
 	}
 	if len(r.Layers) == 0 {
 		return

@@ -91,8 +91,11 @@ readiness turns 503, the requests in flight finish, then the server exits with s
 				Repository: *repo, Threads: env.ClampThreads("--threads", *threads), Instances: *instances,
 				MaxQueue: *maxQueue, Timeout: *timeout, MaxRequestBytes: maxBody, Limits: limits.Limits(),
 				MaxBatch: *maxBatch, MaxQueueDelay: *delay, CaptureDir: *capture, CaptureRate: *captureRate,
-				Load: func(path string) (*runtime.Engine, error) { return loadEngine(path, *requireSigned) },
-				Log:  env.Stderr,
+				// Copied weights, as serve's default Load has them.
+				Load: func(path string) (*runtime.Engine, error) {
+					return loadEngineWith(path, *requireSigned, runtime.LoadOptions{CopyWeights: true})
+				},
+				Log: env.Stderr,
 			}
 			// The CLI's own handler exits at once on SIGINT and SIGTERM; a
 			// server finishes its requests first, so it takes the signals over.

@@ -16,7 +16,11 @@ func requireSignedFlag(fs *flag.FlagSet) *string {
 // loadEngine loads an engine, requiring a signature by the key in pubPath
 // when it is set.
 func loadEngine(path, pubPath string) (*runtime.Engine, error) {
-	var opts runtime.LoadOptions
+	return loadEngineWith(path, pubPath, runtime.LoadOptions{})
+}
+
+// loadEngineWith is loadEngine with options.
+func loadEngineWith(path, pubPath string, opts runtime.LoadOptions) (*runtime.Engine, error) {
 	if pubPath != "" {
 		key, err := engine.ReadPublicKeyFile(pubPath)
 		if err != nil {

@@ -28,8 +28,8 @@ func (g *gen) emitABI() {
 func (g *gen) abi() *rcpu.ABI {
 	rec := &rcpu.ABI{
 		Version:      rcpu.ABIVersion,
-		WeightsBytes: int64(len(g.weights)),
-		StoredBytes:  g.storedBytes(),
+		WeightsBytes: g.liveBytes(),
+		StoredBytes:  int64(len(g.weights)),
 		Derived:      g.derived,
 		ArenaBytes:   g.arenaBytes,
 		Steps:        len(g.steps),

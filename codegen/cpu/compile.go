@@ -76,8 +76,9 @@ type Result struct {
 	LLVMIR       string
 	Object       []byte
 	// Weights is the engine's weights section: the constant blob kiln_run
-	// reads (64-byte aligned offsets), less the Derived ranges, which
-	// the engine's kiln_derive computes at load (rcpu.Live).
+	// reads (64-byte aligned offsets) up to the Derived ranges, which
+	// follow it and which the engine's kiln_derive computes at load
+	// (rcpu.Live).
 	Weights []byte
 	Derived []rcpu.Derived
 	// ArenaBytes is the size of the scratch arena kiln_run needs;
@@ -159,7 +160,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	}
 	res := &Result{
 		LLVMIR:      g.mod.String(),
-		Weights:     g.storedWeights(),
+		Weights:     g.weights,
 		Derived:     g.derived,
 		ArenaBytes:  g.arenaBytes,
 		TensorBytes: g.tensorBytes,

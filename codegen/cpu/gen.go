@@ -24,6 +24,7 @@ type space int
 
 const (
 	inWeights space = iota
+	inDerived       // the derived weights: off is in the derived area
 	inArena
 	inIO
 )
@@ -65,14 +66,18 @@ type gen struct {
 	decls map[string]*ll.Func
 	steps []step
 
-	weights []byte
-	derived []rcpu.Derived     // ranges of weights the loader computes, in order
-	wSeen   map[uint64][]int64 // blobs added, by hash: their offsets
-	wSeed   maphash.Seed
-	wOff    map[*ir.Tensor]int64
-	locs    map[*ir.Value]loc
-	skip    map[*ir.Node]bool // folded at compile time
-	alias   map[*ir.Value]*ir.Value
+	weights []byte // the stored weights
+	// derived are the ranges of weights the loader computes, in order,
+	// in the derivedBytes after the stored weights (addDerived).
+	derived      []rcpu.Derived
+	derivedBytes int64
+	derivedBase  *ll.Global
+	wSeen        map[uint64][]int64 // blobs added, by hash: their offsets
+	wSeed        maphash.Seed
+	wOff         map[*ir.Tensor]int64
+	locs         map[*ir.Value]loc
+	skip         map[*ir.Node]bool // folded at compile time
+	alias        map[*ir.Value]*ir.Value
 	// within places values inside another value's buffer, and inPlace
 	// marks the Concats that this makes free (passes.PlanMemory).
 	within  map[*ir.Value]passes.Placement
@@ -241,37 +246,46 @@ func (g *gen) appendWeights(b []byte) int64 {
 	return off
 }
 
-// addDerived reserves d.Bytes of the blob for weights the loader computes
-// (rcpu.Derived): the engine stores the blob without them.
+// addDerived reserves d.Bytes for weights the loader computes
+// (rcpu.Derived) and returns their offset in the derived area. That area
+// follows the stored weights (placeDerived), so the engine's weights
+// section is the live weights' prefix, which a loader can map from the
+// file as it is.
 func (g *gen) addDerived(d rcpu.Derived) int64 {
-	d.Off = g.appendWeights(make([]byte, d.Bytes))
+	d.Off = g.derivedBytes
+	g.derivedBytes = align64(d.Off + d.Bytes)
 	g.derived = append(g.derived, d)
 	return d.Off
 }
 
-// storedBytes is the size of storedWeights.
-func (g *gen) storedBytes() int64 {
-	n := int64(len(g.weights))
-	for _, d := range g.derived {
-		n -= d.Bytes
+// placeDerived ends the stored weights: it pads them to a 64-byte
+// boundary, where the derived area starts, gives derivedBase that offset
+// and moves the derived ranges there.
+func (g *gen) placeDerived() {
+	if len(g.derived) == 0 {
+		return
 	}
-	return n
+	base := align64(int64(len(g.weights)))
+	g.weights = append(g.weights, make([]byte, base-int64(len(g.weights)))...)
+	g.derivedBaseGlobal().Init = constant.NewInt(i64, base)
+	for i := range g.derived {
+		g.derived[i].Off += base
+	}
 }
 
-// storedWeights is the blob less the derived ranges: the engine's
-// weights section.
-func (g *gen) storedWeights() []byte {
-	if len(g.derived) == 0 {
-		return g.weights
+// derivedBaseGlobal is the constant the code adds to a derived-area offset
+// (known only once every stored weight is placed), declared on first use.
+func (g *gen) derivedBaseGlobal() *ll.Global {
+	if g.derivedBase == nil {
+		g.derivedBase = g.mod.NewGlobalDef("kiln_derived_base", constant.NewInt(i64, 0))
+		g.derivedBase.Linkage, g.derivedBase.Immutable = enum.LinkageInternal, true
 	}
-	var out []byte
-	at := int64(0)
-	for _, d := range g.derived {
-		out = append(out, g.weights[at:d.Off]...)
-		at = d.Off + d.Bytes
-	}
-	return append(out, g.weights[at:]...)
+	return g.derivedBase
 }
+
+// liveBytes is the size of the blob the code reads: the stored weights
+// and the derived area.
+func (g *gen) liveBytes() int64 { return int64(len(g.weights)) + g.derivedBytes }
 
 // addFloats appends float32s to the weights blob.
 func (g *gen) addFloats(f []float32) int64 {
@@ -373,6 +387,16 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 	switch l.space {
 	case inWeights:
 		base = k.w
+	case inDerived:
+		// w + the derived area's offset, at the top of the entry block
+		// where EntryPtr puts the pointer computed from it.
+		off := ll.NewLoad(i64, k.g.derivedBaseGlobal())
+		gp := ll.NewGetElementPtr(i8, k.w, off)
+		cast := kernel.EntryPtr(k.f, gp, nil, 0, l.off, k.sample, l.stride, types.NewPointer(et))
+		entry := k.f.Blocks[0]
+		entry.Insts = append([]ll.Instruction{off, gp}, entry.Insts...)
+		k.bases[key] = cast
+		return cast
 	case inArena:
 	default:
 		slots = k.io
@@ -483,6 +507,7 @@ func (g *gen) build() error {
 		g.arenaBytes = g.counterBase + g.counterBytes
 	}
 	g.emitEntry()
+	g.placeDerived()
 	g.emitDerive()
 	g.emitABI()
 	return nil

@@ -123,7 +123,7 @@ func (g *gen) lowerWinograd(n *ir.Node, c convGeom, spec *winoSpec) {
 	panel := mt * c.C * gm.mr
 	src := g.constLoc(g.constOf(n.Inputs[1]))
 	uOff := g.addDerived(rcpu.Derived{Kind: rcpu.DerivedWinograd, Bytes: 4 * A * A * panel, Src: src.off, OC: c.OC, C: c.C, MR: gm.mr, G: w.g})
-	gm.a = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: uOff}, f32) }
+	gm.a = func(k *kfn) value.Value { return k.locPtr(loc{space: inDerived, off: uOff}, f32) }
 	gm.aTile, gm.aRi, gm.aKi = c.C*gm.mr, 1, gm.mr
 	gm.aBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(panel)) }
 	gm.b = func(k *kfn) value.Value { return k.scratchPtr(0) }

@@ -51,8 +51,10 @@ type Config struct {
 	CaptureRate float64
 	// Limits bound each context's arena and tensors.
 	Limits ir.Limits
-	// Load loads an engine file (runtime.Load when nil; infer passes one
-	// that checks signatures).
+	// Load loads an engine file (when nil, runtime.LoadWith with copied
+	// weights: a model file updated in place must not change, or fault,
+	// the version serving requests; infer passes one that also checks
+	// signatures).
 	Load func(path string) (*runtime.Engine, error)
 	// Log receives one line per load, unload and shutdown step (nil:
 	// discarded).
@@ -94,7 +96,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxRequestBytes = 64 << 20
 	}
 	if cfg.Load == nil {
-		cfg.Load = runtime.Load
+		cfg.Load = func(path string) (*runtime.Engine, error) {
+			return runtime.LoadWith(path, runtime.LoadOptions{CopyWeights: true})
+		}
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"runtime"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -13,8 +14,12 @@ const hugePage = 2 << 20
 // every inference sweeps, and 4 KiB pages would cost a TLB miss every few
 // cache lines once they outgrow the TLB's reach.
 type Buffer struct {
-	Bytes   []byte // 64-byte aligned (2 MiB aligned when mapped)
-	mapping []byte
+	Bytes []byte // 64-byte aligned (2 MiB aligned when mapped)
+	unmap func() // releases a mapping (nil: the Go heap's memory)
+	// fresh is the part of a MapLive buffer on 4 KiB pages that
+	// CollapseLater moves to huge pages, and collapsing its progress.
+	fresh      []byte
+	collapsing sync.WaitGroup
 }
 
 // NewBuffer returns n zeroed bytes. The memory is released when the
@@ -29,7 +34,7 @@ func NewBuffer(n int64) *Buffer {
 		return &Buffer{Bytes: AlignedBytes(n)}
 	}
 	off := (hugePage - int(uintptr(unsafe.Pointer(&m[0]))%hugePage)) % hugePage
-	b := &Buffer{Bytes: m[off : off+int(n) : off+int(n)], mapping: m}
+	b := &Buffer{Bytes: m[off : off+int(n) : off+int(n)], unmap: func() { syscall.Munmap(m) }}
 	_ = syscall.Madvise(m[off:off+int(size)], 14) // MADV_HUGEPAGE; a refusal only costs speed
 	runtime.SetFinalizer(b, (*Buffer).Free)
 	return b
@@ -37,8 +42,9 @@ func NewBuffer(n int64) *Buffer {
 
 // Free releases the memory now; the Buffer must not be used after.
 func (b *Buffer) Free() {
-	if b.mapping != nil {
-		_ = syscall.Munmap(b.mapping)
-		b.mapping, b.Bytes = nil, nil
+	b.collapsing.Wait()
+	if b.unmap != nil {
+		b.unmap()
+		b.unmap, b.Bytes = nil, nil
 	}
 }

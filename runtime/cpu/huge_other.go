@@ -10,3 +10,6 @@ func NewBuffer(n int64) *Buffer { return &Buffer{Bytes: AlignedBytes(n)} }
 
 // Free is a no-op: the Go heap owns the memory.
 func (b *Buffer) Free() {}
+
+// CollapseLater is a no-op: there are no huge pages to move to.
+func (b *Buffer) CollapseLater() {}

@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"io"
 	"os"
 	"syscall"
 )
@@ -26,6 +27,11 @@ func Map(path string) (data []byte, unmap func(), err error) {
 		return nil, nil, err
 	}
 	defer f.Close() // the mapping outlives the descriptor
+	return MapFile(f)
+}
+
+// MapFile is Map of an open file.
+func MapFile(f *os.File) (data []byte, unmap func(), err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, nil, err
@@ -33,12 +39,12 @@ func Map(path string) (data []byte, unmap func(), err error) {
 	size := st.Size()
 	if !st.Mode().IsRegular() || size == 0 || int64(int(size)) != size {
 		// Not mappable (a pipe, an empty or huge file): read it.
-		b, err := os.ReadFile(path)
+		b, err := io.ReadAll(f)
 		return b, func() {}, err
 	}
 	m, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_PRIVATE)
 	if err != nil {
-		b, err := os.ReadFile(path)
+		b, err := io.ReadAll(f)
 		return b, func() {}, err
 	}
 	return m, func() { syscall.Munmap(m) }, nil

@@ -45,6 +45,34 @@ func (f *File) Verify() error {
 	})
 }
 
+// VerifyIn checks data, the named section as another mapping or copy of
+// the file holds it, against the section's chunk checksums, in place, on
+// all cores.
+func (f *File) VerifyIn(name string, data []byte) error {
+	i := slices.IndexFunc(f.Sections, func(s Section) bool { return s.Name == name })
+	if i < 0 {
+		return fmt.Errorf("%w: section %q is missing", ErrBadSection, name)
+	}
+	if len(data) != len(f.Sections[i].Data) {
+		return fmt.Errorf("%w: section %q holds %d bytes, %d were given", ErrBadSection, name, len(f.Sections[i].Data), len(data))
+	}
+	return f.eachChunk(func(sec int) bool { return sec == i }, false, func(c chunk, _ []byte) error {
+		if sha256.Sum256(data[c.i*ChunkSize:min((c.i+1)*ChunkSize, len(data))]) != f.sums[c.sec][c.i] {
+			return f.mismatch(c)
+		}
+		return nil
+	})
+}
+
+// SectionOffset returns the named section's offset in the file.
+func (f *File) SectionOffset(name string) (int64, bool) {
+	i := slices.IndexFunc(f.Sections, func(s Section) bool { return s.Name == name })
+	if i < 0 {
+		return 0, false
+	}
+	return int64(f.offs[i]), true
+}
+
 // Read verifies the named section and hands it to put chunk by chunk: the
 // chunk's offset in the section and a copy of its bytes, which put may
 // read until it returns (it copies what it keeps). Each chunk is copied

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package cpu
+
+import (
+	"errors"
+	"os"
+)
+
+// MapLive maps weights on Linux only: here it returns ErrNoMap, and the
+// loader copies the weights.
+func MapLive(*os.File, int64, *ABI) (*Live, error) { return nil, ErrNoMap }
+
+// ErrNoMap says MapLive could not map the weights.
+var ErrNoMap = errors.New("the weights cannot be mapped from the file")

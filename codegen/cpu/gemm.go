@@ -155,10 +155,16 @@ func (k *kfn) eachTile(batch, M, N, mr, nb int64, parallel, rowsOuter bool, tile
 }
 
 // rowsOuter reports whether the row tiles go outermost (see eachTile):
-// with few column tiles, unless the column operand is too large to stay
-// in L2 while every row tile streams it.
+// with few column tiles, or when the tiles add a residual, unless the
+// column operand is too large to stay in L2 while every row tile streams
+// it. A row tile then reads its residual rows and writes its output rows
+// front to back, streams the hardware prefetcher follows; column tiles
+// outermost read and write 2·mr rows of nb floats a plane apart per tile
+// (ResNet-50's 1×1 convs that add the shortcut at 56×56: 1.05–1.17 →
+// 0.72–0.73 ms at 1 thread, the whole model 3% faster).
 func (gm *gemm) rowsOuter() bool {
-	return (gm.N+gm.nb()-1)/gm.nb() < rowMajorBelow && 4*gm.K*gm.N <= gm.l2Share
+	few := (gm.N+gm.nb()-1)/gm.nb() < rowMajorBelow
+	return (few || gm.add != nil) && 4*gm.K*gm.N <= gm.l2Share
 }
 
 // emit writes the tile loop into the current step.

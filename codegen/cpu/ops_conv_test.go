@@ -1,12 +1,15 @@
 package cpu
 
 import (
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
 
-	"github.com/kiln-ml/kiln/ir"
+	"github.com/llir/llvm/ir/value"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/kiln-ml/kiln/ir"
 )
 
 // TestConvShapes covers the convolution and pooling kernels' edges: rows
@@ -130,6 +133,11 @@ func TestStreamedOperands(t *testing.T) {
 	// columns outermost; 256 × 196 (200 KB) stays, rows outermost.
 	assert.False(t, (&gemm{M: 16, N: 196, K: 2304, nv: 4, vl: 16, l2Share: 1 << 20}).rowsOuter())
 	assert.True(t, (&gemm{M: 16, N: 196, K: 256, nv: 4, vl: 16, l2Share: 1 << 20}).rowsOuter())
+	// 3136 columns (49 tiles): columns outermost, unless the tiles add a
+	// residual.
+	assert.False(t, (&gemm{M: 256, N: 3136, K: 64, nv: 4, vl: 16, l2Share: 1 << 20}).rowsOuter())
+	residual := func(*kfn) value.Value { return nil }
+	assert.True(t, (&gemm{M: 256, N: 3136, K: 64, nv: 4, vl: 16, l2Share: 1 << 20, add: residual}).rowsOuter())
 	for in, want := range map[string]int64{"2048K\n": 2 << 20, "1M": 1 << 20, "512K": 512 << 10, "": 0, "x": 0, "-1K": 0} {
 		assert.Equal(t, want, cacheSize(in), "cacheSize(%q)", in)
 	}
@@ -138,17 +146,21 @@ func TestStreamedOperands(t *testing.T) {
 		{name: "matmul_packed_b_K130", op: "MatMul", inputs: [][]int64{{9, 130}}, consts: []*ir.Tensor{w(130, 70)}},
 	}
 	checkCases(t, r, cases)
-	t.Run("1x1_K96_20x20_residual_relu", func(t *testing.T) {
-		g := ir.NewGraph("streamed")
-		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 96, 20, 20)))
-		res := g.AddInput("res", ir.TensorType(ir.Float32, ir.S(1, 40, 20, 20)))
-		h := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", w(40, 96, 1, 1)), g.AddInitializer("b", w(40))})
-		y := g.Apply("Relu", []*ir.Value{g.Apply("Add", []*ir.Value{h, res})})
-		y.Name = "y"
-		g.SetOutputs(y)
-		out := checkO2(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, 1, 96, 20, 20), "res": randTensor(r, 1, 40, 20, 20)}, 1e-5)
-		assert.Equal(t, 1, kernelsWith(out, "Conv1x1"), "kernels %v", out.Kernels)
-	})
+	// Residual 1×1 convs in few column tiles (20×20) and in many (40×40,
+	// rows outermost for the residual).
+	for _, c := range []struct{ k, hw int64 }{{96, 20}, {64, 40}} {
+		t.Run(fmt.Sprintf("1x1_K%d_%dx%d_residual_relu", c.k, c.hw, c.hw), func(t *testing.T) {
+			g := ir.NewGraph("streamed")
+			x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, c.k, c.hw, c.hw)))
+			res := g.AddInput("res", ir.TensorType(ir.Float32, ir.S(1, 40, c.hw, c.hw)))
+			h := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", w(40, c.k, 1, 1)), g.AddInitializer("b", w(40))})
+			y := g.Apply("Relu", []*ir.Value{g.Apply("Add", []*ir.Value{h, res})})
+			y.Name = "y"
+			g.SetOutputs(y)
+			out := checkO2(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, 1, c.k, c.hw, c.hw), "res": randTensor(r, 1, 40, c.hw, c.hw)}, 1e-5)
+			assert.Equal(t, 1, kernelsWith(out, "Conv1x1"), "kernels %v", out.Kernels)
+		})
+	}
 }
 
 // TestSqueezeExcitationScale compiles a MobileNet block with a

@@ -327,13 +327,13 @@ func (gm *gemm) prefetchAhead(k *kfn, ap, bp, aRow, bRow value.Value, nv int64) 
 	if gm.aRi == 1 {
 		k.prefetch(ap, k.add(aRow, c64(prefetchDistance/4)))
 	}
-	ahead := int64(prefetchDistance / 4) // a packed panel's floats 2 KB on
-	if !gm.bPadded {
-		if gm.bKi < 256 {
-			return // rows close together: one stream the hardware follows
-		}
-		ahead = max(1, prefetchDistance/(4*gm.nb())) * gm.bKi // as many rows on
+	if !gm.bPadded && gm.bKi < 256 {
+		return // rows close together: one stream the hardware follows
 	}
+	// The rows 2 KB of the tile's columns on: in a packed panel (bKi =
+	// nb), the floats 2 KB on; in a row-major B (an im2col matrix, a
+	// band, a 1×1 conv's input), rows bKi apart.
+	ahead := max(1, prefetchDistance/(4*gm.nb())) * gm.bKi
 	for j := int64(0); j < nv; j++ {
 		k.prefetch(bp, k.add(bRow, c64(ahead+j*gm.vl)))
 	}

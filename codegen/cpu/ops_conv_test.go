@@ -43,6 +43,10 @@ func TestConvShapes(t *testing.T) {
 		{name: "banded_stem", op: "Conv", inputs: [][]int64{{2, 3, 130, 130}}, consts: []*ir.Tensor{w(4, 3, 7, 7), w(4)}, attrs: []*ir.Attribute{pads(3, 3, 3, 3), ir.AttrIs("strides", 2, 2)}},
 		{name: "banded_dil", op: "Conv", inputs: [][]int64{{1, 2, 66, 90}}, consts: []*ir.Tensor{w(5, 2, 3, 3)}, attrs: []*ir.Attribute{pads(0, 2, 3, 1), ir.AttrIs("dilations", 2, 2)}},
 		{name: "banded_short_last", op: "Conv", inputs: [][]int64{{1, 72, 57, 57}}, consts: []*ir.Tensor{w(13, 72, 3, 3)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrIs("strides", 2, 2)}},
+		// Stride 2 outside the bands: im2col rows from even lanes of pairs
+		// of masked loads (odd and even widths, asymmetric pads, tails).
+		{name: "im2col_s2_asym", op: "Conv", inputs: [][]int64{{1, 8, 13, 37}}, consts: []*ir.Tensor{w(5, 8, 3, 3), w(5)}, attrs: []*ir.Attribute{pads(0, 1, 1, 0), ir.AttrIs("strides", 2, 2)}},
+		{name: "im2col_s2_5x5_even", op: "Conv", inputs: [][]int64{{2, 3, 12, 40}}, consts: []*ir.Tensor{w(4, 3, 5, 5)}, attrs: []*ir.Attribute{pads(2, 2, 2, 2), ir.AttrIs("strides", 2, 2)}},
 		{name: "grouped_s2", op: "Conv", inputs: [][]int64{{1, 6, 9, 21}}, consts: []*ir.Tensor{w(9, 2, 3, 2)}, attrs: []*ir.Attribute{pads(1, 0, 1, 1), ir.AttrI("group", 3), ir.AttrIs("strides", 2, 2)}},
 	}
 	checkCases(t, r, cases)

@@ -114,11 +114,42 @@ func (a *ABI) checkDerived() error {
 	if cut > 64*a.StoredBytes {
 		return fmt.Errorf("%d bytes of derived weights from %d stored", cut, a.StoredBytes)
 	}
+	if a.derivedAfterStored() {
+		// The derived area: each range at the first 64-byte boundary after
+		// the stored bytes or the range before; the code reads no gap.
+		at := align64(a.StoredBytes)
+		for i, d := range a.Derived {
+			if d.Off != at {
+				return fmt.Errorf("derived weights %d at %d, want %d (after the stored bytes and the ranges before)", i, d.Off, at)
+			}
+			at = align64(d.Off + d.Bytes)
+		}
+		last := a.Derived[len(a.Derived)-1]
+		if a.WeightsBytes < last.Off+last.Bytes || a.WeightsBytes > at {
+			return fmt.Errorf("%d bytes of live weights, the derived area ends at %d", a.WeightsBytes, last.Off+last.Bytes)
+		}
+		return nil
+	}
 	if a.StoredBytes != a.WeightsBytes-cut {
 		return fmt.Errorf("%d stored bytes, the derived ranges leave %d of %d", a.StoredBytes, a.WeightsBytes-cut, a.WeightsBytes)
 	}
 	return nil
 }
+
+// derivedAfterStored reports whether every derived range follows the
+// stored bytes: the live weights are the stored ones, then the derived
+// area (engines since the weights are mapped; see MapLive). Before, the
+// ranges were cut out of the middle of the live weights.
+func (a *ABI) derivedAfterStored() bool {
+	for _, d := range a.Derived {
+		if d.Off < a.StoredBytes {
+			return false
+		}
+	}
+	return len(a.Derived) > 0
+}
+
+func align64(n int64) int64 { return (n + 63) &^ 63 }
 
 // inMemoryABI is the weights part of an ABI record for stored weights
 // and derived ranges held in memory, checked.
@@ -126,6 +157,10 @@ func inMemoryABI(stored []byte, derived []Derived) (*ABI, error) {
 	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)), Derived: derived}
 	for _, d := range derived {
 		a.WeightsBytes += d.Bytes
+	}
+	if a.derivedAfterStored() {
+		last := derived[len(derived)-1]
+		a.WeightsBytes = last.Off + last.Bytes
 	}
 	if err := a.checkDerived(); err != nil {
 		return nil, err

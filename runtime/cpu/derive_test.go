@@ -212,6 +212,42 @@ func TestDerivedChecks(t *testing.T) {
 	assert.ErrorContains(t, a.checkDerived(), "overlaps")
 }
 
+// TestDerivedArea: the layout engines have now, the stored bytes then the
+// derived area, each range at the first 64-byte boundary after the one
+// before (a gap after a range that is not a whole number of lines); a
+// range elsewhere in the area, or live weights shorter or longer than the
+// area, are refused.
+func TestDerivedArea(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	stored, _, d1 := derivedCase(r, 18, 17, 6)
+	stored = stored[:d1.Off] // the area starts where the stored bytes end
+	require.NotZero(t, d1.Bytes%64, "the case needs a gap after its first range")
+	d2 := d1
+	d2.Off = align64(d1.Off + d1.Bytes)
+	buf, err := expandOracle(stored, []Derived{d1, d2})
+	require.NoError(t, err)
+	defer buf.Free()
+	live := buf.Bytes
+	require.Len(t, live, int(d2.Off+d2.Bytes))
+	assert.Equal(t, stored, live[:len(stored)], "the stored bytes are the live weights' prefix")
+	assert.Equal(t, live[d1.Off:d1.Off+d1.Bytes], live[d2.Off:d2.Off+d2.Bytes], "both ranges transform the same source")
+	assert.NotEqual(t, make([]byte, d1.Bytes), live[d1.Off:d1.Off+d1.Bytes])
+
+	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: d2.Off + d2.Bytes, Derived: []Derived{d1, d2}}
+	require.NoError(t, a.checkDerived())
+	moved := *a
+	moved.Derived = []Derived{d1, d2}
+	moved.Derived[1].Off += 64
+	moved.WeightsBytes += 64
+	assert.ErrorContains(t, moved.checkDerived(), "derived weights 1 at")
+	short := *a
+	short.WeightsBytes -= 4
+	assert.ErrorContains(t, short.checkDerived(), "outside")
+	long := *a
+	long.WeightsBytes = align64(a.WeightsBytes) + 64
+	assert.ErrorContains(t, long.checkDerived(), "the derived area ends at")
+}
+
 // BenchmarkReferenceTransform: the reference transform's cost on a
 // 256×256 3×3 layer's F(4×4, 3×3) kernels, on one core (the engine's
 // kiln_derive is benchmarked beside it in derive_native_test.go).

@@ -31,19 +31,17 @@ import (
 // record's derived ranges do not all follow the stored weights (engines
 // from before the derived area); the caller then copies.
 func MapLive(f *os.File, off int64, a *ABI) (*Live, error) {
-	for _, d := range a.Derived {
-		if d.Off < a.StoredBytes {
-			return nil, fmt.Errorf("%w: derived weights inside the stored ones", ErrNoMap)
-		}
+	if len(a.Derived) > 0 && !a.derivedAfterStored() {
+		return nil, fmt.Errorf("%w: derived weights inside the stored ones", ErrNoMap)
+	}
+	if a.WeightsBytes == 0 {
+		return nil, fmt.Errorf("%w: no weights", ErrNoMap)
 	}
 	ps := int64(os.Getpagesize())
 	fileLo := off &^ (ps - 1)
 	fileHi := (off + a.StoredBytes) &^ (ps - 1) // the section's whole pages end here
 	lead := off - fileLo
 	span := (lead + a.WeightsBytes + ps - 1) &^ (ps - 1)
-	if span == 0 || fileHi < fileLo {
-		return nil, fmt.Errorf("%w: no weights", ErrNoMap)
-	}
 	// Reserve 2 MiB more than the region, to place it.
 	resAt, err := mmap(0, span+hugePage, syscall.PROT_NONE, syscall.MAP_PRIVATE|syscall.MAP_ANON, -1, 0)
 	if err != nil {

@@ -17,9 +17,26 @@ import (
 // chunk is chunk i of section sec.
 type chunk struct{ sec, i int }
 
-func (f *File) chunkData(c chunk) []byte {
-	d := f.Sections[c.sec].Data
-	return d[c.i*ChunkSize : min((c.i+1)*ChunkSize, len(d))]
+func (f *File) chunkData(c chunk) []byte { return chunkOf(f.Sections[c.sec].Data, c.i) }
+
+// chunkOf is chunk i of a section's data d.
+func chunkOf(d []byte, i int) []byte { return d[i*ChunkSize : min((i+1)*ChunkSize, len(d))] }
+
+// checkChunk checks b, chunk c's bytes, against its checksum.
+func (f *File) checkChunk(c chunk, b []byte) error {
+	if sha256.Sum256(b) != f.sums[c.sec][c.i] {
+		return f.mismatch(c)
+	}
+	return nil
+}
+
+// section returns the index of the named section.
+func (f *File) section(name string) (int, error) {
+	i := slices.IndexFunc(f.Sections, func(s Section) bool { return s.Name == name })
+	if i < 0 {
+		return 0, fmt.Errorf("%w: section %q is missing", ErrBadSection, name)
+	}
+	return i, nil
 }
 
 // mismatch names a chunk whose checksum fails: the section, and where in
@@ -37,37 +54,29 @@ func (f *File) mismatch(c chunk) error {
 // Verify checks every section's data against its chunks' checksums, in
 // place, on all cores.
 func (f *File) Verify() error {
-	return f.eachChunk(nil, false, func(c chunk, _ []byte) error {
-		if sha256.Sum256(f.chunkData(c)) != f.sums[c.sec][c.i] {
-			return f.mismatch(c)
-		}
-		return nil
-	})
+	return f.eachChunk(nil, false, func(c chunk, _ []byte) error { return f.checkChunk(c, f.chunkData(c)) })
 }
 
 // VerifyIn checks data, the named section as another mapping or copy of
 // the file holds it, against the section's chunk checksums, in place, on
 // all cores.
 func (f *File) VerifyIn(name string, data []byte) error {
-	i := slices.IndexFunc(f.Sections, func(s Section) bool { return s.Name == name })
-	if i < 0 {
-		return fmt.Errorf("%w: section %q is missing", ErrBadSection, name)
+	i, err := f.section(name)
+	if err != nil {
+		return err
 	}
 	if len(data) != len(f.Sections[i].Data) {
 		return fmt.Errorf("%w: section %q holds %d bytes, %d were given", ErrBadSection, name, len(f.Sections[i].Data), len(data))
 	}
 	return f.eachChunk(func(sec int) bool { return sec == i }, false, func(c chunk, _ []byte) error {
-		if sha256.Sum256(data[c.i*ChunkSize:min((c.i+1)*ChunkSize, len(data))]) != f.sums[c.sec][c.i] {
-			return f.mismatch(c)
-		}
-		return nil
+		return f.checkChunk(c, chunkOf(data, c.i))
 	})
 }
 
 // SectionOffset returns the named section's offset in the file.
 func (f *File) SectionOffset(name string) (int64, bool) {
-	i := slices.IndexFunc(f.Sections, func(s Section) bool { return s.Name == name })
-	if i < 0 {
+	i, err := f.section(name)
+	if err != nil {
 		return 0, false
 	}
 	return int64(f.offs[i]), true
@@ -81,9 +90,9 @@ func (f *File) SectionOffset(name string) (int64, bool) {
 // goroutines at once, in no particular order, and only with verified
 // chunks; after an error some chunks may not have been put.
 func (f *File) Read(name string, put func(off int, chunk []byte)) error {
-	i := slices.IndexFunc(f.Sections, func(s Section) bool { return s.Name == name })
-	if i < 0 {
-		return fmt.Errorf("%w: section %q is missing", ErrBadSection, name)
+	i, err := f.section(name)
+	if err != nil {
+		return err
 	}
 	return f.read(func(sec int) bool { return sec == i }, func(_, off int, chunk []byte) { put(off, chunk) })
 }
@@ -116,8 +125,8 @@ func (f *File) Detach(keep ...string) error {
 func (f *File) read(want func(sec int) bool, put func(sec, off int, chunk []byte)) error {
 	return f.eachChunk(want, true, func(c chunk, scratch []byte) error {
 		b := scratch[:copy(scratch, f.chunkData(c))]
-		if sha256.Sum256(b) != f.sums[c.sec][c.i] {
-			return f.mismatch(c)
+		if err := f.checkChunk(c, b); err != nil {
+			return err
 		}
 		put(c.sec, c.i*ChunkSize, b)
 		return nil

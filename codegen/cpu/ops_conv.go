@@ -217,11 +217,7 @@ func validRange(n, stride, off, size int64) (lo, hi int64) {
 // (masked) vectors: the rows of small images are a few floats, which the
 // loop vectorizer leaves scalar.
 func (g *gen) im2colRow(k *kfn, xp, sbase, sp, dst value.Value, c convGeom, owLo, owHi int64) {
-	if c.sw == 2 {
-		g.im2colRowStride2(k, xp, sbase, sp, dst, c, owLo, owHi)
-		return
-	}
-	if c.sw != 1 {
+	if c.sw != 1 && c.sw != 2 {
 		k.loopN(0, owLo, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
 		k.loopN(owLo, owHi, func(ow value.Value) {
 			k.store(k.load(xp, k.add(sbase, k.mul(ow, c64(c.sw)))), sp, k.add(dst, ow))
@@ -244,37 +240,25 @@ func (g *gen) im2colRow(k *kfn, xp, sbase, sp, dst value.Value, c convGeom, owLo
 	}
 	zero := func(_ int64, w, _ int) value.Value { return constant.NewZeroInitializer(vecT(w)) }
 	span(0, owLo, zero)
-	span(owLo, owHi, func(at int64, w, n int) value.Value { return k.vload(xp, k.add(sbase, c64(at)), w, n) })
+	if c.sw == 1 {
+		span(owLo, owHi, func(at int64, w, n int) value.Value { return k.vload(xp, k.add(sbase, c64(at)), w, n) })
+	} else {
+		// Stride 2 (stems, downsampling convs): the even lanes of two
+		// loads, masked so they read nothing past the last tap.
+		span(owLo, owHi, func(at int64, w, n int) value.Value {
+			need := 2*n - 1 // input floats from the first tap to the last
+			src := k.add(sbase, c64(2*at))
+			lo := k.vload(xp, src, w, min(w, need))
+			var hi value.Value = constant.NewZeroInitializer(vecT(w))
+			if need > w {
+				hi = k.vload(xp, k.add(src, c64(int64(w))), w, need-w)
+			}
+			idx := make([]constant.Constant, w)
+			for i := range idx {
+				idx[i] = constant.NewInt(i32, int64(2*i))
+			}
+			return k.b.NewShuffleVector(lo, hi, constant.NewVector(types.NewVector(uint64(w), i32), idx...))
+		})
+	}
 	span(owHi, c.OW, zero)
-}
-
-// im2colRowStride2 is im2colRow for stride 2 (the stems and downsampling
-// convs): each vector of outputs is the even lanes of two vector loads of
-// the input, masked so they read nothing past the last tap.
-func (g *gen) im2colRowStride2(k *kfn, xp, sbase, sp, dst value.Value, c convGeom, owLo, owHi int64) {
-	vl := int64(g.vl)
-	zero := constant.NewZeroInitializer(vecT(int(vl)))
-	zeros := func(from, to int64) {
-		for at := from; at < to; at += vl {
-			k.vstore(zero, sp, k.add(dst, c64(at)), int(vl), int(min(vl, to-at)))
-		}
-	}
-	idx := make([]constant.Constant, vl)
-	for i := range idx {
-		idx[i] = constant.NewInt(i32, int64(2*i))
-	}
-	evens := constant.NewVector(types.NewVector(uint64(vl), i32), idx...)
-	zeros(0, owLo)
-	for at := owLo; at < owHi; at += vl {
-		n := min(vl, owHi-at)
-		need := 2*n - 1 // input floats from the first tap to the last
-		src := k.add(sbase, c64(2*at))
-		lo := k.vload(xp, src, int(vl), int(min(vl, need)))
-		var hi value.Value = zero
-		if need > vl {
-			hi = k.vload(xp, k.add(src, c64(vl)), int(vl), int(need-vl))
-		}
-		k.vstore(k.b.NewShuffleVector(lo, hi, evens), sp, k.add(dst, c64(at)), int(vl), int(n))
-	}
-	zeros(owHi, c.OW)
 }

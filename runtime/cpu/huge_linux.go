@@ -14,7 +14,7 @@ const hugePage = 2 << 20
 // every inference sweeps, and 4 KiB pages would cost a TLB miss every few
 // cache lines once they outgrow the TLB's reach.
 type Buffer struct {
-	Bytes []byte // 64-byte aligned (2 MiB aligned when mapped)
+	Bytes []byte // 64-byte aligned (NewBuffer: 2 MiB aligned when mapped; MapLive: at its file offset modulo 2 MiB)
 	unmap func() // releases a mapping (nil: the Go heap's memory)
 	// fresh is the part of a MapLive buffer on 4 KiB pages that
 	// CollapseLater moves to huge pages, and collapsing its progress.

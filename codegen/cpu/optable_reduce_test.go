@@ -19,6 +19,7 @@ func init() {
 		},
 		"ReduceMean": {
 			"ReduceMean-18 float[40,1000], int64[1]=[1]", // split across threads
+			"ReduceMean-18 float[1,40,1000], int64[1]=[2]",
 			"ReduceMean-18 T[4,33], int64[1]=[-1]",
 			"ReduceMean-13(axes=[0 2]) T[3,4,5]",
 			"ReduceMean-18(keepdims=0) T[2,3,4,5], int64[2]=[3 2]",
@@ -117,9 +118,11 @@ func init() {
 			"GlobalAveragePool-22 float[2,64,16,16]",
 			"GlobalAveragePool-22 T[2,3,5,7]", "GlobalAveragePool-22 T[1,4,3]",
 			"GlobalAveragePool-1 float[1,17,7,7]",
+			"GlobalAveragePool-22 float[1,96,20,20]", // batch 1: threads split the channels
 		},
 		"GlobalMaxPool": {
 			"GlobalMaxPool-22 T[2,3,5,7]", "GlobalMaxPool-22 T[1,4,3]",
+			"GlobalMaxPool-22 float[1,64,24,24]",
 			"GlobalMaxPool-1 float[1,2,2,2]~[1 NaN 3 4 -1 -2 -3 -4]",
 		},
 		"BatchNormalization": {

@@ -176,7 +176,11 @@ func EmitCPU(f *Fn, k *Kernel, s Schedule) {
 // axes as rows split across threads when parallel.
 func emitLanes(f *Fn, p *Point, k *Kernel, space []value.Value, lane, vl int, parallel bool, body func(q *Point)) {
 	inner := lane
-	if inner < 0 && !f.gpu {
+	if inner < 0 && !f.gpu && k.Reduce == nil {
+		// A scalar inner loop per row, for LLVM to vectorize. Each
+		// point of a reduction is a loop of its own, so there every
+		// axis is a row: threads then split a global pool's channels,
+		// not its batch of 1.
 		inner = innerAxis(k.Space, -1)
 	}
 	emitRows(f, p, k, space, inner, -1, parallel, func(q *Point) {

@@ -19,16 +19,19 @@ func TestExpandDepthwise(t *testing.T) {
 		residual               bool
 		projResidual           bool   // the projection adds a residual (split-K)
 		act                    string // the expansion's: "" Relu6, "silu", "none"
+		se                     bool   // a squeeze-excitation gate before the projection
 	}{
-		{"s1", 1, 1, 20, 8, 15, false, false, ""},
-		{"s2-batch2", 2, 2, 13, 8, 15, false, false, ""},
-		{"s1-residual", 1, 1, 12, 8, 15, true, false, ""},
-		{"wide", 1, 1, 96, 32, 7, false, false, ""},
-		{"wide-tail-s2", 1, 2, 100, 32, 9, false, false, ""},
-		{"wide-proj-residual", 1, 1, 100, 32, 9, false, true, ""},
-		{"silu", 1, 1, 20, 8, 15, false, false, "silu"},
-		{"silu-wide-s2-batch2", 2, 2, 100, 32, 9, false, false, "silu"},
-		{"no-activation", 1, 1, 96, 32, 7, false, true, "none"},
+		{"s1", 1, 1, 20, 8, 15, false, false, "", false},
+		{"s2-batch2", 2, 2, 13, 8, 15, false, false, "", false},
+		{"s1-residual", 1, 1, 12, 8, 15, true, false, "", false},
+		{"wide", 1, 1, 96, 32, 7, false, false, "", false},
+		{"wide-tail-s2", 1, 2, 100, 32, 9, false, false, "", false},
+		{"wide-proj-residual", 1, 1, 100, 32, 9, false, true, "", false},
+		{"silu", 1, 1, 20, 8, 15, false, false, "silu", false},
+		{"silu-wide-s2-batch2", 2, 2, 100, 32, 9, false, false, "silu", false},
+		{"no-activation", 1, 1, 96, 32, 7, false, true, "none", false},
+		{"silu-se", 1, 1, 100, 32, 9, false, true, "silu", true},
+		{"silu-se-s2-batch2", 2, 2, 100, 32, 9, false, false, "silu", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := ir.NewGraph("expand")
@@ -50,6 +53,14 @@ func TestExpandDepthwise(t *testing.T) {
 				feeds["res"] = randTensor(r, c.batch, c.m, c.h, 19)
 			} else {
 				d = g.Apply("Clip", append([]*ir.Value{d}, six...))
+			}
+			if c.se {
+				// The gate moves into the projection's weights (passes'
+				// conv-scale): weights computed at run time.
+				s := g.Apply("GlobalAveragePool", []*ir.Value{d})
+				s = g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{s, g.AddInitializer("ws", randTensor(r, 8, c.m, 1, 1))})})
+				s = g.Apply("Sigmoid", []*ir.Value{g.Apply("Conv", []*ir.Value{s, g.AddInitializer("wx", randTensor(r, c.m, 8, 1, 1)), g.AddInitializer("bx", randTensor(r, c.m))})})
+				d = g.Apply("Mul", []*ir.Value{d, s})
 			}
 			p := g.Apply("Conv", []*ir.Value{d, g.AddInitializer("wp", randTensor(r, 4, c.m, 1, 1)), g.AddInitializer("bp", randTensor(r, 4))})
 			oh := (c.h-1)/c.stride + 1

@@ -17,10 +17,12 @@ import (
 
 // splitKSource returns the conv-dw node whose channel split projection n
 // follows, or nil: n is a batch-1, 1×1 convolution reading a conv-dw
-// group's output, which that kernel computes in parallel.
+// group's output, which that kernel computes in parallel. Its weights
+// may be computed at run time: a squeeze-excitation gate moved into them
+// (passes' conv-scale), EfficientNet's and MobileNetV3's projections.
 func (g *gen) splitKSource(n *ir.Node) *ir.Node {
 	c, err := g.convGeom(n)
-	if err != nil || c.runtime || !c.pointwise() || c.group != 1 || c.N != 1 {
+	if err != nil || !c.pointwise() || c.group != 1 || c.N != 1 {
 		return nil
 	}
 	for d, a := range g.expandOf {
@@ -52,19 +54,29 @@ func (g *gen) lowerConv1x1SplitK(n *ir.Node, c convGeom, src *ir.Node) {
 	rows, _ := g.expandDWSplit(g.expandOf[src])
 	M, N, K := c.OC, c.OH*c.OW, c.C
 	nblk := (K + rows - 1) / rows
-	wf := floatsOf(g.constOf(n.Inputs[1]))
 	gm := g.newGemm(M, N, K)
-	g.packA(gm, func(m, k int64) float32 { return wf[m*K+k] })
+	if W := n.Inputs[1]; g.constOf(W) == nil {
+		// The weights [OC][C] as computed: A row-major.
+		gm.a = func(k *kfn) value.Value { return k.ptr(W) }
+		gm.aTile, gm.aRi, gm.aKi = gm.mr*K, K, 1
+	} else {
+		wf := floatsOf(g.constOf(W))
+		g.packA(gm, func(m, k int64) float32 { return wf[m*K+k] })
+	}
 	gm.parallel = false
 	gm.bTile, gm.bKi = gm.nb(), N
-	var biasOff int64 = -1
-	if b := n.Input(2); b != nil {
-		biasOff = g.addFloats(floatsOf(g.constOf(b)))
+	// biasPtr is the bias, stored or computed, or nil.
+	biasPtr := func(*kfn) value.Value { return nil }
+	if b := n.Input(2); b != nil && g.constOf(b) == nil {
+		biasPtr = func(k *kfn) value.Value { return k.ptr(b) }
+	} else if b != nil {
+		off := g.addFloats(floatsOf(g.constOf(b)))
+		biasPtr = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: off}, f32) }
 	}
 	// On one thread the product is whole: the usual fused store.
 	whole := *gm
-	if biasOff >= 0 {
-		whole.bias = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: biasOff}, f32) }
+	if n.Input(2) != nil {
+		whole.bias = biasPtr
 		whole.biasRs, whole.biasCs = 1, 0
 	}
 	g.epilogue(n, &whole)
@@ -98,13 +110,10 @@ func (g *gen) lowerConv1x1SplitK(n *ir.Node, c convGeom, src *ir.Node) {
 		k.b.NewCondBr(k.icmp(enum.IPredEQ, k.nth, c64(1)), done, body)
 		k.b = body
 		defer func() { k.b.NewBr(done); k.b = done }()
-		yp, sp := k.ptr(Y), k.scratchPtr(0)
-		var rp, bp value.Value
+		yp, sp, bp := k.ptr(Y), k.scratchPtr(0), biasPtr(k)
+		var rp value.Value
 		if res != nil {
 			rp = k.ptr(res)
-		}
-		if biasOff >= 0 {
-			bp = k.locPtr(loc{space: inWeights, off: biasOff}, f32)
 		}
 		parts := active(k)
 		from, to := k.split(M * chunks)

@@ -115,7 +115,10 @@ func (g *gen) lowerConv(n *ir.Node) error {
 	M, N, K := c.OC, c.OH*c.OW, c.C*c.kh*c.kw
 	gm := g.newGemm(M, N, K)
 	gm.batch = c.N
-	gm.parallel = 2*M*N*K*c.N >= 1<<18
+	// A squeeze-excitation's 1×1 convs (one pixel) do 2 flops per
+	// weight: reading the weights, from beyond the L2, is their cost,
+	// and two cores read them twice as fast.
+	gm.parallel = 2*M*N*K*c.N >= 1<<18 || 4*M*K >= 1<<16
 	if c.runtime {
 		// The weights [OC][C·kh·kw] as they are: A row-major.
 		W := n.Inputs[1]

@@ -47,6 +47,10 @@ func TestConvShapes(t *testing.T) {
 		// of masked loads (odd and even widths, asymmetric pads, tails).
 		{name: "im2col_s2_asym", op: "Conv", inputs: [][]int64{{1, 8, 13, 37}}, consts: []*ir.Tensor{w(5, 8, 3, 3), w(5)}, attrs: []*ir.Attribute{pads(0, 1, 1, 0), ir.AttrIs("strides", 2, 2)}},
 		{name: "im2col_s2_5x5_even", op: "Conv", inputs: [][]int64{{2, 3, 12, 40}}, consts: []*ir.Tensor{w(4, 3, 5, 5)}, attrs: []*ir.Attribute{pads(2, 2, 2, 2), ir.AttrIs("strides", 2, 2)}},
+		// One pixel, weights of 64 KB and more: threads split the rows
+		// (a squeeze-excitation's 1×1 convs).
+		{name: "gemv_1x1_squeeze", op: "Conv", inputs: [][]int64{{1, 1152, 1, 1}}, consts: []*ir.Tensor{w(48, 1152, 1, 1), w(48)}},
+		{name: "gemv_1x1_excite", op: "Conv", inputs: [][]int64{{1, 48, 1, 1}}, consts: []*ir.Tensor{w(1152, 48, 1, 1), w(1152)}},
 		{name: "grouped_s2", op: "Conv", inputs: [][]int64{{1, 6, 9, 21}}, consts: []*ir.Tensor{w(9, 2, 3, 2)}, attrs: []*ir.Attribute{pads(1, 0, 1, 1), ir.AttrI("group", 3), ir.AttrIs("strides", 2, 2)}},
 	}
 	checkCases(t, r, cases)

@@ -31,6 +31,7 @@ func TestExpandDepthwise(t *testing.T) {
 		{"silu-wide-s2-batch2", 2, 2, 100, 32, 9, false, false, "silu", false},
 		{"no-activation", 1, 1, 96, 32, 7, false, true, "none", false},
 		{"silu-se", 1, 1, 100, 32, 9, false, true, "silu", true},
+		{"large-block-by-block", 1, 1, 96, 8, 200, false, true, "silu", false},
 		{"silu-se-s2-batch2", 2, 2, 100, 32, 9, false, false, "silu", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -76,6 +77,16 @@ func TestExpandDepthwise(t *testing.T) {
 			res := checkO2(t, ir.NewModel(g, 13), feeds, 1e-5)
 			if kernelsWith(res, "ConvExpandDW") != 1 {
 				t.Errorf("kernels %v: want one ConvExpandDW", res.Kernels)
+			}
+			// An expanded tensor that stays in the L2 is expanded whole
+			// first (a ConvExpand step besides ConvExpandDW), a larger one
+			// block by block.
+			l2 := hostL2()
+			if l2 == 0 {
+				l2 = defaultL2
+			}
+			if separate := 4*c.m*c.h*19 <= l2/3; (kernelsWith(res, "ConvExpand") == 2) != separate {
+				t.Errorf("kernels %v: expanded in a step of its own %v, want %v", res.Kernels, !separate, separate)
 			}
 			// A parallel conv-dw kernel's projection sums per-thread
 			// partials (ops_conv_splitk.go).

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -90,6 +91,10 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 	case pl.bOff >= 0:
 		init = k.vsplat(k.load(k.locPtr(loc{space: inWeights, off: pl.bOff}, f32), oc), int(vl))
 	}
+	if pl.flat() {
+		pl.emitFlat(k, xp, xPlane, yp, p, wp, wBase, init, chunkBlock)
+		return
+	}
 	for _, run := range runs {
 		k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
 			for cb := int64(0); cb < nch; cb += chunkBlock {
@@ -133,6 +138,68 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 				}
 			}
 		})
+	}
+}
+
+// flat reports whether a plane is computed as vectors of consecutive
+// pixels across rows rather than row by row: its rows are narrower than a
+// vector (a 7×7 plane in rows fills 7 of 16 lanes, flat 49 of 64), and
+// with stride 1 and the input as wide as the output, each tap reads its
+// input at one offset from the output pixel, lanes that fall outside the
+// input (row or column) masked off.
+func (pl *groupedPlanes) flat() bool {
+	c := pl.c
+	return c.sh == 1 && c.sw == 1 && c.OW == c.W && c.OW < pl.vl
+}
+
+// emitFlat is emit for flat planes: accumulators of up to chunk vectors
+// of pixels at a time over the group's channels and the taps.
+func (pl *groupedPlanes) emitFlat(k *kfn, xp, xPlane, yp, p, wp, wBase, init value.Value, chunk int64) {
+	c, vl := pl.c, pl.vl
+	icg, P := c.C/c.group, c.OH*c.OW
+	nvec := (P + vl - 1) / vl
+	for cb := int64(0); cb < nvec; cb += chunk {
+		ce := min(nvec, cb+chunk)
+		accs := make([]value.Value, ce-cb)
+		for i := range accs {
+			accs[i] = init
+		}
+		accs = k.loopAcc(c64(0), c64(icg), accs, func(ci value.Value, accs []value.Value) []value.Value {
+			out := append([]value.Value(nil), accs...)
+			xPlaneCi := k.add(xPlane, k.mul(ci, c64(c.H*c.W)))
+			wCi := k.add(wBase, k.mul(ci, c64(c.kh*c.kw)))
+			for kh := int64(0); kh < c.kh; kh++ {
+				for kw := int64(0); kw < c.kw; kw++ {
+					dy, dx := kh*c.dh-c.ph, kw*c.dw-c.pw
+					var wv value.Value
+					for j := cb; j < ce; j++ {
+						mask := make([]bool, vl)
+						for l := range mask {
+							q := j*vl + int64(l)
+							ih, iw := q/c.OW+dy, q%c.OW+dx
+							mask[l] = q < P && ih >= 0 && ih < c.H && iw >= 0 && iw < c.W
+						}
+						if !slices.Contains(mask, true) {
+							continue // every lane is padding
+						}
+						xv := k.vloadMask(xp, k.add(xPlaneCi, c64(j*vl+dy*c.W+dx)), mask, 0)
+						if wv == nil {
+							wv = k.vsplat(k.load(wp, k.add(wCi, c64(kh*c.kw+kw))), int(vl))
+						}
+						out[j-cb] = k.fma(xv, wv, out[j-cb])
+					}
+				}
+			}
+			return out
+		})
+		for j := cb; j < ce; j++ {
+			at, valid := k.add(k.mul(p, c64(P)), c64(j*vl)), int(min(vl, P-j*vl))
+			v := accs[j-cb]
+			if pl.res != nil {
+				v = k.fadd(v, k.vload(k.ptr(pl.res), at, int(vl), valid))
+			}
+			k.vstore(pl.act.apply(k, v), yp, at, int(vl), valid)
+		}
 	}
 }
 

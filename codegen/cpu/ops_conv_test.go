@@ -25,6 +25,12 @@ func TestConvShapes(t *testing.T) {
 		{name: "dw_s3", op: "Conv", inputs: [][]int64{{1, 2, 10, 40}}, consts: []*ir.Tensor{w(2, 1, 3, 3)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 2), ir.AttrIs("strides", 3, 3)}},
 		{name: "dw_5x5_dil", op: "Conv", inputs: [][]int64{{1, 4, 12, 20}}, consts: []*ir.Tensor{w(4, 1, 5, 5), w(4)}, attrs: []*ir.Attribute{pads(4, 3, 2, 1), ir.AttrI("group", 4), ir.AttrIs("dilations", 2, 2)}},
 		{name: "dw_mult", op: "Conv", inputs: [][]int64{{1, 3, 7, 18}}, consts: []*ir.Tensor{w(6, 1, 3, 3), w(6)}, attrs: []*ir.Attribute{pads(0, 1, 2, 1), ir.AttrI("group", 3)}},
+		// Rows narrower than a vector at stride 1: flat planes (masked
+		// taps across rows; fewer output rows than input rows; groups of
+		// two channels).
+		{name: "dw_flat_5x5", op: "Conv", inputs: [][]int64{{1, 6, 7, 7}}, consts: []*ir.Tensor{w(6, 1, 5, 5), w(6)}, attrs: []*ir.Attribute{pads(2, 2, 2, 2), ir.AttrI("group", 6)}},
+		{name: "dw_flat_dil_asym", op: "Conv", inputs: [][]int64{{2, 4, 9, 11}}, consts: []*ir.Tensor{w(4, 1, 3, 3), w(4)}, attrs: []*ir.Attribute{pads(0, 1, 2, 3), ir.AttrI("group", 4), ir.AttrIs("dilations", 2, 2)}},
+		{name: "grouped_flat", op: "Conv", inputs: [][]int64{{1, 6, 5, 13}}, consts: []*ir.Tensor{w(6, 2, 3, 3)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 3)}},
 		{name: "grouped_wide", op: "Conv", inputs: [][]int64{{1, 8, 6, 150}}, consts: []*ir.Tensor{w(4, 4, 3, 3), w(4)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 2)}},
 		{name: "wino", op: "Conv", inputs: [][]int64{{2, 16, 13, 30}}, consts: []*ir.Tensor{w(20, 16, 3, 3), w(20)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1)}},
 		{name: "wino_wide_valid", op: "Conv", inputs: [][]int64{{1, 17, 16, 75}}, consts: []*ir.Tensor{w(33, 17, 3, 3)}},

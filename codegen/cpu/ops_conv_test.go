@@ -114,6 +114,10 @@ func TestTurnedColumns(t *testing.T) {
 	w := func(d ...int64) *ir.Tensor { return randTensor(r, d...) }
 	cases := []opCase{
 		{name: "1x1_7x7", op: "Conv", inputs: [][]int64{{1, 40, 7, 7}}, consts: []*ir.Tensor{w(30, 40, 1, 1), w(30)}},
+		// 14×14: four column tiles of three vectors and a turned column,
+		// not three of four vectors and one of 4 columns.
+		{name: "1x1_14x14", op: "Conv", inputs: [][]int64{{1, 24, 14, 14}}, consts: []*ir.Tensor{w(40, 24, 1, 1), w(40)}},
+		{name: "1x1_14x14_batch2", op: "Conv", inputs: [][]int64{{2, 70, 14, 14}}, consts: []*ir.Tensor{w(33, 70, 1, 1)}},
 		{name: "1x1_6x3_batch2", op: "Conv", inputs: [][]int64{{2, 24, 6, 3}}, consts: []*ir.Tensor{w(20, 24, 1, 1)}},
 		{name: "gemm_18_cols", op: "Gemm", inputs: [][]int64{{5, 33}}, consts: []*ir.Tensor{w(18, 33), w(18)}, attrs: []*ir.Attribute{ir.AttrI("transB", 1)}},
 		{name: "matmul_50_cols", op: "MatMul", inputs: [][]int64{{11, 30}}, consts: []*ir.Tensor{w(30, 50)}},

@@ -129,12 +129,7 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 				})
 				yRow := k.add(k.mul(p, c64(c.OH*c.OW)), k.mul(oh, c64(c.OW)))
 				for j := cb; j < ce; j++ {
-					at, valid := k.add(yRow, c64(j*vl)), int(min(vl, c.OW-j*vl))
-					v := accs[j-cb]
-					if pl.res != nil {
-						v = k.fadd(v, k.vload(k.ptr(pl.res), at, int(vl), valid))
-					}
-					k.vstore(pl.act.apply(k, v), yp, at, int(vl), valid)
+					pl.store(k, accs[j-cb], yp, k.add(yRow, c64(j*vl)), int(min(vl, c.OW-j*vl)))
 				}
 			}
 		})
@@ -146,10 +141,11 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 // vector (a 7×7 plane in rows fills 7 of 16 lanes, flat 49 of 64), and
 // with stride 1 and the input as wide as the output, each tap reads its
 // input at one offset from the output pixel, lanes that fall outside the
-// input (row or column) masked off.
+// input (row or column) masked off. Its code is unrolled over the
+// plane's vectors, so planes of at most 16 vectors go flat.
 func (pl *groupedPlanes) flat() bool {
 	c := pl.c
-	return c.sh == 1 && c.sw == 1 && c.OW == c.W && c.OW < pl.vl
+	return c.sh == 1 && c.sw == 1 && c.OW == c.W && c.OW < pl.vl && c.OH*c.OW <= 16*pl.vl
 }
 
 // emitFlat is emit for flat planes: accumulators of up to chunk vectors
@@ -193,14 +189,18 @@ func (pl *groupedPlanes) emitFlat(k *kfn, xp, xPlane, yp, p, wp, wBase, init val
 			return out
 		})
 		for j := cb; j < ce; j++ {
-			at, valid := k.add(k.mul(p, c64(P)), c64(j*vl)), int(min(vl, P-j*vl))
-			v := accs[j-cb]
-			if pl.res != nil {
-				v = k.fadd(v, k.vload(k.ptr(pl.res), at, int(vl), valid))
-			}
-			k.vstore(pl.act.apply(k, v), yp, at, int(vl), valid)
+			pl.store(k, accs[j-cb], yp, k.add(k.mul(p, c64(P)), c64(j*vl)), int(min(vl, P-j*vl)))
 		}
 	}
+}
+
+// store writes the valid lanes of output vector v at yp[at:], with the
+// fused residual and activation.
+func (pl *groupedPlanes) store(k *kfn, v, yp, at value.Value, valid int) {
+	if pl.res != nil {
+		v = k.fadd(v, k.vload(k.ptr(pl.res), at, int(pl.vl), valid))
+	}
+	k.vstore(pl.act.apply(k, v), yp, at, int(pl.vl), valid)
 }
 
 // tapRun is a range of output rows [lo, hi) whose in-range kernel rows are

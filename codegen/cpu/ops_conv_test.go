@@ -30,6 +30,7 @@ func TestConvShapes(t *testing.T) {
 		// two channels).
 		{name: "dw_flat_5x5", op: "Conv", inputs: [][]int64{{1, 6, 7, 7}}, consts: []*ir.Tensor{w(6, 1, 5, 5), w(6)}, attrs: []*ir.Attribute{pads(2, 2, 2, 2), ir.AttrI("group", 6)}},
 		{name: "dw_flat_dil_asym", op: "Conv", inputs: [][]int64{{2, 4, 9, 11}}, consts: []*ir.Tensor{w(4, 1, 3, 3), w(4)}, attrs: []*ir.Attribute{pads(0, 1, 2, 3), ir.AttrI("group", 4), ir.AttrIs("dilations", 2, 2)}},
+		{name: "dw_narrow_tall", op: "Conv", inputs: [][]int64{{1, 3, 40, 9}}, consts: []*ir.Tensor{w(3, 1, 3, 3), w(3)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 3)}}, // over 16 vectors: rows
 		{name: "grouped_flat", op: "Conv", inputs: [][]int64{{1, 6, 5, 13}}, consts: []*ir.Tensor{w(6, 2, 3, 3)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 3)}},
 		{name: "grouped_wide", op: "Conv", inputs: [][]int64{{1, 8, 6, 150}}, consts: []*ir.Tensor{w(4, 4, 3, 3), w(4)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1), ir.AttrI("group", 2)}},
 		{name: "wino", op: "Conv", inputs: [][]int64{{2, 16, 13, 30}}, consts: []*ir.Tensor{w(20, 16, 3, 3), w(20)}, attrs: []*ir.Attribute{pads(1, 1, 1, 1)}},

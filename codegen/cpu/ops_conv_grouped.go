@@ -72,18 +72,12 @@ func (g *gen) groupedPlanes(n *ir.Node, c convGeom) *groupedPlanes {
 // (channel after channel, H×W each).
 func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 	c, vl := pl.c, pl.vl
-	icg := c.C / c.group
-	nch := (c.OW + vl - 1) / vl
-	// At most this many output vectors are accumulated at once, so the
-	// accumulators stay in registers across the input-channel loop.
-	const chunkBlock = 8
-	runs := tapRuns(c.OH, c.sh, c.ph, c.dh, c.kh, c.H)
 	wp := k.locPtr(loc{space: inWeights, off: pl.wOff}, f32)
 	if pl.w != nil {
 		wp = k.ptr(pl.w)
 	}
 	oc := k.rem(p, c64(c.OC))
-	wBase := k.mul(oc, c64(icg*c.kh*c.kw))
+	wBase := k.mul(oc, c64(c.C/c.group*c.kh*c.kw))
 	var init value.Value = constant.NewZeroInitializer(vecT(int(vl)))
 	switch {
 	case pl.b != nil:
@@ -91,47 +85,39 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 	case pl.bOff >= 0:
 		init = k.vsplat(k.load(k.locPtr(loc{space: inWeights, off: pl.bOff}, f32), oc), int(vl))
 	}
+	sum := func(yAt value.Value, n, width int64, khs []int64, load func(xCi value.Value, kh, kw, j int64) value.Value) {
+		pl.sumVectors(k, wp, wBase, init, xPlane, yp, yAt, n, width, khs, load)
+	}
+	P := c.OH * c.OW
 	if pl.flat() {
-		pl.emitFlat(k, xp, xPlane, yp, p, wp, wBase, init, chunkBlock)
+		khs := make([]int64, c.kh)
+		for i := range khs {
+			khs[i] = int64(i)
+		}
+		sum(k.mul(p, c64(P)), (P+vl-1)/vl, P, khs, func(xCi value.Value, kh, kw, j int64) value.Value {
+			dy, dx := kh*c.dh-c.ph, kw*c.dw-c.pw
+			mask := make([]bool, vl)
+			for l := range mask {
+				q := j*vl + int64(l)
+				ih, iw := q/c.OW+dy, q%c.OW+dx
+				mask[l] = q < P && ih >= 0 && ih < c.H && iw >= 0 && iw < c.W
+			}
+			if !slices.Contains(mask, true) {
+				return nil
+			}
+			return k.vloadMask(xp, k.add(xCi, c64(j*vl+dy*c.W+dx)), mask, 0)
+		})
 		return
 	}
-	for _, run := range runs {
+	for _, run := range tapRuns(c.OH, c.sh, c.ph, c.dh, c.kh, c.H) {
 		k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
-			for cb := int64(0); cb < nch; cb += chunkBlock {
-				ce := min(nch, cb+chunkBlock)
-				accs := make([]value.Value, ce-cb)
-				for i := range accs {
-					accs[i] = init
-				}
-				accs = k.loopAcc(c64(0), c64(icg), accs, func(ci value.Value, accs []value.Value) []value.Value {
-					out := append([]value.Value(nil), accs...)
-					xPlaneCi := k.add(xPlane, k.mul(ci, c64(c.H*c.W)))
-					wCi := k.add(wBase, k.mul(ci, c64(c.kh*c.kw)))
-					for _, kh := range run.taps {
-						ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
-						row := k.add(xPlaneCi, k.mul(ih, c64(c.W)))
-						for kw := int64(0); kw < c.kw; kw++ {
-							var wv value.Value
-							for j := cb; j < ce; j++ {
-								col0 := j*vl*c.sw + kw*c.dw - c.pw
-								xv := k.loadStrided(xp, row, col0, c.sw, c.W, int(vl), int(min(vl, c.OW-j*vl)), 0)
-								if xv == nil {
-									continue // every lane is padding
-								}
-								if wv == nil {
-									wv = k.vsplat(k.load(wp, k.add(wCi, c64(kh*c.kw+kw))), int(vl))
-								}
-								out[j-cb] = k.fma(xv, wv, out[j-cb])
-							}
-						}
-					}
-					return out
-				})
-				yRow := k.add(k.mul(p, c64(c.OH*c.OW)), k.mul(oh, c64(c.OW)))
-				for j := cb; j < ce; j++ {
-					pl.store(k, accs[j-cb], yp, k.add(yRow, c64(j*vl)), int(min(vl, c.OW-j*vl)))
-				}
-			}
+			yRow := k.add(k.mul(p, c64(P)), k.mul(oh, c64(c.OW)))
+			sum(yRow, (c.OW+vl-1)/vl, c.OW, run.taps, func(xCi value.Value, kh, kw, j int64) value.Value {
+				ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+				row := k.add(xCi, k.mul(ih, c64(c.W)))
+				col0 := j*vl*c.sw + kw*c.dw - c.pw
+				return k.loadStrided(xp, row, col0, c.sw, c.W, int(vl), int(min(vl, c.OW-j*vl)), 0)
+			})
 		})
 	}
 }
@@ -148,37 +134,35 @@ func (pl *groupedPlanes) flat() bool {
 	return c.sh == 1 && c.sw == 1 && c.OW == c.W && c.OW < pl.vl && c.OH*c.OW <= 16*pl.vl
 }
 
-// emitFlat is emit for flat planes: accumulators of up to chunk vectors
-// of pixels at a time over the group's channels and the taps.
-func (pl *groupedPlanes) emitFlat(k *kfn, xp, xPlane, yp, p, wp, wBase, init value.Value, chunk int64) {
+// sumVectors computes n output vectors, of an output row or a flat plane
+// width floats long, into yp at yAt: each the bias (init) plus, over the
+// group's input channels (plane offset xPlane, then one H×W plane each)
+// and the taps (rows khs, every column), load's input vector (nil: all
+// lanes padding) times the tap's weight. At most chunkBlock vectors are
+// accumulated at once, so the accumulators stay in registers across the
+// input-channel loop.
+func (pl *groupedPlanes) sumVectors(k *kfn, wp, wBase, init, xPlane, yp, yAt value.Value, n, width int64, khs []int64,
+	load func(xCi value.Value, kh, kw, j int64) value.Value) {
+	const chunkBlock = 8
 	c, vl := pl.c, pl.vl
-	icg, P := c.C/c.group, c.OH*c.OW
-	nvec := (P + vl - 1) / vl
-	for cb := int64(0); cb < nvec; cb += chunk {
-		ce := min(nvec, cb+chunk)
+	for cb := int64(0); cb < n; cb += chunkBlock {
+		ce := min(n, cb+chunkBlock)
 		accs := make([]value.Value, ce-cb)
 		for i := range accs {
 			accs[i] = init
 		}
-		accs = k.loopAcc(c64(0), c64(icg), accs, func(ci value.Value, accs []value.Value) []value.Value {
+		accs = k.loopAcc(c64(0), c64(c.C/c.group), accs, func(ci value.Value, accs []value.Value) []value.Value {
 			out := append([]value.Value(nil), accs...)
-			xPlaneCi := k.add(xPlane, k.mul(ci, c64(c.H*c.W)))
+			xCi := k.add(xPlane, k.mul(ci, c64(c.H*c.W)))
 			wCi := k.add(wBase, k.mul(ci, c64(c.kh*c.kw)))
-			for kh := int64(0); kh < c.kh; kh++ {
+			for _, kh := range khs {
 				for kw := int64(0); kw < c.kw; kw++ {
-					dy, dx := kh*c.dh-c.ph, kw*c.dw-c.pw
 					var wv value.Value
 					for j := cb; j < ce; j++ {
-						mask := make([]bool, vl)
-						for l := range mask {
-							q := j*vl + int64(l)
-							ih, iw := q/c.OW+dy, q%c.OW+dx
-							mask[l] = q < P && ih >= 0 && ih < c.H && iw >= 0 && iw < c.W
-						}
-						if !slices.Contains(mask, true) {
+						xv := load(xCi, kh, kw, j)
+						if xv == nil {
 							continue // every lane is padding
 						}
-						xv := k.vloadMask(xp, k.add(xPlaneCi, c64(j*vl+dy*c.W+dx)), mask, 0)
 						if wv == nil {
 							wv = k.vsplat(k.load(wp, k.add(wCi, c64(kh*c.kw+kw))), int(vl))
 						}
@@ -189,7 +173,7 @@ func (pl *groupedPlanes) emitFlat(k *kfn, xp, xPlane, yp, p, wp, wBase, init val
 			return out
 		})
 		for j := cb; j < ce; j++ {
-			pl.store(k, accs[j-cb], yp, k.add(k.mul(p, c64(P)), c64(j*vl)), int(min(vl, P-j*vl)))
+			pl.store(k, accs[j-cb], yp, k.add(yAt, c64(j*vl)), int(min(vl, width-j*vl)))
 		}
 	}
 }

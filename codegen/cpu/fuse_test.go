@@ -120,6 +120,38 @@ func TestFuseElementwise(t *testing.T) {
 	}
 }
 
+// TestFuseSharedValues: an elementwise chain whose every value two nodes
+// read (t' = tanh(t) + 0.25·t) is one kernel computing each value once per
+// point, not a tree doubling at each step; over shapes with too few rows
+// for the threads, which then split the rows into pieces (a vector tail
+// in the last piece).
+func TestFuseSharedValues(t *testing.T) {
+	const depth = 12
+	r := rand.New(rand.NewSource(9))
+	for _, dims := range [][]int64{{100003}, {3, 50000}, {2, 40000}, {7, 33}} {
+		t.Run(fmt.Sprint(dims), func(t *testing.T) {
+			g := ir.NewGraph("shared")
+			v := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(dims...)))
+			quarter := g.AddInitializer("quarter", ir.Scalar(ir.Float32, float32(0.25)))
+			for range depth {
+				v = g.Apply("Add", []*ir.Value{g.Apply("Tanh", []*ir.Value{v}), g.Apply("Mul", []*ir.Value{v, quarter})})
+			}
+			v.Name = "y"
+			g.SetOutputs(v)
+			res := checkO2(t, ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, dims...)}, 1e-5)
+			if len(res.Kernels) != 1 {
+				t.Errorf("want one fused kernel, got %v", res.Kernels)
+			}
+			// Each step's multiplies (tanh's among them) appear once per
+			// loop body (full vectors, the masked rest): linear in the
+			// depth, where a tree would hold 2^depth.
+			if n := strings.Count(res.LLVMIR, " fmul "); n > 16*depth {
+				t.Errorf("%d multiplies in the IR for %d steps: values are recomputed per use", n, depth)
+			}
+		})
+	}
+}
+
 // TestUnitTransposeIsView: a Transpose that only moves unit dims costs no
 // kernel.
 func TestUnitTransposeIsView(t *testing.T) {

@@ -136,18 +136,18 @@ func EmitCPU(f *Fn, k *Kernel, s Schedule) {
 	}
 	switch {
 	case k.TopK != nil:
-		emitRows(f, p, k, space, -1, k.TopK.Axis, s.Parallel, func(q *Point) { emitTopK(q, k) })
+		emitRows(f, p, k, space, -1, k.TopK.Axis, s.Parallel, 1, func(q *Point, _ value.Value) { emitTopK(q, k) })
 	case k.Scan != nil:
 		lane := -1
 		if s.VL > 0 {
 			lane = s.Axis
 		}
-		emitRows(f, p, k, space, lane, k.Scan.Axis, s.Parallel, func(q *Point) {
+		emitRows(f, p, k, space, lane, k.Scan.Axis, s.Parallel, 1, func(q *Point, _ value.Value) {
 			if lane < 0 {
 				emitScan(q, k, space[k.Scan.Axis])
 				return
 			}
-			laneLoop(f, q, lane, s.VL, space[lane], func(r *Point) { emitScan(r, k, space[k.Scan.Axis]) })
+			laneLoop(f, q, lane, s.VL, I64(0), space[lane], func(r *Point) { emitScan(r, k, space[k.Scan.Axis]) })
 		})
 	default:
 		lane := -1
@@ -173,7 +173,9 @@ func EmitCPU(f *Fn, k *Kernel, s Schedule) {
 
 // emitLanes runs body at every point of the space: the lane axis (if any)
 // innermost in vectors of vl (a masked vector for the rest), the other
-// axes as rows split across threads when parallel.
+// axes as rows split across threads when parallel. With too few rows to
+// keep the threads busy (a 1-D tensor, a batch of one), threads also split
+// the rows into pieces of whole vectors.
 func emitLanes(f *Fn, p *Point, k *Kernel, space []value.Value, lane, vl int, parallel bool, body func(q *Point)) {
 	inner := lane
 	if inner < 0 && !f.gpu && k.Reduce == nil {
@@ -183,33 +185,88 @@ func emitLanes(f *Fn, p *Point, k *Kernel, space []value.Value, lane, vl int, pa
 		// not its batch of 1.
 		inner = innerAxis(k.Space, -1)
 	}
-	emitRows(f, p, k, space, inner, -1, parallel, func(q *Point) {
+	piece := int64(0)
+	if parallel && !f.gpu && inner >= 0 {
+		piece = rowPiece(space, inner, vl)
+	}
+	pieces := int64(1)
+	if piece > 0 {
+		n, _ := intConst(space[inner])
+		pieces = (n + piece - 1) / piece
+	}
+	emitRows(f, p, k, space, inner, -1, parallel, pieces, func(q *Point, i value.Value) {
 		if inner < 0 {
 			body(q)
 			return
 		}
-		laneLoop(f, q, inner, vl, space[inner], body)
+		lo, hi := value.Value(I64(0)), space[inner]
+		if pieces > 1 {
+			lo = f.Mul(i, I64(piece))
+			hi = f.Min(f.Add(lo, I64(piece)), hi)
+		}
+		laneLoop(f, q, inner, vl, lo, hi, body)
 	})
 }
 
-// laneLoop runs body along axis inner (of extent n) of row q: in vectors of
-// vl (a masked vector for the rest), or one point at a time when vl is 0.
-func laneLoop(f *Fn, q *Point, inner, vl int, n value.Value, body func(q *Point)) {
+// piecesPerSplit is how many pieces of work the threads split at least: a
+// few per thread, so that uneven pieces still balance.
+const piecesPerSplit = 64
+
+// minPiece is the fewest elements of a row worth a piece of their own.
+const minPiece = 1024
+
+// rowPiece returns the length (whole vectors of vl) of the pieces rows
+// along axis inner are cut into so that the threads have piecesPerSplit
+// pieces to split, or 0 when the rows alone are enough (or their number is
+// not known when compiling).
+func rowPiece(space []value.Value, inner, vl int) int64 {
+	rows := int64(1)
+	for i, e := range space {
+		if i == inner {
+			continue
+		}
+		n, ok := intConst(e)
+		if !ok {
+			return 0
+		}
+		rows *= n
+	}
+	n, ok := intConst(space[inner])
+	if !ok || rows == 0 || rows >= piecesPerSplit {
+		return 0
+	}
+	per := min((piecesPerSplit+rows-1)/rows, n/minPiece)
+	if per <= 1 {
+		return 0
+	}
+	step := int64(max(vl, 1))
+	piece := ((n+per-1)/per + step - 1) / step * step
+	if piece >= n {
+		return 0
+	}
+	return piece
+}
+
+// laneLoop runs body along axis inner of row q from lo to hi: in vectors
+// of vl (a masked vector for the rest), or one point at a time when vl is
+// 0.
+func laneLoop(f *Fn, q *Point, inner, vl int, lo, hi value.Value, body func(q *Point)) {
 	if vl == 0 {
-		f.Loop(I64(0), n, func(i value.Value) {
+		f.Loop(lo, hi, func(i value.Value) {
 			r := q.Scope()
 			r.Vars[inner] = i
 			body(r)
 		})
 		return
 	}
-	full := f.Mul(f.Div(n, I64(int64(vl))), I64(int64(vl)))
-	f.LoopStep(I64(0), full, int64(vl), func(i value.Value) {
+	n := f.Sub(hi, lo)
+	full := f.Add(lo, f.Mul(f.Div(n, I64(int64(vl))), I64(int64(vl))))
+	f.LoopStep(lo, full, int64(vl), func(i value.Value) {
 		r := q.Scope()
 		r.Vars[inner] = i
 		body(r.Vector(inner, false, vl, nil))
 	})
-	tail := f.Sub(n, full)
+	tail := f.Sub(hi, full)
 	if t, ok := intConst(tail); ok && t == 0 {
 		return
 	}
@@ -220,10 +277,11 @@ func laneLoop(f *Fn, q *Point, inner, vl int, n value.Value, body func(q *Point)
 	})
 }
 
-// emitRows runs body once per row: every combination of the space axes
-// other than inner and skip (which the body loops over itself), split
-// across threads when parallel. Axes of extent 1 are coordinate 0.
-func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, parallel bool, body func(q *Point)) {
+// emitRows runs body once per row and piece: every combination of the
+// space axes other than inner and skip (which the body loops over itself)
+// and of the pieces (0 to pieces-1) each row is cut into, split across
+// threads when parallel. Axes of extent 1 are coordinate 0.
+func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, parallel bool, pieces int64, body func(q *Point, piece value.Value)) {
 	var axes []int
 	for i := range space {
 		if i == inner || i == skip {
@@ -238,8 +296,12 @@ func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, 
 	if !parallel {
 		var nest func(d int, q *Point)
 		nest = func(d int, q *Point) {
+			if d == len(axes) && pieces == 1 {
+				body(q, I64(0))
+				return
+			}
 			if d == len(axes) {
-				body(q)
+				f.Loop(I64(0), I64(pieces), func(i value.Value) { body(q, i) })
 				return
 			}
 			f.Loop(I64(0), space[axes[d]], func(i value.Value) {
@@ -251,7 +313,7 @@ func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, 
 		nest(0, p)
 		return
 	}
-	rows := value.Value(I64(1))
+	rows := value.Value(I64(pieces))
 	for _, a := range axes {
 		rows = f.Mul(rows, space[a])
 	}
@@ -264,7 +326,10 @@ func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, 
 	}
 	loop(func(o value.Value) {
 		q := p.Scope()
-		rest := o
+		rest, piece := o, value.Value(I64(0))
+		if pieces > 1 {
+			rest, piece = f.Div(o, I64(pieces)), f.Rem(o, I64(pieces))
+		}
 		for d := len(axes) - 1; d >= 0; d-- {
 			if d == 0 {
 				q.Vars[axes[d]] = rest
@@ -273,7 +338,7 @@ func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, 
 			q.Vars[axes[d]] = f.Rem(rest, space[axes[d]])
 			rest = f.Div(rest, space[axes[d]])
 		}
-		body(q)
+		body(q, piece)
 	})
 }
 

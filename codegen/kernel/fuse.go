@@ -1,6 +1,12 @@
 package kernel
 
-import "github.com/kiln-ml/kiln/ir"
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/kiln-ml/kiln/ir"
+)
 
 // Fusion is inlining (Halide's compute_inline): a load of a buffer that a
 // map kernel computes becomes that kernel's value at the load's index, so
@@ -19,8 +25,15 @@ func Inlinable(k *Kernel) bool {
 // defining kernel's value there (recursively). Conditional loads (LoadOr)
 // of such buffers are left as they are: the value could read outside its
 // own inputs where the condition is false.
+//
+// The result is a DAG: structurally equal subexpressions are one node, so
+// a value two branches read (x in x + |x|, a residual) is inlined once
+// and computed once per point. Inlining it per use would double the
+// expression at every such join: 2^n for n of them in a row.
 func Inline(e *Expr, defs map[*Buffer]*Kernel) *Expr {
 	memo := map[*Expr]*Expr{}
+	nodes := interner{}
+	inlined := map[*Expr]*Expr{} // an interned load of a def → its value
 	var in func(e *Expr) *Expr
 	in = func(e *Expr) *Expr {
 		if r, ok := memo[e]; ok {
@@ -33,18 +46,51 @@ func Inline(e *Expr, defs map[*Buffer]*Kernel) *Expr {
 			changed = changed || args[i] != a
 		}
 		r := e
-		if k := defs[e.Buf]; k != nil && e.Op == OpLoad {
-			r = in(Subst(k.Value, args))
-			if d := e.Buf.DType; d == ir.Float16 || d == ir.BFloat16 {
-				r = CastTo(r, d) // the store it replaces would have rounded
-			}
-		} else if changed {
+		if changed {
 			r = rebuild(e, args)
+		}
+		r = nodes.intern(r)
+		if k := defs[r.Buf]; k != nil && r.Op == OpLoad {
+			v, ok := inlined[r]
+			if !ok {
+				v = in(Subst(k.Value, args))
+				if d := r.Buf.DType; d == ir.Float16 || d == ir.BFloat16 {
+					v = nodes.intern(CastTo(v, d)) // the store it replaces would have rounded
+				}
+				inlined[r] = v
+			}
+			r = v
 		}
 		memo[e] = r
 		return r
 	}
 	return in(e)
+}
+
+// interner maps expressions to one node per structure. Its nodes' operands
+// are interned first, so a node's key names them by pointer.
+type interner map[exprKey]*Expr
+
+type exprKey struct {
+	op         Op
+	typ, round ir.DType
+	buf        *Buffer
+	i          int64
+	f          uint64
+	name, args string // args: the operands' addresses
+}
+
+func (in interner) intern(e *Expr) *Expr {
+	var args strings.Builder
+	for _, a := range e.Args {
+		fmt.Fprintf(&args, "%p,", a)
+	}
+	k := exprKey{op: e.Op, typ: e.Type, round: e.Round, buf: e.Buf, i: e.Int, f: math.Float64bits(e.Float), name: e.Name, args: args.String()}
+	if r, ok := in[k]; ok {
+		return r
+	}
+	in[k] = e
+	return e
 }
 
 // Subst returns e with Var(i) replaced by idx[i].

@@ -211,3 +211,24 @@ func TestSqueezeExcitationScale(t *testing.T) {
 		}
 	}
 }
+
+// TestWinogradPlanesApart: V's and M's matrices (one per transform point)
+// lie an odd number of cache lines apart when their size is whole lines,
+// so that a tile's 36 values, stored and loaded together, do not all map
+// to one cache set (64 channels × 196 tiles: 784 lines, 785 apart).
+func TestWinogradPlanesApart(t *testing.T) {
+	for _, c := range []convGeom{
+		{N: 1, C: 64, OC: 64, OH: 56, OW: 56},
+		{N: 1, C: 128, OC: 256, OH: 28, OW: 28},
+		{N: 2, C: 17, OC: 33, OH: 13, OW: 30},
+	} {
+		w := newWinoGeom(c, winoF4)
+		for _, p := range []struct{ plane, floats int64 }{{w.vPlane, c.C * w.T}, {w.mPlane, c.OC * w.T}} {
+			assert.GreaterOrEqual(t, p.plane, p.floats)
+			assert.LessOrEqual(t, p.plane, p.floats+lineFloats)
+			if p.plane%lineFloats == 0 {
+				assert.Equal(t, int64(1), p.plane/lineFloats%2, "%+v: %d floats apart", c, p.plane)
+			}
+		}
+	}
+}

@@ -95,17 +95,33 @@ type winoGeom struct {
 	convGeom
 	*winoSpec
 	TH, TW, T int64 // tile rows, tiles per row, tiles in all
+	// vPlane and mPlane are the floats from one V or M matrix (transform
+	// point p) to the next: an odd number of cache lines where whole
+	// lines, so that the a² points of a tile, stored or loaded together,
+	// fall in different cache sets.
+	vPlane, mPlane int64
 }
 
 func newWinoGeom(c convGeom, s *winoSpec) winoGeom {
 	w := winoGeom{convGeom: c, winoSpec: s, TH: (c.OH + s.m - 1) / s.m, TW: (c.OW + s.m - 1) / s.m}
 	w.T = c.N * w.TH * w.TW
+	w.vPlane, w.mPlane = oddLines(w.C*w.T), oddLines(w.OC*w.T)
 	return w
 }
 
-// scratch holds V [a²][C][T] then M [a²][OC][T].
-func (w winoGeom) vFloats() int64      { return w.a * w.a * w.C * w.T }
-func (w winoGeom) scratchBytes() int64 { return 4 * (align64(4*w.vFloats())/4 + w.a*w.a*w.OC*w.T) }
+// oddLines returns n floats rounded up to an odd number of cache lines
+// when n is whole lines, else n.
+func oddLines(n int64) int64 {
+	if n%lineFloats == 0 && n/lineFloats%2 == 0 {
+		return n + lineFloats
+	}
+	return n
+}
+
+// scratch holds V [a²][C][T] then M [a²][OC][T], planes vPlane and mPlane
+// floats apart.
+func (w winoGeom) vFloats() int64      { return w.a * w.a * w.vPlane }
+func (w winoGeom) scratchBytes() int64 { return 4 * (align64(4*w.vFloats())/4 + w.a*w.a*w.mPlane) }
 
 func (g *gen) lowerWinograd(n *ir.Node, c convGeom, spec *winoSpec) {
 	w := newWinoGeom(c, spec)
@@ -128,10 +144,10 @@ func (g *gen) lowerWinograd(n *ir.Node, c convGeom, spec *winoSpec) {
 	gm.aBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(panel)) }
 	gm.b = func(k *kfn) value.Value { return k.scratchPtr(0) }
 	gm.bTile, gm.bKi = gm.nb(), w.T
-	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(c.C*w.T)) }
+	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(w.vPlane)) }
 	gm.c = func(k *kfn) value.Value { return k.scratchPtr(vOff) }
 	gm.ldc = w.T
-	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(c.OC*w.T)) }
+	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(w.mPlane)) }
 	g.step("WinogradGemm", false, gm.emit)
 
 	g.winoOutput(n, Y, w, vOff)
@@ -171,7 +187,7 @@ func (g *gen) winoInput(X *ir.Value, w winoGeom) {
 				for b := int64(0); b < w.a; b++ {
 					for a, v := range k.matVec(w.bt, column(t, b)) {
 						p := int64(a)*w.a + b
-						k.vstore(v, vp, k.add(k.mul(k.add(c64(p*w.C), ic), c64(w.T)), t0), int(vl), valid)
+						k.vstore(v, vp, k.add(k.add(c64(p*w.vPlane), k.mul(ic, c64(w.T))), t0), int(vl), valid)
 					}
 				}
 			}
@@ -211,7 +227,7 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 				for a := int64(0); a < w.a; a++ {
 					m := make([]value.Value, w.a)
 					for b := int64(0); b < w.a; b++ {
-						m[b] = k.vload(mp, k.add(k.mul(k.add(c64((a*w.a+b)*w.OC), oc), c64(w.T)), t0), int(vl), valid)
+						m[b] = k.vload(mp, k.add(k.add(c64((a*w.a+b)*w.mPlane), k.mul(oc, c64(w.T))), t0), int(vl), valid)
 					}
 					s[a] = k.matVec(w.at, m)
 				}

@@ -24,7 +24,10 @@ var benchCmd = &cli.Command{
 	Args:    "ENGINE",
 	Summary: "measure an engine's latency and throughput (a trtexec-style summary)",
 	Help: `Runs --warmup seconds untimed, then --iterations timed runs (or as many as fit in
---duration seconds; give one of the two), on random inputs unless --input gives them. --json prints one object:
+--duration seconds; give one of the two), on random inputs unless --input gives them. An engine
+of static shapes writes every run after the first into the first run's output buffers, as an
+application reusing its buffers would (trtexec's bindings); a dynamic one allocates them per
+run. --json prints one object:
 engine, threads, iterations, throughput_qps, load_ms, first_run_ms, peak_rss_bytes and
 latency_ms {min, mean, median, p90, p95, p99, max}.
 

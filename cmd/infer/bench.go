@@ -92,7 +92,7 @@ execution order; a step's time is its slowest thread's, up to the barrier after 
 				_, err := ctx.Run(feeds)
 				return err
 			}
-			if _, err := ctx.RunInto(feeds, outs); err == nil {
+			if len(eng.Meta.Symbols) == 0 {
 				run = func() error {
 					_, err := ctx.RunInto(feeds, outs)
 					return err

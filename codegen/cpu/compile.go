@@ -92,6 +92,8 @@ type Result struct {
 	Features []string
 	// Kernels lists the generated step functions in execution order.
 	Kernels []string
+	// Parts is the number of native calls a run takes (see runPartMACs).
+	Parts int
 	// MaxThreads is the most threads worth running the engine on (0: no
 	// limit); tiny models run on one.
 	MaxThreads int
@@ -168,6 +170,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 		Outputs:     g.outputs,
 		Features:    g.recordedFeatures(),
 		Kernels:     g.kernelNames,
+		Parts:       g.parts,
 		MaxThreads:  maxThreads(unfused(m)),
 		Symbols:     g.syms,
 	}

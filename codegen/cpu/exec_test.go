@@ -54,6 +54,15 @@ func (e *Engine) NewArena() []byte { return rcpu.AlignedBytes(e.Result.ArenaByte
 // Run runs one inference on named inputs with the given thread count and
 // arena (nil allocates one).
 func (e *Engine) Run(inputs map[string]*ir.Tensor, threads int, arena []byte) (map[string]*ir.Tensor, error) {
+	return e.run(inputs, threads, arena, false)
+}
+
+// RunProfiled is Run through the profiling entry point.
+func (e *Engine) RunProfiled(inputs map[string]*ir.Tensor, threads int) (map[string]*ir.Tensor, error) {
+	return e.run(inputs, threads, nil, true)
+}
+
+func (e *Engine) run(inputs map[string]*ir.Tensor, threads int, arena []byte, profiled bool) (map[string]*ir.Tensor, error) {
 	r := e.Result
 	io := make([]unsafe.Pointer, len(r.Inputs)+len(r.Outputs))
 	keep := make([]*ir.Tensor, 0, len(io))
@@ -105,7 +114,14 @@ func (e *Engine) Run(inputs map[string]*ir.Tensor, threads int, arena []byte) (m
 	if arena == nil {
 		arena = e.NewArena()
 	}
-	e.lib.Run(threads, e.weightsPtr(), unsafe.Pointer(&arena[0]), io)
+	if profiled {
+		times := make([]uint64, threads*(len(r.Kernels)+1))
+		if err := e.lib.RunProfile(threads, e.weightsPtr(), unsafe.Pointer(&arena[0]), io, times); err != nil {
+			return nil, err
+		}
+	} else {
+		e.lib.Run(threads, e.weightsPtr(), unsafe.Pointer(&arena[0]), io)
+	}
 	runtime.KeepAlive(keep)
 	runtime.KeepAlive(vals)
 	return outs, nil

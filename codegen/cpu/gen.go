@@ -47,6 +47,9 @@ type step struct {
 	// steps loop over the samples together.
 	samples *kernel.Expr
 	group   int
+	// cost estimates the step's work (multiply-adds; nodeMACs of its
+	// node, on the node's first step) for cutting a run into parts.
+	cost int64
 }
 
 // gen holds one compilation.
@@ -120,6 +123,8 @@ type gen struct {
 	inputs, outputs           []IO
 	kernelNames               []string
 	curNode                   *ir.Node
+	costed                    *ir.Node // the node whose cost a step carries already
+	parts                     int      // kiln_run's
 	nstep                     int
 
 	// bufs and bufVals are the kernel layer's buffers of values; kops the
@@ -351,6 +356,9 @@ func (g *gen) step(name string, serial bool, body func(k *kfn)) {
 	body(k)
 	k.b.NewRet(nil)
 	st := step{f: f, serial: serial, counters: k.counters}
+	if g.curNode != nil && g.curNode != g.costed {
+		st.cost, g.costed = nodeMACs(g.curNode), g.curNode
+	}
 	if g.slice != nil {
 		st.samples, st.group = g.slice.n, g.slice.group
 	}
@@ -514,25 +522,75 @@ func (g *gen) build() error {
 }
 
 // emitEntry writes kiln_run: every step in order, a barrier between steps
-// unless both run on thread 0 alone.
+// unless both run on thread 0 alone, in parts (see runParts).
 func (g *gen) emitEntry() {
 	bar := g.emitBarrier()
-	f := g.mod.NewFunc("kiln_run", types.Void, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
-		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("bar", i64p))
-	b := f.NewBlock("")
-	tid, nth, w, a, io, bp := f.Params[0], f.Params[1], f.Params[2], f.Params[3], f.Params[4], f.Params[5]
-	senseP := b.NewGetElementPtr(i64, bp, c64(1))
-	ld := b.NewLoad(i64, senseP)
-	ld.Atomic, ld.Ordering, ld.Align = true, enum.AtomicOrderingAcquire, 8
-	var sense value.Value = ld
 	clear := g.emitCounterClear()
-	g.clearCounters(b, clear, -1, tid, a)
-	if len(g.steps) == 1 && len(g.steps[0].counters) > 0 {
-		sense = b.NewCall(bar, nth, bp, sense)
-	}
-	b, _ = g.emitSteps(f, b, entryArgs{tid, nth, w, a, io, bp, sense}, bar, clear, nil)
-	b.NewRet(nil)
+	f := g.mod.NewFunc("kiln_run", i64, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
+		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("bar", i64p),
+		ll.NewParam("part", i64))
+	g.parts = g.emitParts(f, entryArgs{f.Params[0], f.Params[1], f.Params[2], f.Params[3], f.Params[4], f.Params[5], nil}, f.Params[6], bar, clear, nil, nil)
 	g.emitProfileEntry(bar, clear)
+}
+
+// runPartMACs bounds the estimated work of one part of a run. An engine
+// runs in parts, each a separate call from the runtime, because Go's
+// sysmon takes the P of a thread that stays in one native call past 10 ms
+// and then wakes every 20 µs for a millisecond or more: with every core
+// running an engine thread, each wake-up preempts one of them at a
+// barrier (measured at 2 threads on 2 cores: a chain of identical blocks
+// ran its first 5 ms 30% slower once a run outlasted 10 ms; ResNet-50's
+// early stages scaled 1.3× instead of 1.8×). 64M multiply-adds take about
+// a millisecond on one AVX-512 core, so a part stays far below 10 ms even
+// on a core ten times slower. A part boundary costs each thread a return
+// to Go and a call, well under a microsecond.
+const runPartMACs = 64 << 20
+
+// emitParts writes into entry point f (kiln_run's parameters first) the
+// engine's steps cut into parts, and returns how many: called with part k,
+// f runs part k and returns the next part's number, or 0 after the last.
+// A part ends at a barrier once its steps' estimated work reaches
+// runPartMACs; each part re-reads the barrier's sense, which every thread
+// sees alike there. setup adds to f's entry block what every part uses.
+func (g *gen) emitParts(f *ll.Func, x entryArgs, part value.Value, bar, clear *ll.Func, p *profiler, setup func(entry *ll.Block)) int {
+	dispatch := f.NewBlock("")
+	if setup != nil {
+		setup(dispatch)
+	}
+	first := f.NewBlock("")
+	loadSense := func(b *ll.Block) value.Value {
+		ld := b.NewLoad(i64, b.NewGetElementPtr(i64, x.bar, c64(1)))
+		ld.Atomic, ld.Ordering, ld.Align = true, enum.AtomicOrderingAcquire, 8
+		return ld
+	}
+	x.sense = loadSense(first)
+	g.clearCounters(first, clear, -1, x.tid, x.a)
+	if len(g.steps) == 1 && len(g.steps[0].counters) > 0 {
+		x.sense = first.NewCall(bar, x.nth, x.bar, x.sense)
+	}
+	if p != nil {
+		p.record(first, 0, first.NewCall(p.counter))
+	}
+	var starts []*ll.Block
+	work := int64(0)
+	cut := func(b *ll.Block, i int) (*ll.Block, value.Value) {
+		if work += g.steps[i].cost; work < runPartMACs || !g.barrierAfter(i) {
+			return b, nil
+		}
+		work = 0
+		next := f.NewBlock("")
+		starts = append(starts, next)
+		b.NewRet(c64(int64(len(starts))))
+		return next, loadSense(next)
+	}
+	b, _ := g.emitSteps(f, first, x, bar, clear, p, cut)
+	b.NewRet(c64(0))
+	cases := make([]*ll.Case, len(starts))
+	for k, s := range starts {
+		cases[k] = ll.NewCase(constant.NewInt(i64, int64(k+1)), s)
+	}
+	dispatch.NewSwitch(part, first, cases...)
+	return len(starts) + 1
 }
 
 // entryArgs are an entry point's parameters and the barrier's sense.
@@ -558,9 +616,11 @@ func (p *profiler) record(b *ll.Block, i int, t value.Value) {
 // all of the node's steps for a sample before the next (they share its
 // scratch), meeting between steps and samples. With p, the readings of
 // the cycle counter go to p's row: after each step, or for a looped run
-// the sums of each step's time over the samples. It returns the block to
-// go on in and the barrier's sense.
-func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Func, p *profiler) (*ll.Block, value.Value) {
+// the sums of each step's time over the samples. After each step outside
+// such a run, cut may end the block (a part, see emitParts) and return the
+// block to go on in and the sense read there; nil keeps the block. It
+// returns the block to go on in and the barrier's sense.
+func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Func, p *profiler, cut func(b *ll.Block, i int) (*ll.Block, value.Value)) (*ll.Block, value.Value) {
 	sense := x.sense
 	call := func(b *ll.Block, i int, sample value.Value) {
 		c := b.NewCall(g.steps[i].f, x.tid, x.nth, x.w, x.a, x.io, sample)
@@ -581,6 +641,9 @@ func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Fun
 			}
 			if p != nil {
 				p.record(b, i+1, b.NewCall(p.counter))
+			}
+			if nb, s := cut(b, i); s != nil {
+				b, sense = nb, s
 			}
 			i++
 			continue

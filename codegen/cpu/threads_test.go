@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"fmt"
+	"math/rand"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,4 +31,40 @@ func TestMaxThreads(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(64*56*56*64*9), nodeMACs(g.Nodes[0]))
 	assert.Equal(t, 0, maxThreads(big))
+}
+
+// TestRunParts: an engine with more work than runPartMACs runs in parts,
+// each a native call the runtime makes in turn on every thread; the
+// outputs match the reference at 1 and 2 threads, through kiln_run and
+// through the profiling entry point, which runs the same parts.
+func TestRunParts(t *testing.T) {
+	r := rand.New(rand.NewSource(31))
+	chain := func(convs int) (*ir.Model, map[string]*ir.Tensor) {
+		g := ir.NewGraph("chain")
+		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 32, 40, 40)))
+		y := x
+		for i := range convs {
+			w := g.AddInitializer(fmt.Sprintf("w%d", i), randTensor(r, 32, 32, 3, 3))
+			y = g.Apply("Relu", []*ir.Value{g.Apply("Conv", []*ir.Value{y, w}, ir.AttrIs("pads", 1, 1, 1, 1))})
+		}
+		y.Name = "y"
+		g.SetOutputs(y)
+		return ir.NewModel(g, 13), map[string]*ir.Tensor{"x": randTensor(r, 1, 32, 40, 40)}
+	}
+	// Each conv is 32·40·40·32·9 = 14.7M multiply-adds.
+	small, in := chain(1)
+	assert.Equal(t, 1, checkO2(t, small, in, 1e-4).Parts)
+
+	m, in := chain(12)
+	want := runRef(t, m, in)
+	res := checkO2(t, m, in, 1e-4)
+	assert.Equal(t, 3, res.Parts, "12 × 14.7M multiply-adds in parts of 64M or more")
+	e, err := Load(res)
+	require.NoError(t, err)
+	defer e.Close()
+	for _, threads := range []int{1, 2} {
+		got, err := e.RunProfiled(in, threads)
+		require.NoError(t, err)
+		assert.Less(t, relL2(got["y"], want["y"]), 1e-4, "threads=%d", threads)
+	}
 }

@@ -51,20 +51,21 @@ func (g *gen) simDriver(name string, body *ll.Func, grid, block int64) *ll.Func 
 }
 
 // emitSimEntry writes the CPU engine's entry point (runtime/cpu's
-// kiln_run: thread 0 runs every launch in order, the others return) and
-// its ABI record.
+// kiln_run, in one part: thread 0 runs every launch in order, the others
+// return) and its ABI record.
 func (g *gen) emitSimEntry() {
 	i64p := types.NewPointer(i64)
-	f := g.mod.NewFunc(rcpu.EntryPoint, types.Void, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
-		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("bar", i64p))
+	f := g.mod.NewFunc(rcpu.EntryPoint, i64, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
+		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("bar", i64p),
+		ll.NewParam("part", i64))
 	b := f.NewBlock("")
 	ret, work := f.NewBlock(""), f.NewBlock("")
 	b.NewCondBr(b.NewICmp(enum.IPredNE, f.Params[0], c64(0)), ret, work)
-	ret.NewRet(nil)
+	ret.NewRet(c64(0))
 	for _, d := range g.drivers {
 		work.NewCall(d, f.Params[2], f.Params[3], f.Params[4])
 	}
-	work.NewRet(nil)
+	work.NewRet(c64(0))
 	rec := &rcpu.ABI{Version: rcpu.ABIVersion, WeightsBytes: int64(len(g.weights)), StoredBytes: int64(len(g.weights)),
 		ArenaBytes: g.arenaBytes, Steps: len(g.launches), Features: SimFeatures()}
 	for _, io := range append(append([]IO{}, g.inputs...), g.outputs...) {

@@ -19,8 +19,9 @@ const ABISymbol = "kiln_abi"
 // ABIVersion is the record layout this package writes and reads. Version
 // 2 added dynamic shapes: the symbols, and the dims table in the io slot
 // after the outputs; version 3 derived weights (derive.go); version 4 has
-// the code compute them (DeriveEntryPoint).
-const ABIVersion = 4
+// the code compute them (DeriveEntryPoint); version 5 runs in parts (the
+// entry points take the part and return the next).
+const ABIVersion = 5
 
 // maxABIBytes bounds the record a loader will read.
 const maxABIBytes = 1 << 20

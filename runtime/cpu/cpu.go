@@ -3,10 +3,12 @@
 //
 // Every engine exports one entry point,
 //
-//	void kiln_run(int64_t tid, int64_t nthreads, uint8_t *weights,
-//	              uint8_t *arena, void **io, int64_t *barrier);
+//	int64_t kiln_run(int64_t tid, int64_t nthreads, uint8_t *weights,
+//	                 uint8_t *arena, void **io, int64_t *barrier, int64_t part);
 //
-// which each worker thread calls once per inference with its id. The
+// which each worker thread calls per inference with its id, part by part:
+// with part 0 first, then with each part number it returns until it
+// returns 0 (a part is about a millisecond of work; see runParts). The
 // generated code splits every layer's work by tid and meets at a spin
 // barrier (the two int64 words at barrier) between layers: the runtime owns
 // the threads, the engine owns the schedule. Between inferences the
@@ -17,9 +19,9 @@
 // Engines also export the constant kiln_abi (abi.go), the code's record of
 // the buffers it reads and writes, which the loader checks before Open.
 //
-// Engines also export kiln_run_profile (kiln_run's arguments plus a buffer
-// of cycle-counter readings per step) and kiln_cycles, for per-kernel
-// profiles; kiln_run carries no profiling code. Engines with derived
+// Engines also export kiln_run_profile (kiln_run's arguments with a buffer
+// of cycle-counter readings per step before the part) and kiln_cycles,
+// for per-kernel profiles; kiln_run carries no profiling code. Engines with derived
 // weights export
 //
 //	void kiln_derive(int64_t index, int64_t lo, int64_t hi, uint8_t *weights);
@@ -40,9 +42,9 @@ import (
 )
 
 // The symbols an engine exports: EntryPoint always; ProfileEntryPoint
-// (kiln_run's arguments plus uint64_t *times) and CyclesSymbol (uint64_t
-// kiln_cycles(void), the counter it records) in engines that support
-// per-kernel profiles; DeriveEntryPoint in engines with derived weights.
+// (kiln_run's arguments with uint64_t *times before the part) and
+// CyclesSymbol (uint64_t kiln_cycles(void), the counter it records) in
+// engines that support per-kernel profiles; DeriveEntryPoint in engines with derived weights.
 const (
 	EntryPoint        = "kiln_run"
 	ProfileEntryPoint = "kiln_run_profile"

@@ -11,10 +11,10 @@ import (
 	"unsafe"
 )
 
-// A hand-written engine: each thread doubles its share of io[0] into io[1],
-// then meets the others at the barrier and adds 1 to io[2][tid].
+// A hand-written engine in two parts: in part 0 each thread doubles its
+// share of io[0] into io[1], in part 1 it adds 1 to the same share.
 const testIR = `
-define void @kiln_run(i64 %tid, i64 %n, i8* %w, i8* %a, i8** %io, i64* %bar) {
+define i64 @kiln_run(i64 %tid, i64 %n, i8* %w, i8* %a, i8** %io, i64* %bar, i64 %part) {
 entry:
   %inp = load i8*, i8** %io
   %op = getelementptr i8*, i8** %io, i64 1
@@ -26,21 +26,26 @@ entry:
   %t1 = add i64 %tid, 1
   %hi = mul i64 %t1, 1024
   %hi2 = sdiv i64 %hi, %n
+  %second = icmp eq i64 %part, 1
   br label %loop
 loop:
   %i = phi i64 [ %lo2, %entry ], [ %i1, %body ]
   %c = icmp slt i64 %i, %hi2
   br i1 %c, label %body, label %done
 body:
+  %po = getelementptr float, float* %out, i64 %i
   %pi = getelementptr float, float* %in, i64 %i
   %x = load float, float* %pi
-  %y = fmul float %x, 2.0
-  %po = getelementptr float, float* %out, i64 %i
+  %o = load float, float* %po
+  %d = fmul float %x, 2.0
+  %p1 = fadd float %o, 1.0
+  %y = select i1 %second, float %p1, float %d
   store float %y, float* %po
   %i1 = add i64 %i, 1
   br label %loop
 done:
-  ret void
+  %next = select i1 %second, i64 0, i64 1
+  ret i64 %next
 }
 `
 
@@ -88,8 +93,8 @@ func TestOpenRun(t *testing.T) {
 			out := make([]float32, 1024)
 			lib.Run(n, nil, nil, []unsafe.Pointer{unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0])})
 			for i := range out {
-				if out[i] != 2*in[i] {
-					t.Fatalf("threads=%d: out[%d] = %v, want %v", n, i, out[i], 2*in[i])
+				if out[i] != 2*in[i]+1 {
+					t.Fatalf("threads=%d: out[%d] = %v, want %v", n, i, out[i], 2*in[i]+1)
 				}
 			}
 		}
@@ -147,8 +152,8 @@ func TestPoolParksAndWakes(t *testing.T) {
 		out := make([]float32, 1024)
 		lib.Run(3, nil, nil, []unsafe.Pointer{unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0])})
 		for i := range out {
-			if out[i] != 2*in[i] {
-				t.Fatalf("rep %d: out[%d] = %v, want %v", rep, i, out[i], 2*in[i])
+			if out[i] != 2*in[i]+1 {
+				t.Fatalf("rep %d: out[%d] = %v, want %v", rep, i, out[i], 2*in[i]+1)
 			}
 		}
 		time.Sleep(4 * idleSpin)
@@ -192,8 +197,8 @@ func TestConcurrentRuns(t *testing.T) {
 			for rep := 0; rep < 200; rep++ {
 				lib.Run(2+rep%2, nil, nil, []unsafe.Pointer{unsafe.Pointer(&in[0]), unsafe.Pointer(&out[0])})
 				for i := range out {
-					if out[i] != 2*in[i] {
-						t.Errorf("goroutine %d rep %d: out[%d] = %v, want %v", g, rep, i, out[i], 2*in[i])
+					if out[i] != 2*in[i]+1 {
+						t.Errorf("goroutine %d rep %d: out[%d] = %v, want %v", g, rep, i, out[i], 2*in[i]+1)
 						return
 					}
 				}

@@ -40,9 +40,11 @@ const (
 // a scheduling point that happened every 10 ms: measured here, 5,000
 // sysmon wake-ups a second at ~20 µs of a vCPU each, and mobilenet_v2 at 2
 // threads running in streaks at 1-thread speed (median 3.2 ms, p90 4.3;
-// with the yield 2.8 and 2.95). runtime.Gosched costs well under a
-// microsecond.
-const schedEvery = time.Millisecond
+// with the yield 2.8 and 2.95). runParts passes one between a long run's
+// parts too. runtime.Gosched costs well under a microsecond, but each may
+// wake an idle thread of the Go scheduler: with one every millisecond,
+// ResNet-50 ran 2% slower at 1 thread than with one every 4.
+const schedEvery = 4 * time.Millisecond
 
 // schedPoint calls runtime.Gosched if the goroutine has gone schedEvery
 // without one since *last.
@@ -79,7 +81,7 @@ type pool struct {
 	sched   time.Time // the caller's last schedPoint
 }
 
-const maxArgs = 8
+const maxArgs = 8 // an entry's arguments, the part included
 
 type worker struct {
 	tid   int64
@@ -170,7 +172,7 @@ func (p *pool) work(w *worker, seen uint64) {
 		}
 		copy(w.args[:], p.args[:p.nargs])
 		w.args[0] = uintptr(w.tid)
-		purego.SyscallN(p.entry, w.args[:p.nargs]...)
+		runParts(p.entry, w.args[:p.nargs+1], &w.sched)
 		if p.done.Add(1) == n-1 {
 			p.caller.signal()
 		}
@@ -193,10 +195,31 @@ func (p *pool) run(nthreads int, entry uintptr, args ...uintptr) {
 			w.signal()
 		}
 	}
-	purego.SyscallN(entry, p.args[:p.nargs]...)
+	runParts(entry, p.args[:p.nargs+1], &p.sched)
 	if nthreads > 1 {
 		want := int64(nthreads - 1)
 		p.caller.wait(doneSpin, func() bool { return p.done.Load() == want })
+	}
+}
+
+// runParts calls an entry point part by part until it returns 0 (see
+// EntryPoint): args is the entry's arguments, the last slot the part's.
+// Between parts the goroutine passes a schedPoint (*sched its last). Go's
+// sysmon takes the P of a thread that stays in one native call past 10 ms,
+// or that has not been through the scheduler for 10 ms, and then wakes
+// every 20 µs for a millisecond or more: with every core running an engine
+// thread, each wake-up preempts one of them while the others wait at a
+// barrier. Parts keep each call and each stretch between scheduling points
+// short.
+func runParts(entry uintptr, args []uintptr, sched *time.Time) {
+	last := len(args) - 1
+	for args[last] = 0; ; {
+		next, _, _ := purego.SyscallN(entry, args...)
+		if next == 0 {
+			return
+		}
+		args[last] = next
+		schedPoint(sched)
 	}
 }
 

@@ -522,7 +522,7 @@ func (g *gen) build() error {
 }
 
 // emitEntry writes kiln_run: every step in order, a barrier between steps
-// unless both run on thread 0 alone, in parts (see runParts).
+// unless both run on thread 0 alone, in parts (see runPartMACs).
 func (g *gen) emitEntry() {
 	bar := g.emitBarrier()
 	clear := g.emitCounterClear()

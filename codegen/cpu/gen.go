@@ -48,7 +48,8 @@ type step struct {
 	samples *kernel.Expr
 	group   int
 	// cost estimates the step's work (multiply-adds; nodeMACs of its
-	// node, on the node's first step) for cutting a run into parts.
+	// node, on the node's first step, symbolic dims at their maxima) for
+	// cutting a run into parts.
 	cost int64
 }
 
@@ -573,8 +574,11 @@ func (g *gen) emitParts(f *ll.Func, x entryArgs, part value.Value, bar, clear *l
 	}
 	var starts []*ll.Block
 	work := int64(0)
-	cut := func(b *ll.Block, i int) (*ll.Block, value.Value) {
-		if work += g.steps[i].cost; work < runPartMACs || !g.barrierAfter(i) {
+	cut := func(b *ll.Block, from, to int) (*ll.Block, value.Value) {
+		for _, st := range g.steps[from:to] {
+			work += st.cost
+		}
+		if work < runPartMACs || !g.barrierAfter(to-1) {
 			return b, nil
 		}
 		work = 0
@@ -616,11 +620,12 @@ func (p *profiler) record(b *ll.Block, i int, t value.Value) {
 // all of the node's steps for a sample before the next (they share its
 // scratch), meeting between steps and samples. With p, the readings of
 // the cycle counter go to p's row: after each step, or for a looped run
-// the sums of each step's time over the samples. After each step outside
-// such a run, cut may end the block (a part, see emitParts) and return the
-// block to go on in and the sense read there; nil keeps the block. It
-// returns the block to go on in and the barrier's sense.
-func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Func, p *profiler, cut func(b *ll.Block, i int) (*ll.Block, value.Value)) (*ll.Block, value.Value) {
+// the sums of each step's time over the samples. After each step, or each
+// such run of steps [from, to), cut may end the block (a part, see
+// emitParts) and return the block to go on in and the sense read there;
+// nil keeps the block. It returns the block to go on in and the barrier's
+// sense.
+func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Func, p *profiler, cut func(b *ll.Block, from, to int) (*ll.Block, value.Value)) (*ll.Block, value.Value) {
 	sense := x.sense
 	call := func(b *ll.Block, i int, sample value.Value) {
 		c := b.NewCall(g.steps[i].f, x.tid, x.nth, x.w, x.a, x.io, sample)
@@ -642,7 +647,7 @@ func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Fun
 			if p != nil {
 				p.record(b, i+1, b.NewCall(p.counter))
 			}
-			if nb, s := cut(b, i); s != nil {
+			if nb, s := cut(b, i, i+1); s != nil {
 				b, sense = nb, s
 			}
 			i++
@@ -713,6 +718,9 @@ func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Fun
 				t = b.NewAdd(t, accs[j-i])
 				p.record(b, j+1, t)
 			}
+		}
+		if nb, s := cut(b, i, end); s != nil {
+			b, sense = nb, s
 		}
 		i = end
 	}

@@ -198,6 +198,11 @@ func TestOps(t *testing.T) {
 		{name: "reshape", op: "Reshape", inputs: [][]int64{{2, 3, 4}}, consts: []*ir.Tensor{i64s(4, -1)}},
 		{name: "unsqueeze", op: "Unsqueeze", inputs: [][]int64{{2, 3}}, consts: []*ir.Tensor{i64s(0, 3)}},
 		{name: "transpose", op: "Transpose", inputs: [][]int64{{2, 3, 4, 5}}, attrs: []*ir.Attribute{ir.AttrIs("perm", 0, 2, 3, 1)}},
+		// Gathering lanes in blocks of rows (kernel.gatherRows): NHWC to
+		// NCHW with 40 channels (two blocks and a tail of 8) and rows of
+		// 19 (a vector and a masked tail); a 2-D one of 70 × 37.
+		{name: "transpose_blocked", op: "Transpose", inputs: [][]int64{{2, 5, 19, 40}}, attrs: []*ir.Attribute{ir.AttrIs("perm", 0, 3, 1, 2)}},
+		{name: "transpose_blocked_2d", op: "Transpose", inputs: [][]int64{{70, 37}}, attrs: []*ir.Attribute{ir.AttrIs("perm", 1, 0)}},
 		{name: "concat", op: "Concat", inputs: [][]int64{{2, 3, 4}, {2, 5, 4}}, attrs: []*ir.Attribute{ir.AttrI("axis", 1)}},
 		{name: "slice", op: "Slice", inputs: [][]int64{{6, 10}}, consts: []*ir.Tensor{i64s(1, 2), i64s(5, 9), i64s(0, 1), i64s(2, 3)}},
 		{name: "gather", op: "Gather", inputs: [][]int64{{5, 4, 3}}, consts: []*ir.Tensor{ir.FromSlice(ir.Int64, []int64{2, 2}, []int64{0, 4, -1, 2})}, attrs: []*ir.Attribute{ir.AttrI("axis", 0)}},

@@ -185,16 +185,21 @@ func emitLanes(f *Fn, p *Point, k *Kernel, space []value.Value, lane, vl int, pa
 		// not its batch of 1.
 		inner = innerAxis(k.Space, -1)
 	}
+	rows, blocked := space, gatherRows(f, k, space, lane, vl)
+	if blocked >= 0 {
+		rows = append([]value.Value(nil), space...)
+		rows[blocked] = f.Div(f.Add(space[blocked], I64(gatherBlock-1)), I64(gatherBlock))
+	}
 	piece := int64(0)
 	if parallel && !f.gpu && inner >= 0 {
-		piece = rowPiece(space, inner, vl)
+		piece = rowPiece(rows, inner, vl)
 	}
 	pieces := int64(1)
 	if piece > 0 {
 		n, _ := intConst(space[inner])
 		pieces = (n + piece - 1) / piece
 	}
-	emitRows(f, p, k, space, inner, -1, parallel, pieces, func(q *Point, i value.Value) {
+	emitRows(f, p, k, rows, inner, -1, parallel, pieces, func(q *Point, i value.Value) {
 		if inner < 0 {
 			body(q)
 			return
@@ -204,8 +209,44 @@ func emitLanes(f *Fn, p *Point, k *Kernel, space []value.Value, lane, vl int, pa
 			lo = f.Mul(i, I64(piece))
 			hi = f.Min(f.Add(lo, I64(piece)), hi)
 		}
-		laneLoop(f, q, inner, vl, lo, hi, body)
+		if blocked < 0 {
+			laneLoop(f, q, inner, vl, lo, hi, body)
+			return
+		}
+		r0 := f.Mul(q.Vars[blocked], I64(gatherBlock))
+		r1 := f.Min(f.Add(r0, I64(gatherBlock)), space[blocked])
+		laneLoop(f, q, inner, vl, lo, hi, func(v *Point) {
+			f.Loop(r0, r1, func(r value.Value) {
+				w := v.Scope()
+				w.Vars[blocked] = r
+				body(w)
+			})
+		})
 	})
+}
+
+// gatherBlock is the rows of a block that gatherRows walks together: the
+// floats of a cache line.
+const gatherBlock = 16
+
+// gatherRows returns the axis whose rows go in blocks of gatherBlock, each
+// vector of lanes for every row of the block before the next vector, or
+// -1. Lanes along an axis the loads read strided gather one float per
+// cache line; when another axis reads contiguously (a transpose), its
+// next rows read the other floats of those lines, so the block keeps them
+// in L1 instead of walking a whole row first (ConvNeXt's NHWC → NCHW
+// Transposes of 28×28×96: 0.055 → 0.017 ms at 1 thread).
+func gatherRows(f *Fn, k *Kernel, space []value.Value, lane, vl int) int {
+	if f.gpu || vl == 0 || lane < 0 || k.Reduce != nil || contiguous(k, axisRef{OpVar, int64(lane)}) {
+		return -1
+	}
+	for r := len(space) - 1; r >= 0; r-- {
+		n, ok := intConst(space[r])
+		if r != lane && (!ok || n >= 2*gatherBlock) && contiguous(k, axisRef{OpVar, int64(r)}) {
+			return r
+		}
+	}
+	return -1
 }
 
 // piecesPerSplit is how many pieces of work the threads split at least: a

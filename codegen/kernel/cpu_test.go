@@ -7,6 +7,8 @@ import (
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/kiln-ml/kiln/ir"
 )
 
 // TestRowPiece: rows too few for the threads are cut into pieces of whole
@@ -43,4 +45,24 @@ func TestRowPiece(t *testing.T) {
 			assert.Zero(t, got%int64(max(c.vl, 1)), "%s: pieces of whole vectors", c.name)
 		}
 	}
+}
+
+// TestGatherRows: lanes that gather (strided loads) go in blocks of rows
+// along an axis the loads read contiguously; contiguous lanes, scalar
+// lanes, short axes and no contiguous axis leave the rows alone.
+func TestGatherRows(t *testing.T) {
+	f := &Fn{}
+	x := NewBuffer("x", ir.Float32, 28, 28, 96)   // NHWC, batch dropped
+	out := NewBuffer("y", ir.Float32, 96, 28, 28) // NCHW
+	transposed := &Kernel{Out: out, Space: out.Dims, Value: Load(x, Var(1), Var(2), Var(0))}
+	space := []value.Value{I64(96), I64(28), I64(28)}
+	assert.Equal(t, 0, gatherRows(f, transposed, space, 2, 16), "channels: contiguous in x")
+	assert.Equal(t, -1, gatherRows(f, transposed, space, 2, 0), "scalar lanes")
+	assert.Equal(t, -1, gatherRows(f, transposed, []value.Value{I64(20), I64(28), I64(28)}, 2, 16), "20 channels: under two blocks")
+
+	copied := &Kernel{Out: x, Space: x.Dims, Value: Load(x, Var(0), Var(1), Var(2))}
+	assert.Equal(t, -1, gatherRows(f, copied, []value.Value{I64(28), I64(28), I64(96)}, 2, 16), "contiguous lanes")
+
+	strided := &Kernel{Out: out, Space: out.Dims, Value: Load(x, Var(1), Var(2), Mul(Var(0), Const(ir.Int64, 2)))}
+	assert.Equal(t, -1, gatherRows(f, strided, space, 2, 16), "no axis reads contiguously")
 }

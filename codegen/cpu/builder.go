@@ -353,6 +353,12 @@ func (k *kfn) prefetch(p, idx value.Value) {
 	k.b.NewCall(k.g.declare("llvm.prefetch.p0i8", types.Void, i8p, types.I32, types.I32, types.I32), q, c32(0), c32(3), c32(1))
 }
 
+// prefetchW asks for the cache line holding p[idx] for writing.
+func (k *kfn) prefetchW(p, idx value.Value) {
+	q := k.b.NewBitCast(k.gep(p, idx), i8p)
+	k.b.NewCall(k.g.declare("llvm.prefetch.p0i8", types.Void, i8p, types.I32, types.I32, types.I32), q, c32(1), c32(3), c32(1))
+}
+
 // vstore stores n floats at p[idx], only the first valid lanes.
 func (k *kfn) vstore(v, p, idx value.Value, n, valid int) {
 	vt := vecT(n)

@@ -348,15 +348,14 @@ func (k *kfn) vload(p, idx value.Value, n, valid int) value.Value {
 
 // prefetch asks for the cache line holding p[idx], for reading, into
 // every cache level, without waiting for it and without faulting.
-func (k *kfn) prefetch(p, idx value.Value) {
-	q := k.b.NewBitCast(k.gep(p, idx), i8p)
-	k.b.NewCall(k.g.declare("llvm.prefetch.p0i8", types.Void, i8p, types.I32, types.I32, types.I32), q, c32(0), c32(3), c32(1))
-}
+func (k *kfn) prefetch(p, idx value.Value) { k.prefetchFor(p, idx, 0) }
 
-// prefetchW asks for the cache line holding p[idx] for writing.
-func (k *kfn) prefetchW(p, idx value.Value) {
+// prefetchW is prefetch for writing (the line comes exclusive).
+func (k *kfn) prefetchW(p, idx value.Value) { k.prefetchFor(p, idx, 1) }
+
+func (k *kfn) prefetchFor(p, idx value.Value, write int64) {
 	q := k.b.NewBitCast(k.gep(p, idx), i8p)
-	k.b.NewCall(k.g.declare("llvm.prefetch.p0i8", types.Void, i8p, types.I32, types.I32, types.I32), q, c32(1), c32(3), c32(1))
+	k.b.NewCall(k.g.declare("llvm.prefetch.p0i8", types.Void, i8p, types.I32, types.I32, types.I32), q, c32(write), c32(3), c32(1))
 }
 
 // vstore stores n floats at p[idx], only the first valid lanes.

@@ -47,10 +47,9 @@ type step struct {
 	// steps loop over the samples together.
 	samples *kernel.Expr
 	group   int
-	// cost estimates the step's work (multiply-adds; nodeMACs of its
-	// node, on the node's first step, symbolic dims at their maxima) for
-	// cutting a run into parts.
-	cost int64
+	// node is the graph node the step computes (part of), whose work
+	// (nodeMACs) counts towards a part of the run on its first step.
+	node *ir.Node
 }
 
 // gen holds one compilation.
@@ -124,8 +123,7 @@ type gen struct {
 	inputs, outputs           []IO
 	kernelNames               []string
 	curNode                   *ir.Node
-	costed                    *ir.Node // the node whose cost a step carries already
-	parts                     int      // kiln_run's
+	parts                     int // kiln_run's
 	nstep                     int
 
 	// bufs and bufVals are the kernel layer's buffers of values; kops the
@@ -356,10 +354,7 @@ func (g *gen) step(name string, serial bool, body func(k *kfn)) {
 	}
 	body(k)
 	k.b.NewRet(nil)
-	st := step{f: f, serial: serial, counters: k.counters}
-	if g.curNode != nil && g.curNode != g.costed {
-		st.cost, g.costed = nodeMACs(g.curNode), g.curNode
-	}
+	st := step{f: f, serial: serial, counters: k.counters, node: g.curNode}
 	if g.slice != nil {
 		st.samples, st.group = g.slice.n, g.slice.group
 	}
@@ -574,9 +569,13 @@ func (g *gen) emitParts(f *ll.Func, x entryArgs, part value.Value, bar, clear *l
 	}
 	var starts []*ll.Block
 	work := int64(0)
+	counted := map[*ir.Node]bool{}
 	cut := func(b *ll.Block, from, to int) (*ll.Block, value.Value) {
 		for _, st := range g.steps[from:to] {
-			work += st.cost
+			if st.node != nil && !counted[st.node] {
+				counted[st.node] = true
+				work += nodeMACs(st.node)
+			}
 		}
 		if work < runPartMACs || !g.barrierAfter(to-1) {
 			return b, nil

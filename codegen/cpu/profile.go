@@ -14,9 +14,8 @@ import ll "github.com/llir/llvm/ir"
 // starts (i = 0) and after step i-1 and the barrier that follows it, so
 // each interval is the step's time on the slowest thread. It ends with a
 // barrier that kiln_run leaves out, so the last step counts every thread
-// too. kiln_cycles reads the same
-// counter, for the runtime to calibrate against its clock. kiln_run itself
-// carries none of this.
+// too. kiln_cycles reads the same counter, for the runtime to calibrate
+// against its clock. kiln_run itself carries none of this.
 const (
 	profileEntry = "kiln_run_profile"
 	cyclesEntry  = "kiln_cycles"
@@ -39,7 +38,7 @@ func (g *gen) emitProfileEntry(bar, clear *ll.Func) {
 		ll.NewParam("times", i64p), ll.NewParam("part", i64))
 	p := &profiler{counter: counter}
 	x := entryArgs{f.Params[0], f.Params[1], f.Params[2], f.Params[3], f.Params[4], f.Params[5], nil}
-	_ = g.emitParts(f, x, f.Params[7], bar, clear, p, func(b *ll.Block) {
+	g.emitParts(f, x, f.Params[7], bar, clear, p, func(b *ll.Block) {
 		p.row = b.NewGetElementPtr(i64, f.Params[6], b.NewMul(x.tid, c64(int64(len(g.steps)+1))))
 	})
 }

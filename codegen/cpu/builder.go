@@ -309,11 +309,7 @@ func (k *kfn) sqrt(x value.Value) value.Value {
 // sigmoid and tanh are the kernel layer's (codegen/kernel/math.go).
 func (k *kfn) tanh(x value.Value) value.Value { return k.kf().Tanh(x) }
 
-func (k *kfn) sigmoid(x value.Value) value.Value {
-	t := x.Type()
-	e := k.kf().ExpClamped(k.b.NewFNeg(x))
-	return k.fdiv(fconst(t, 1), k.fadd(fconst(t, 1), e))
-}
+func (k *kfn) sigmoid(x value.Value) value.Value { return k.kf().Sigmoid(x) }
 
 // ---- vectors ----
 

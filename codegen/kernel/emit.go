@@ -446,7 +446,7 @@ func (f *Fn) unaryOp(op Op, t ir.DType, x value.Value) value.Value {
 			return f.B.NewFCmp(enum.FPredUNO, x, x)
 		}
 		fn := map[Op]func(value.Value) value.Value{OpExp: f.Exp, OpLog: f.Log, OpSin: f.Sin, OpCos: f.Cos,
-			OpAtan: f.Atan, OpTanh: f.Tanh, OpErf: f.Erf}[op]
+			OpAtan: f.Atan, OpTanh: f.Tanh, OpErf: f.Erf, OpSigmoid: f.Sigmoid}[op]
 		if fn == nil {
 			panic(fmt.Sprintf("kernel: %s on %s", op, t))
 		}
@@ -455,6 +455,9 @@ func (f *Fn) unaryOp(op Op, t ir.DType, x value.Value) value.Value {
 		}
 		if t == ir.Float64 && op == OpLog {
 			return f.Log64(x)
+		}
+		if t == ir.Float64 && op == OpSigmoid {
+			return f.Sigmoid(x)
 		}
 		if t == ir.Float64 { // the other polynomials are single precision: ~1e-7 relative
 			n := lanes(x)

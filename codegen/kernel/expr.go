@@ -36,6 +36,7 @@ const (
 	OpAtan
 	OpTanh
 	OpErf
+	OpSigmoid
 	OpFloor
 	OpCeil
 	OpRound // half to even
@@ -70,7 +71,7 @@ var opNames = [...]string{
 	OpConst: "const", OpVar: "var", OpRVar: "rvar", OpSym: "sym", OpHole: "hole", OpAcc: "acc",
 	OpLoad: "load", OpLoadOr: "loador",
 	OpNeg: "neg", OpAbs: "abs", OpNot: "not", OpSqrt: "sqrt", OpExp: "exp", OpLog: "log",
-	OpSin: "sin", OpCos: "cos", OpAtan: "atan", OpTanh: "tanh", OpErf: "erf", OpFloor: "floor",
+	OpSin: "sin", OpCos: "cos", OpAtan: "atan", OpTanh: "tanh", OpErf: "erf", OpSigmoid: "sigmoid", OpFloor: "floor",
 	OpCeil: "ceil", OpRound: "round", OpIsNaN: "isnan", OpCast: "cast",
 	OpAdd: "add", OpSub: "sub", OpMul: "mul", OpDiv: "div", OpRem: "rem", OpMax: "max", OpMin: "min",
 	OpPow: "pow", OpAnd: "and", OpOr: "or", OpXor: "xor", OpShl: "shl", OpShr: "shr",
@@ -261,6 +262,10 @@ func Erf(x *Expr) *Expr   { return unary(OpErf, x) }
 func Floor(x *Expr) *Expr { return unary(OpFloor, x) }
 func Ceil(x *Expr) *Expr  { return unary(OpCeil, x) }
 func Round(x *Expr) *Expr { return unary(OpRound, x) }
+
+// Sigmoid is 1/(1+e^-x), one op so that the emitter can skip the
+// reciprocal's edge handling (e^-x is clamped finite).
+func Sigmoid(x *Expr) *Expr { return unary(OpSigmoid, x) }
 
 // IsNaN is a Bool.
 func IsNaN(x *Expr) *Expr {

@@ -114,6 +114,17 @@ func (f *Fn) Recip(x value.Value) value.Value {
 	return f.sel(f.fcmp(enum.FPredUNO, r1, r1), r, r1)
 }
 
+// recipFinite is 1/x for x finite and nonzero (or NaN): Recip without the
+// edge select, which only those edges need.
+func (f *Fn) recipFinite(x value.Value) value.Value {
+	fm := f.fast(x)
+	if fm == nil {
+		return f.B.NewFDiv(f.fc(x, 1), x)
+	}
+	r := fm.RecipEstimate(f, x)
+	return f.fma(r, f.fma(f.B.NewFNeg(x), r, f.fc(x, 1)), r)
+}
+
 // Exp is e^x: range reduction by ln 2, a degree-5 polynomial and 2^n built
 // in the exponent bits; above 88.72 it is +Inf, below -103.9 it is 0.
 func (f *Fn) Exp(x value.Value) value.Value {
@@ -122,7 +133,7 @@ func (f *Fn) Exp(x value.Value) value.Value {
 		// 2^n by vscalefps, which saturates: no edge selects, and NaN
 		// stays NaN through the clamps (FMax/FMin keep a NaN x).
 		xc := f.FMin(f.FMax(x, c(-104)), c(89))
-		n := f.intrinsic1("floor", f.fma(xc, c(1.44269504088896341), c(0.5)))
+		n := f.expN(xc)
 		return fm.Scale(f, f.expPoly(xc, n), n)
 	}
 	y := f.ExpClamped(x)
@@ -135,14 +146,32 @@ func (f *Fn) Exp(x value.Value) value.Value {
 // NaN gives NaN): enough inside functions that saturate anyway, such as
 // Tanh and a sigmoid, without Exp's edge selects.
 func (f *Fn) ExpClamped(x value.Value) value.Value {
-	c := func(v float64) value.Value { return f.fc(x, v) }
-	xc := f.FMin(f.FMax(x, c(-87.3365447504)), c(88.3762626647949))
-	n := f.intrinsic1("floor", f.fma(xc, c(1.44269504088896341), c(0.5)))
-	y := f.expPoly(xc, n)
+	return f.expIn(f.FMin(f.FMax(x, f.fc(x, expMin)), f.fc(x, expMax)))
+}
+
+// ExpClamped's range: e^x is a normal float.
+const expMin, expMax = -87.3365447504, 88.3762626647949
+
+// expIn is e^x for x in [expMin, 89], or NaN: a normal float up to
+// expMax, +Inf past 88.72.
+func (f *Fn) expIn(x value.Value) value.Value {
+	n := f.expN(x)
+	y := f.expPoly(x, n)
+	if fm := f.fast(x); fm != nil {
+		return fm.Scale(f, y, n)
+	}
 	it := intTypeLike(x.Type())
 	ni := f.B.NewFPToSI(n, it)
 	bits := f.B.NewShl(f.B.NewAdd(ni, intConstLike(it, 127)), intConstLike(it, 23))
 	return f.B.NewFMul(y, f.B.NewBitCast(bits, x.Type()))
+}
+
+// expN is round(x / ln 2) as a float, for |x| < 2^22: adding 1.5·2^23
+// leaves the integer in the mantissa (an fma and a subtraction, where
+// floor is two µops on x86).
+func (f *Fn) expN(x value.Value) value.Value {
+	const magic = 0x1.8p23
+	return f.B.NewFSub(f.fma(x, f.fc(x, 1.44269504088896341), f.fc(x, magic)), f.fc(x, magic))
 }
 
 // expPoly is e^(x - n·ln 2) for n = round(x / ln 2): ln 2 in two parts,
@@ -155,7 +184,9 @@ func (f *Fn) expPoly(x, n value.Value) value.Value {
 	for _, k := range []float64{1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1} {
 		p = f.fma(p, r, c(k))
 	}
-	return f.B.NewFAdd(f.fma(p, f.B.NewFMul(r, r), r), c(1))
+	// 1 + r + p·r² as 1 + r·(1 + p·r): two fmas where a multiply, an
+	// fma and an add were three.
+	return f.fma(f.fma(p, r, c(1)), r, c(1))
 }
 
 // Log is the natural logarithm: x = m·2^e with m in [√½, √2), log m by a
@@ -208,13 +239,43 @@ func (f *Fn) Erf(x value.Value) value.Value {
 	return f.B.NewFDiv(p, q)
 }
 
-// Tanh is 1 - 2/(e^{2x}+1), and x itself near 0 for relative accuracy.
+// Tanh is 1 - 2/(e^{2x}+1), and below |x| = 0.625, where that subtraction
+// cancels (3,000 ulp at x = 5e-4), Cephes' odd polynomial x + x³·P(x²).
 func (f *Fn) Tanh(x value.Value) value.Value {
 	c := func(v float64) value.Value { return f.fc(x, v) }
 	e := f.ExpClamped(f.B.NewFMul(x, c(2)))
-	y := f.B.NewFSub(c(1), f.B.NewFDiv(c(2), f.B.NewFAdd(e, c(1))))
-	small := f.fcmp(enum.FPredOLT, f.intrinsic1("fabs", x), c(0.0004))
-	return f.sel(small, x, y)
+	y := f.fma(c(-2), f.recipFinite(f.B.NewFAdd(e, c(1))), c(1))
+	z := f.B.NewFMul(x, x)
+	p := c(-5.70498872745e-3)
+	for _, k := range []float64{2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1} {
+		p = f.fma(p, z, c(k))
+	}
+	small := f.fma(f.B.NewFMul(p, z), x, x)
+	return f.sel(f.fcmp(enum.FPredOLT, f.intrinsic1("fabs", x), c(0.625)), small, y)
+}
+
+// Sigmoid is 1/(1+e^-x), e^-x clamped (ExpClamped) so that the sum is
+// finite and its reciprocal needs no edge select; results below 2^-126
+// flush to zero. Float64 keeps the division and Exp64.
+func (f *Fn) Sigmoid(x value.Value) value.Value {
+	one := f.fc(x, 1)
+	if isF64(x) {
+		return f.B.NewFDiv(one, f.B.NewFAdd(one, f.Exp64(f.B.NewFNeg(x))))
+	}
+	// Clamping x rather than -x lets the negation fold into expIn's fmas.
+	xc := f.FMin(f.FMax(x, f.fc(x, -89)), f.fc(x, -expMin))
+	fm := f.fast(x)
+	if fm == nil {
+		return f.B.NewFDiv(one, f.B.NewFAdd(f.expIn(f.B.NewFNeg(xc)), one))
+	}
+	// Below -88.72 e^-x is +Inf (vscalefps saturates) and its estimate 0;
+	// the Newton step takes the sum capped at the largest float so that
+	// it keeps that 0 (Sigmoid(-Inf) = 0, SiLU(-Inf) = NaN as in ONNX)
+	// where Inf·0 would make it NaN.
+	d := f.B.NewFAdd(f.expIn(f.B.NewFNeg(xc)), one)
+	r := fm.RecipEstimate(f, d)
+	dc := f.FMin(d, f.fc(x, math.MaxFloat32))
+	return f.fma(r, f.fma(f.B.NewFNeg(dc), r, one), r)
 }
 
 // Sin and Cos reduce x by π/4 (Cody-Waite, three parts of π/4) and

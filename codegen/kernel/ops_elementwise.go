@@ -114,9 +114,6 @@ func num(x *Expr, v float64) *Expr { return Const(x.Type, v) }
 
 // Composite float functions, built from the primitives.
 
-// Sigmoid is 1/(1+e^-x).
-func Sigmoid(x *Expr) *Expr { return Div(num(x, 1), Add(num(x, 1), Exp(Neg(x)))) }
-
 // Expm1 is e^x - 1, by its Taylor series near 0 where the subtraction
 // would cancel.
 func Expm1(x *Expr) *Expr {

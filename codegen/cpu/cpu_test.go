@@ -237,6 +237,18 @@ func TestOps(t *testing.T) {
 		{name: "conv_dilated", op: "Conv", inputs: [][]int64{{1, 4, 10, 10}}, consts: []*ir.Tensor{w(6, 4, 3, 3)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 2, 2, 2, 2), ir.AttrIs("dilations", 2, 2)}, tol: 1e-5},
 		{name: "conv_dw", op: "Conv", inputs: [][]int64{{1, 8, 9, 9}}, consts: []*ir.Tensor{w(8, 1, 3, 3), w(8)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrI("group", 8)}, tol: 1e-5},
 		{name: "conv_dw_s2", op: "Conv", inputs: [][]int64{{1, 8, 10, 10}}, consts: []*ir.Tensor{w(8, 1, 3, 3)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrI("group", 8), ir.AttrIs("strides", 2, 2)}, tol: 1e-5},
+		// Windows through rowTaps (rows wider than a vector): tails, 5×5,
+		// dilation, a last full vector whose right tap reads the next
+		// stretch of the row; stride 1 and 2.
+		{name: "conv_dw_wide", op: "Conv", inputs: [][]int64{{1, 4, 6, 37}}, consts: []*ir.Tensor{w(4, 1, 3, 3), w(4)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrI("group", 4)}, tol: 1e-5},
+		{name: "conv_dw5_dilated", op: "Conv", inputs: [][]int64{{1, 3, 11, 35}}, consts: []*ir.Tensor{w(3, 1, 5, 5)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 4, 4, 4, 4), ir.AttrIs("dilations", 2, 2), ir.AttrI("group", 3)}, tol: 1e-5},
+		{name: "maxpool_s1_wide", op: "MaxPool", inputs: [][]int64{{1, 3, 7, 40}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("pads", 1, 1, 1, 1)}},
+		{name: "conv_dw_s2_wide", op: "Conv", inputs: [][]int64{{1, 6, 13, 37}}, consts: []*ir.Tensor{w(6, 1, 3, 3), w(6)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 1, 1, 1, 1), ir.AttrI("group", 6), ir.AttrIs("strides", 2, 2)}, tol: 1e-5},
+		{name: "conv_dw5_s2", op: "Conv", inputs: [][]int64{{1, 4, 15, 70}}, consts: []*ir.Tensor{w(4, 1, 5, 5)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 2, 2, 2, 2), ir.AttrI("group", 4), ir.AttrIs("strides", 2, 2)}, tol: 1e-5},
+		{name: "conv_dw_s2_dilated", op: "Conv", inputs: [][]int64{{1, 3, 12, 40}}, consts: []*ir.Tensor{w(3, 1, 3, 3)}, attrs: []*ir.Attribute{ir.AttrIs("pads", 2, 2, 2, 2), ir.AttrIs("dilations", 2, 2), ir.AttrI("group", 3), ir.AttrIs("strides", 2, 2)}, tol: 1e-5},
+		{name: "maxpool_s2_wide", op: "MaxPool", inputs: [][]int64{{1, 3, 9, 111}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 2, 2)}},
+		{name: "maxpool_s2_full", op: "MaxPool", inputs: [][]int64{{1, 2, 5, 33}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 2, 2)}},
+		{name: "avgpool_s2_wide", op: "AveragePool", inputs: [][]int64{{1, 2, 9, 69}}, attrs: []*ir.Attribute{ir.AttrIs("kernel_shape", 3, 3), ir.AttrIs("strides", 2, 2), ir.AttrIs("pads", 1, 1, 1, 1)}},
 		{name: "conv_grouped", op: "Conv", inputs: [][]int64{{1, 8, 6, 6}}, consts: []*ir.Tensor{w(4, 4, 3, 3), w(4)}, attrs: []*ir.Attribute{ir.AttrI("group", 2)}, tol: 1e-5},
 	}
 	checkCases(t, r, cases)

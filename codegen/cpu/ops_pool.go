@@ -71,6 +71,11 @@ func (g *gen) lowerPool(n *ir.Node) error {
 		k.parLoop(planes, par, func(pl value.Value) {
 			for _, run := range runs {
 				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
+					taps := map[int64]*rowTaps{}
+					for _, kh := range run.taps {
+						ih := k.add(k.mul(oh, c64(p.sh)), c64(kh*p.dh-p.ph))
+						taps[kh] = newRowTaps(k, ip, k.mul(k.add(k.mul(pl, c64(p.H)), ih), c64(p.W)), p.sw, p.W, int(vl), fill)
+					}
 					for j := int64(0); j < nch; j++ {
 						valid := int(min(vl, p.OW-j*vl))
 						var acc value.Value // the first tap's value starts a maximum
@@ -78,11 +83,13 @@ func (g *gen) lowerPool(n *ir.Node) error {
 							acc = fconst(vecT(int(vl)), fill)
 						}
 						for _, kh := range run.taps {
-							ih := k.add(k.mul(oh, c64(p.sh)), c64(kh*p.dh-p.ph))
-							row := k.mul(k.add(k.mul(pl, c64(p.H)), ih), c64(p.W))
 							for kw := int64(0); kw < p.kw; kw++ {
-								col0 := j*vl*p.sw + kw*p.dw - p.pw
-								x := k.loadStrided(ip, row, col0, p.sw, p.W, int(vl), valid, fill)
+								var x value.Value
+								if t := taps[kh]; rowTapsFit(p.sw) {
+									x = t.tap(j, kw*p.dw-p.pw, valid)
+								} else {
+									x = k.loadStrided(ip, t.row, j*vl*p.sw+kw*p.dw-p.pw, p.sw, p.W, int(vl), valid, fill)
+								}
 								switch {
 								case x == nil:
 								case isMax && acc == nil:

@@ -35,15 +35,7 @@ func TestDynamicBatchLayerOps(t *testing.T) {
 	needLLC(t)
 	r := rand.New(rand.NewSource(3))
 	m := optimize(t, dynamicLayerNet(rand.New(rand.NewSource(7))))
-	res, err := Compile(m, Options{Winograd: WinogradOff, Profile: map[string]DimRange{"N": {Min: 1, Opt: 2, Max: 5}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := Load(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := compileLoad(t, m, Options{Winograd: WinogradOff, Profile: map[string]DimRange{"N": {Min: 1, Opt: 2, Max: 5}}})
 	for _, batch := range []int64{1, 5, 3} {
 		in := map[string]*ir.Tensor{"x": randTensor(r, batch, 2, 5, 6), "v": randTensor(r, batch, 2, 3, 4, 3), "s": randTensor(r, 3, batch, 4)}
 		want := runRef(t, dynamicLayerNet(rand.New(rand.NewSource(7))), in)

@@ -94,15 +94,7 @@ func TestDynamicSequence(t *testing.T) {
 		g.SetOutputs(g.Apply("Sub", []*ir.Value{o, mean}))
 		return ir.NewModel(g, 13)
 	}
-	res, err := Compile(optimize(t, model()), Options{Winograd: WinogradOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := Load(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := compileLoad(t, optimize(t, model()), Options{Winograd: WinogradOff})
 	for _, bs := range [][2]int64{{1, 1}, {1, 7}, {3, 5}, {2, 32}} {
 		in := map[string]*ir.Tensor{"x": randTensor(r, bs[0], bs[1], 16)}
 		want := runRef(t, model(), in)

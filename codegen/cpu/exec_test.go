@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"runtime"
+	"testing"
 	"unsafe"
 
 	"github.com/kiln-ml/kiln/ir"
@@ -32,6 +33,21 @@ func Load(r *Result) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{Result: r, lib: lib, live: w, weights: w.Bytes}, nil
+}
+
+// compileLoad compiles m and loads the engine, closed when the test ends.
+func compileLoad(t testing.TB, m *ir.Model, o Options) *Engine {
+	t.Helper()
+	res, err := Compile(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Load(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
 
 // weightsPtr is the live weights' address (nil: an engine without any).

@@ -57,15 +57,7 @@ func TestTranscendentalULPs(t *testing.T) {
 	}
 	g.SetOutputs(outs...)
 	m := optimize(t, ir.NewModel(g, 13))
-	res, err := Compile(m, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := Load(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := compileLoad(t, m, Options{})
 	in := ir.FromSlice(ir.Float32, []int64{int64(len(xs))}, xs)
 	got, err := e.Run(map[string]*ir.Tensor{"x": in}, 1, nil)
 	if err != nil {

@@ -49,15 +49,7 @@ func TestStandaloneBatchNorm(t *testing.T) {
 	}
 
 	m := optimize(t, denseBlock(rand.New(rand.NewSource(3)), 0))
-	res, err := Compile(m, Options{Profile: map[string]DimRange{"N": {Min: 1, Opt: 1, Max: 4}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := Load(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := compileLoad(t, m, Options{Profile: map[string]DimRange{"N": {Min: 1, Opt: 1, Max: 4}}})
 	for _, batch := range []int64{1, 3} {
 		in := map[string]*ir.Tensor{"x": randTensor(r, batch, 4, 6, 6)}
 		want := runRef(t, denseBlock(rand.New(rand.NewSource(3)), 0), in)

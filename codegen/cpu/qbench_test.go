@@ -91,15 +91,7 @@ func fconvBenchModel(b *testing.B, c benchConv) (*ir.Model, map[string]*ir.Tenso
 
 func benchEngine(b *testing.B, m *ir.Model, feeds map[string]*ir.Tensor, macs float64) {
 	needLLC(b)
-	res, err := Compile(m, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := Load(res)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
+	e := compileLoad(b, m, Options{})
 	arena := e.NewArena()
 	if _, err := e.Run(feeds, 1, arena); err != nil {
 		b.Fatal(err)

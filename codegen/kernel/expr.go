@@ -263,8 +263,8 @@ func Floor(x *Expr) *Expr { return unary(OpFloor, x) }
 func Ceil(x *Expr) *Expr  { return unary(OpCeil, x) }
 func Round(x *Expr) *Expr { return unary(OpRound, x) }
 
-// Sigmoid is 1/(1+e^-x), one op so that the emitter can skip the
-// reciprocal's edge handling (e^-x is clamped finite).
+// Sigmoid is 1/(1+e^-x), one op so that the emitter can build it without
+// the reciprocal's edge select (Fn.Sigmoid).
 func Sigmoid(x *Expr) *Expr { return unary(OpSigmoid, x) }
 
 // IsNaN is a Bool.

@@ -144,7 +144,7 @@ func (f *Fn) Exp(x value.Value) value.Value {
 
 // ExpClamped is e^x for x clamped to [-87.3, 88.4] (so never 0 or Inf;
 // NaN gives NaN): enough inside functions that saturate anyway, such as
-// Tanh and a sigmoid, without Exp's edge selects.
+// Tanh, without Exp's edge selects.
 func (f *Fn) ExpClamped(x value.Value) value.Value {
 	return f.expIn(f.FMin(f.FMax(x, f.fc(x, expMin)), f.fc(x, expMax)))
 }
@@ -254,9 +254,9 @@ func (f *Fn) Tanh(x value.Value) value.Value {
 	return f.sel(f.fcmp(enum.FPredOLT, f.intrinsic1("fabs", x), c(0.625)), small, y)
 }
 
-// Sigmoid is 1/(1+e^-x), e^-x clamped (ExpClamped) so that the sum is
-// finite and its reciprocal needs no edge select; results below 2^-126
-// flush to zero. Float64 keeps the division and Exp64.
+// Sigmoid is 1/(1+e^-x) for x clamped to [-89, 87.3]: the sum lies in
+// [1, +Inf] and its reciprocal needs no edge select (results below 2^-126
+// may flush to zero). Float64 keeps the division and Exp64.
 func (f *Fn) Sigmoid(x value.Value) value.Value {
 	one := f.fc(x, 1)
 	if isF64(x) {

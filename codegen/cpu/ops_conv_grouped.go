@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
@@ -118,9 +119,6 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 			sum(yRow, (c.OW+vl-1)/vl, c.OW, run.taps, func(xCi value.Value, kh, kw, j int64) value.Value {
 				ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
 				valid := int(min(vl, c.OW-j*vl))
-				if !rowTapsFit(c.sw) {
-					return k.loadStrided(xp, k.add(xCi, k.mul(ih, c64(c.W))), j*vl*c.sw+kw*c.dw-c.pw, c.sw, c.W, int(vl), valid, 0)
-				}
 				key := [2]any{xCi, kh}
 				if taps[key] == nil {
 					taps[key] = newRowTaps(k, xp, k.add(xCi, k.mul(ih, c64(c.W))), c.sw, c.W, int(vl), 0)
@@ -223,49 +221,6 @@ func tapRuns(n, stride, pad, dil, kern, size int64) []tapRun {
 	return runs
 }
 
-// loadStrided loads lanes l < valid of the vector x[row + col0 + l*stride]
-// whose column col0 + l*stride lies in [0, width); other lanes are fill. It
-// returns nil when no lane is in range. Stride 1 is one masked load, stride
-// 2 two masked loads and a shuffle of the even elements, larger strides
-// scalar loads.
-func (k *kfn) loadStrided(p, row value.Value, col0, stride, width int64, vl, valid int, fill float64) value.Value {
-	in := func(col int64) bool { return col >= 0 && col < width }
-	any := false
-	for l := 0; l < valid; l++ {
-		any = any || in(col0+int64(l)*stride)
-	}
-	if !any {
-		return nil
-	}
-	switch stride {
-	case 1, 2:
-		parts := make([]value.Value, stride)
-		for s := range parts {
-			mask := make([]bool, vl)
-			for e := range mask {
-				pos := int64(s*vl + e) // element offset from col0
-				mask[e] = pos%stride == 0 && pos/stride < int64(valid) && in(col0+pos)
-			}
-			parts[s] = k.vloadMask(p, k.add(row, c64(col0+int64(s*vl))), mask, fill)
-		}
-		if stride == 1 {
-			return parts[0]
-		}
-		idx := make([]constant.Constant, vl)
-		for l := range idx {
-			idx[l] = c32(int64(2 * l))
-		}
-		return k.b.NewShuffleVector(parts[0], parts[1], constant.NewVector(types.NewVector(uint64(vl), i32), idx...))
-	}
-	v := fconst(vecT(vl), fill)
-	for l := 0; l < valid; l++ {
-		if col := col0 + int64(l)*stride; in(col) {
-			v = k.b.NewInsertElement(v, k.load(p, k.add(row, c64(col))), c32(int64(l)))
-		}
-	}
-	return v
-}
-
 // vloadMask loads the lanes of p[idx:idx+len(mask)] where mask is set
 // (others fill); a lane outside the mask is never touched.
 func (k *kfn) vloadMask(p, idx value.Value, mask []bool, fill float64) value.Value {
@@ -296,13 +251,13 @@ func (k *kfn) vloadMask(p, idx value.Value, mask []bool, fill float64) value.Val
 // vector of the row, loading each stretch of the row once: stride 2 as
 // pairs of vectors split into their even and odd elements, stride 1 as
 // plain vectors; a tap is one of these, or two neighbours shifted by a few
-// lanes (valignd). loadStrided loads every tap by itself, a stride-2 tap
-// as two masked loads (mostly split across cache lines) and a shuffle: a
-// 3×3 depthwise convolution of stride 2 was bound by its loads (96
-// channels, 56×56 → 28×28: 0.042 → 0.023 ms; stride 1 at 56×56 0.080 →
-// 0.065; squeezenet1_1's first MaxPool 0.139 → 0.120). Lanes past the
-// output row's end may hold any element of the input row (their stores
-// are masked); elements outside [0, width) are fill and never read.
+// lanes (valignd). Larger strides load lane by lane. Loaded by itself, a
+// stride-2 tap was two masked loads (mostly split across cache lines) and
+// a shuffle, and a 3×3 depthwise convolution of stride 2 was bound by its
+// loads (96 channels, 56×56 → 28×28: 0.042 → 0.023 ms; stride 1 at 56×56
+// 0.080 → 0.065; squeezenet1_1's first MaxPool 0.139 → 0.120). Lanes past
+// the output row's end may hold any element of the input row (their
+// stores are masked); elements outside [0, width) are fill and never read.
 type rowTaps struct {
 	k       *kfn
 	p, row  value.Value
@@ -316,9 +271,6 @@ type rowTaps struct {
 func newRowTaps(k *kfn, p, row value.Value, stride, width int64, vl int, fill float64) *rowTaps {
 	return &rowTaps{k: k, p: p, row: row, stride: stride, width: width, vl: vl, fill: fill, streams: map[int64][]value.Value{}}
 }
-
-// rowTapsFit reports whether rowTaps handles the stride.
-func rowTapsFit(stride int64) bool { return stride == 1 || stride == 2 }
 
 // stream is the J-th vector of each parity stream: lane l of parity r is
 // x[row + stride·(vl·J + l) + r].
@@ -364,9 +316,18 @@ func (t *rowTaps) tap(j, d int64, valid int) value.Value {
 		return nil
 	}
 	vl := int64(t.vl)
-	r := ((d % t.stride) + t.stride) % t.stride
-	q := (d - r) / t.stride // lanes to shift, floor(d / stride)
-	J := j + floorDiv(q, vl)
+	if t.stride > 2 { // lane by lane
+		v := fconst(vecT(t.vl), t.fill)
+		for l := range int64(valid) {
+			if col := t.stride*(vl*j+l) + d; col >= 0 && col < t.width {
+				v = t.k.b.NewInsertElement(v, t.k.load(t.p, t.k.add(t.row, c64(col))), c32(l))
+			}
+		}
+		return v
+	}
+	q := dimexpr.FloorDiv(d, t.stride) // lanes to shift
+	r := d - q*t.stride                // parity
+	J := j + dimexpr.FloorDiv(q, vl)
 	off := q - (J-j)*vl
 	a := t.stream(J)[r]
 	if off == 0 {
@@ -378,12 +339,4 @@ func (t *rowTaps) tap(j, d int64, valid int) value.Value {
 		idx[l] = c32(off + int64(l))
 	}
 	return t.k.b.NewShuffleVector(a, b, constant.NewVector(types.NewVector(uint64(vl), i32), idx...))
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
 }

@@ -84,12 +84,7 @@ func (g *gen) lowerPool(n *ir.Node) error {
 						}
 						for _, kh := range run.taps {
 							for kw := int64(0); kw < p.kw; kw++ {
-								var x value.Value
-								if t := taps[kh]; rowTapsFit(p.sw) {
-									x = t.tap(j, kw*p.dw-p.pw, valid)
-								} else {
-									x = k.loadStrided(ip, t.row, j*vl*p.sw+kw*p.dw-p.pw, p.sw, p.W, int(vl), valid, fill)
-								}
+								x := taps[kh].tap(j, kw*p.dw-p.pw, valid)
 								switch {
 								case x == nil:
 								case isMax && acc == nil:

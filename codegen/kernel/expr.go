@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 )
 
 // Op is an expression's operation.
@@ -353,7 +354,7 @@ func Select(c, x, y *Expr) *Expr {
 func FloorDiv(x, y *Expr) *Expr {
 	if a, ok := x.IntValue(); ok {
 		if b, ok := y.IntValue(); ok && b != 0 {
-			return C(floorDiv(a, b))
+			return C(dimexpr.FloorDiv(a, b))
 		}
 	}
 	q := Div(x, y)
@@ -367,14 +368,6 @@ func FloorMod(x, y *Expr) *Expr {
 	r := Rem(x, y)
 	adjust := And(Ne(r, C(0)), Ne(Lt(r, C(0)), Lt(y, C(0))))
 	return Select(adjust, Add(r, y), r)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // Clamp is min(max(x, lo), hi).

@@ -264,15 +264,15 @@ func (f *Fn) Sigmoid(x value.Value) value.Value {
 	}
 	// Clamping x rather than -x lets the negation fold into expIn's fmas.
 	xc := f.FMin(f.FMax(x, f.fc(x, -89)), f.fc(x, -expMin))
+	d := f.B.NewFAdd(f.expIn(f.B.NewFNeg(xc)), one)
 	fm := f.fast(x)
 	if fm == nil {
-		return f.B.NewFDiv(one, f.B.NewFAdd(f.expIn(f.B.NewFNeg(xc)), one))
+		return f.B.NewFDiv(one, d)
 	}
 	// Below -88.72 e^-x is +Inf (vscalefps saturates) and its estimate 0;
 	// the Newton step takes the sum capped at the largest float so that
 	// it keeps that 0 (Sigmoid(-Inf) = 0, SiLU(-Inf) = NaN as in ONNX)
 	// where Inf·0 would make it NaN.
-	d := f.B.NewFAdd(f.expIn(f.B.NewFNeg(xc)), one)
 	r := fm.RecipEstimate(f, d)
 	dc := f.FMin(d, f.fc(x, math.MaxFloat32))
 	return f.fma(r, f.fma(f.B.NewFNeg(dc), r, one), r)

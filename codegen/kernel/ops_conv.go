@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 	"github.com/kiln-ml/kiln/ir/ops"
 )
 
@@ -272,7 +273,7 @@ func (ct *convT) phase(ph []int64) {
 		}
 		step := s / g
 		J := (K - k0 + step - 1) / step
-		base := floorDiv(ph[a]+pb-k0*d, s)
+		base := dimexpr.FloorDiv(ph[a]+pb-k0*d, s)
 		j := RVar(len(ct.channels) + len(taps))
 		i := Sub(Add(q, C(base)), Mul(j, C(d/g)))
 		extents = append(extents, C(J))

@@ -2,9 +2,9 @@ package dimexpr
 
 import "fmt"
 
-// floorDiv and floorMod are Python's // and % on int64 (the divisor is
-// positive where they are used).
-func floorDiv(a, b int64) int64 {
+// FloorDiv and floorMod are Python's // and % on int64 (the divisor is
+// positive where they are used); codegen uses FloorDiv for window offsets.
+func FloorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {
 		q--
@@ -12,7 +12,7 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
+func floorMod(a, b int64) int64 { return a - FloorDiv(a, b)*b }
 
 func gcd(a, b int64) int64 {
 	a, b = abs(a), abs(b)
@@ -89,7 +89,7 @@ func (e *Expr) floorDivConst(c int64) (*Expr, error) {
 	}
 	var q, r []term
 	for _, t := range e.terms {
-		if qc := floorDiv(t.coef, c); qc != 0 {
+		if qc := FloorDiv(t.coef, c); qc != 0 {
 			q = append(q, term{qc, t.mono})
 		}
 		if rc := floorMod(t.coef, c); rc != 0 {

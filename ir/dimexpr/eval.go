@@ -44,7 +44,7 @@ func (a *atom) eval(env map[string]int64) (int64, error) {
 		return v, nil
 	case floorAtom:
 		n, err := a.num.Eval(env)
-		return floorDiv(n, a.den), err
+		return FloorDiv(n, a.den), err
 	}
 	var out int64
 	for i, x := range a.args {
@@ -183,7 +183,7 @@ func (n Node) Eval(env map[string]int64) (int64, error) {
 			if v <= 0 {
 				return 0, fmt.Errorf("floor division by %d", v)
 			}
-			out, ok = floorDiv(out, v), true
+			out, ok = FloorDiv(out, v), true
 		case OpMin:
 			out, ok = min(out, v), true
 		case OpMax:

@@ -116,7 +116,7 @@ func lowerBound(a *atom) (int64, bool) {
 		if !ok {
 			return 0, false
 		}
-		return floorDiv(lb, a.den), true
+		return FloorDiv(lb, a.den), true
 	case minAtom:
 		lb := int64(math.MaxInt64)
 		for _, x := range a.args {

@@ -13,37 +13,43 @@ var allDTypes = []struct {
 	d    DType
 	name string
 	size int
+	bits int // of a packed element
 }{
-	{Float32, "float", 4},
-	{Uint8, "uint8", 1},
-	{Int8, "int8", 1},
-	{Uint16, "uint16", 2},
-	{Int16, "int16", 2},
-	{Int32, "int32", 4},
-	{Int64, "int64", 8},
-	{String, "string", 0},
-	{Bool, "bool", 1},
-	{Float16, "float16", 2},
-	{Float64, "double", 8},
-	{Uint32, "uint32", 4},
-	{Uint64, "uint64", 8},
-	{Complex64, "complex64", 8},
-	{Complex128, "complex128", 16},
-	{BFloat16, "bfloat16", 2},
-	{Float8E4M3FN, "float8e4m3fn", 1},
-	{Float8E4M3FNUZ, "float8e4m3fnuz", 1},
-	{Float8E5M2, "float8e5m2", 1},
-	{Float8E5M2FNUZ, "float8e5m2fnuz", 1},
-	{Uint4, "uint4", -1},
-	{Int4, "int4", -1},
+	{Float32, "float", 4, 0},
+	{Uint8, "uint8", 1, 0},
+	{Int8, "int8", 1, 0},
+	{Uint16, "uint16", 2, 0},
+	{Int16, "int16", 2, 0},
+	{Int32, "int32", 4, 0},
+	{Int64, "int64", 8, 0},
+	{String, "string", 0, 0},
+	{Bool, "bool", 1, 0},
+	{Float16, "float16", 2, 0},
+	{Float64, "double", 8, 0},
+	{Uint32, "uint32", 4, 0},
+	{Uint64, "uint64", 8, 0},
+	{Complex64, "complex64", 8, 0},
+	{Complex128, "complex128", 16, 0},
+	{BFloat16, "bfloat16", 2, 0},
+	{Float8E4M3FN, "float8e4m3fn", 1, 0},
+	{Float8E4M3FNUZ, "float8e4m3fnuz", 1, 0},
+	{Float8E5M2, "float8e5m2", 1, 0},
+	{Float8E5M2FNUZ, "float8e5m2fnuz", 1, 0},
+	{Uint4, "uint4", -1, 4},
+	{Int4, "int4", -1, 4},
+	{Float4E2M1, "float4e2m1", -1, 4},
+	{Float8E8M0, "float8e8m0", 1, 0},
+	{Uint2, "uint2", -1, 2},
+	{Int2, "int2", -1, 2},
 }
 
 func TestDTypeTable(t *testing.T) {
-	require.Len(t, allDTypes, 22)
+	require.Len(t, allDTypes, 26)
 	for i, c := range allDTypes {
 		assert.Equal(t, DType(i+1), c.d, "ONNX numbering")
 		assert.Equal(t, c.name, c.d.String())
 		assert.Equal(t, c.size, c.d.Size(), c.name)
+		assert.Equal(t, c.bits, c.d.PackedBits(), c.name)
 		assert.True(t, c.d.Valid(), c.name)
 		got, err := ParseDType(c.name)
 		require.NoError(t, err)
@@ -52,13 +58,30 @@ func TestDTypeTable(t *testing.T) {
 }
 
 func TestDTypeInvalid(t *testing.T) {
-	for _, d := range []DType{Undefined, 23, -1} {
+	for _, d := range []DType{Undefined, 27, -1} {
 		assert.False(t, d.Valid(), d)
 		assert.Equal(t, 0, d.Size())
 		assert.False(t, d.IsFloat() || d.IsInt())
 	}
 	assert.Equal(t, "dtype(0)", Undefined.String())
 	assert.Equal(t, "dtype(99)", DType(99).String())
+}
+
+// Packed types fill each byte from its low bits and pad the last byte.
+func TestPackedRawLen(t *testing.T) {
+	for _, c := range []struct {
+		d    DType
+		n    int64
+		want int
+	}{
+		{Int4, 0, 0}, {Int4, 1, 1}, {Int4, 2, 1}, {Int4, 3, 2}, {Float4E2M1, 5, 3},
+		{Int2, 1, 1}, {Uint2, 4, 1}, {Uint2, 5, 2}, {Int2, 9, 3}, {Float8E8M0, 3, 3},
+	} {
+		assert.Equal(t, c.want, RawLen(c.d, c.n), "%s × %d", c.d, c.n)
+		size, err := ByteSize(c.d, []int64{c.n})
+		require.NoError(t, err)
+		assert.Equal(t, int64(c.want), size, "%s × %d", c.d, c.n)
+	}
 }
 
 func TestParseDType(t *testing.T) {

@@ -176,8 +176,9 @@ func ByteSize(dtype DType, dims []int64) (int64, error) {
 			return 0, ErrSizeOverflow
 		}
 		return n * s, nil
-	case s < 0: // two 4-bit elements per byte
-		return n/2 + n%2, nil
+	case s < 0: // PerByte elements per byte, the last byte padded
+		k := dtype.PerByte()
+		return n/k + min(n%k, 1), nil
 	}
 	return 0, nil
 }

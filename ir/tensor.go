@@ -50,8 +50,9 @@ func RawLen(dtype DType, n int64) int {
 	switch s := dtype.Size(); {
 	case s > 0:
 		return int(n) * s
-	case s < 0: // two 4-bit elements per byte
-		return int(n+1) / 2
+	case s < 0: // PerByte elements per byte, the last byte padded
+		k := dtype.PerByte()
+		return int((n + k - 1) / k)
 	}
 	return 0
 }

@@ -28,7 +28,7 @@ func TestNewTensorSizes(t *testing.T) {
 			}
 			var want int
 			if c.size < 0 {
-				want = int(n+1) / 2 // two 4-bit elements per byte, rounded up
+				want = int(n*int64(c.bits)+7) / 8 // packed, rounded up to whole bytes
 			} else {
 				want = int(n) * c.size
 			}

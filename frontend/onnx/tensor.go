@@ -250,8 +250,8 @@ func fixedData(r *rawTensor, want int) error {
 
 // intData narrows int32_data, int64_data or uint64_data entries to the
 // element size. int32_data also carries the 8- and 16-bit types and bool,
-// with float16/bfloat16/float8 as bit patterns, and the 4-bit types as one
-// packed byte (two elements) per entry.
+// with float16/bfloat16/float8 as bit patterns, and the packed sub-byte types
+// as one packed byte (two 4-bit or four 2-bit elements) per entry.
 func intData(r *rawTensor, n int64, want int) error {
 	t := r.t
 	var ok bool

@@ -248,14 +248,16 @@ func putElem(t *ir.Tensor, i int, l literal) error {
 	case ir.Int8, ir.Int16, ir.Int32, ir.Int64:
 		v, err = l.intValue(true, 8*t.DType.Size())
 	case ir.Uint8, ir.Uint16, ir.Uint32, ir.Uint64, ir.Bool,
-		ir.Float8E4M3FN, ir.Float8E4M3FNUZ, ir.Float8E5M2, ir.Float8E5M2FNUZ:
+		ir.Float8E4M3FN, ir.Float8E4M3FNUZ, ir.Float8E5M2, ir.Float8E5M2FNUZ, ir.Float8E8M0:
 		v, err = l.intValue(false, 8*t.DType.Size())
-	case ir.Int4, ir.Uint4:
-		if v, err = l.intValue(t.DType == ir.Int4, 4); err != nil {
+	case ir.Int4, ir.Uint4, ir.Float4E2M1, ir.Int2, ir.Uint2:
+		// float4e2m1 is written as its bit pattern, like the float8 types.
+		bits := t.DType.PackedBits()
+		if v, err = l.intValue(t.DType == ir.Int4 || t.DType == ir.Int2, bits); err != nil {
 			return err
 		}
-		shift := 4 * (i % 2) // the first element of a pair is the low nibble
-		raw[i/2] |= byte(v&0xf) << shift
+		k := int(t.DType.PerByte()) // the first element of a byte is its low bits
+		raw[i/k] |= byte(v&(1<<bits-1)) << (bits * (i % k))
 		return nil
 	default:
 		return errorf(l.tok.Pos, "cannot hold data of type %s", t.DType)
@@ -358,10 +360,11 @@ func appendTensorData(b []byte, t *ir.Tensor) []byte {
 			b = strconv.AppendUint(b, uint64(binary.LittleEndian.Uint32(raw[4*i:])), 10)
 		case ir.Uint64:
 			b = strconv.AppendUint(b, binary.LittleEndian.Uint64(raw[8*i:]), 10)
-		case ir.Int4, ir.Uint4:
-			v := raw[i/2] >> (4 * (i % 2)) & 0xf
-			if t.DType == ir.Int4 {
-				b = strconv.AppendInt(b, int64(int8(v<<4)>>4), 10)
+		case ir.Int4, ir.Uint4, ir.Float4E2M1, ir.Int2, ir.Uint2:
+			bits, k := t.DType.PackedBits(), int(t.DType.PerByte())
+			v := raw[i/k] >> (bits * (i % k)) & (1<<bits - 1)
+			if t.DType == ir.Int4 || t.DType == ir.Int2 {
+				b = strconv.AppendInt(b, int64(int8(v<<(8-bits))>>(8-bits)), 10)
 			} else {
 				b = strconv.AppendUint(b, uint64(v), 10)
 			}

@@ -189,7 +189,10 @@ func Available() error {
 	if _, err := findLLC(""); err != nil {
 		return err
 	}
-	for _, linker := range []string{"ld.lld", "gcc", "cc"} {
+	if llc, _ := findLLC(""); findLLD(llc) != "" {
+		return nil
+	}
+	for _, linker := range []string{"gcc", "cc"} {
 		if _, err := exec.LookPath(linker); err == nil {
 			return nil
 		}

@@ -247,10 +247,7 @@ func (g *gen) cycleCounter() *ll.Func {
 // so for the triple: ld.lld for any triple (on PATH or next to llc); for
 // x86-64 the host's gcc or cc also do.
 func linkCommand(llc, triple, obj, so string) (*exec.Cmd, error) {
-	if lld, err := exec.LookPath("ld.lld"); err == nil {
-		return exec.Command(lld, "-shared", "--hash-style=both", "-o", so, obj), nil
-	}
-	if lld := siblingTool(llc, "ld.lld"); lld != "" {
+	if lld := findLLD(llc); lld != "" {
 		return exec.Command(lld, "-shared", "--hash-style=both", "-o", so, obj), nil
 	}
 	if isARM64(triple) {
@@ -275,8 +272,24 @@ func AvailableFor(triple string) error {
 	if triple == HostTriple() {
 		return nil
 	}
-	if _, err := exec.LookPath("ld.lld"); err != nil {
+	llc, _ := findLLC("")
+	if findLLD(llc) == "" {
 		return fmt.Errorf("linking %s engines needs ld.lld: run `make deps`", triple)
 	}
 	return nil
+}
+
+// findLLD finds LLVM's linker as ld.lld on PATH, beside llc, or as Debian's
+// lld-14 installs it (ld.lld-14, /usr/lib/llvm-14/bin/ld.lld: no plain
+// ld.lld without the lld package), which `make deps` accepts; "" if none.
+func findLLD(llc string) string {
+	for _, name := range []string{"ld.lld", "ld.lld-14", "/usr/lib/llvm-14/bin/ld.lld"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if llc != "" {
+		return siblingTool(llc, "ld.lld")
+	}
+	return ""
 }

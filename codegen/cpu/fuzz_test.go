@@ -49,9 +49,8 @@ func FuzzCompile(f *testing.F) {
 		}
 		res, err := Compile(m, Options{Winograd: WinogradOff})
 		if err != nil {
-			var ue UnsupportedErrors
-			if !errors.As(err, &ue) {
-				t.Logf("compile refused: %v", err)
+			if !refusal(err) {
+				t.Fatalf("compile: an internal error on a model the reference runs: %v\n%s", err, describe(m))
 			}
 			return
 		}
@@ -70,6 +69,15 @@ func FuzzCompile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// refusal reports whether a build error is one a user may get for a valid
+// model: an op, opset or dtype the backend lacks, or a size over a limit.
+// Any other error on a model the reference executor runs is a compiler bug,
+// an internal error by another name, and fails the fuzz target like a panic.
+func refusal(err error) bool {
+	var ue *ops.UnsupportedError
+	return errors.As(err, &ue) || errors.Is(err, ir.ErrLimit)
 }
 
 // describe prints a model's nodes for a failure message.

@@ -167,7 +167,8 @@ func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir
 // MergeTypes combines a declared type with an inferred one, keeping the
 // most precise information of each; conflicting facts are an error. Of a
 // declared and an inferred symbolic dim the inferred one stays: it is an
-// expression over the model's input symbols, which engines bind.
+// expression over the model's input symbols, which engines bind; so does an
+// inferred symbolic dim against a declared static one.
 func MergeTypes(declared, inferred ir.Type) (ir.Type, error) {
 	if declared.Kind == ir.UnknownKind {
 		return inferred, nil
@@ -198,6 +199,11 @@ func MergeTypes(declared, inferred ir.Type) (ir.Type, error) {
 			switch {
 			case d.IsStatic() && o.IsStatic() && d.Value != o.Value:
 				return declared, fmt.Errorf("declared %s but inferred %s", declared, inferred)
+			case d.IsStatic() && o.IsSymbolic():
+				// An expression over the input symbols stays: a declared 1
+				// where the batch flows is an exporter's trace of one run,
+				// and taking it would truncate a batch of 2 (ONNX Runtime
+				// too computes the inferred shape and only warns).
 			case d.IsStatic() || o.Value < 0 && o.Param == "" && d.IsSymbolic():
 				*o = d
 			case d.IsSymbolic() && o.IsSymbolic():

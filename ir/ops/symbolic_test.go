@@ -485,3 +485,18 @@ func TestShapeArithmetic(t *testing.T) {
 		checkAgainstRun(t, m, env, true)
 	}
 }
+
+// A declared static dim does not replace an inferred expression over the
+// input symbols (an exporter's batch of 1 would truncate a batch of 2), but
+// it does fill in a dim inference left unknown; conflicting statics fail.
+func TestMergeTypesDeclaredStatic(t *testing.T) {
+	declared := ir.TensorType(ir.Float32, ir.S(1, 10))
+	got, err := MergeTypes(declared, ir.TensorType(ir.Float32, ir.ShapeOf(ir.Sym("batch"), ir.D(10))))
+	require.NoError(t, err)
+	assert.Equal(t, "float[batch,10]", got.String())
+	got, err = MergeTypes(declared, ir.TensorType(ir.Float32, ir.ShapeOf(ir.UnknownDim(), ir.D(10))))
+	require.NoError(t, err)
+	assert.Equal(t, "float[1,10]", got.String())
+	_, err = MergeTypes(declared, ir.TensorType(ir.Float32, ir.S(2, 10)))
+	assert.Error(t, err)
+}

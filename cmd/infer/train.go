@@ -54,7 +54,7 @@ object at the end: {"epochs": [{"epoch", "loss", "accuracy", "eval_accuracy",
 "seconds"}], "final": {"loss", "eval_accuracy", "seconds"}} (eval_accuracy null without
 eval data; seconds since the start). --export writes the trained inference model as
 ONNX (atomically). --publish-every K hands the parameters to a serving context every K
-steps (see the README's Training section).`,
+steps (see docs/cli.md, Training).`,
 	MinArgs: 1,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {

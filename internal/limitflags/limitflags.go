@@ -39,7 +39,7 @@ func Add(fs *flag.FlagSet, limits ...Limit) *Flags {
 	for _, l := range limits {
 		switch l {
 		case Tensor:
-			fs.Var((*byteCount)(&f.lim.MaxTensorBytes), string(l), "the largest tensor (input, output, weight or intermediate) accepted, in `bytes`; a K, M, G or T suffix is binary (see README: Limits)")
+			fs.Var((*byteCount)(&f.lim.MaxTensorBytes), string(l), "the largest tensor (input, output, weight or intermediate) accepted, in `bytes`; a K, M, G or T suffix is binary (see docs/limits.md)")
 		case Arena:
 			fs.Var((*byteCount)(&f.lim.MaxArenaBytes), string(l), "the largest activation arena an engine may need, in `bytes` (K, M, G, T suffixes)")
 		case File:

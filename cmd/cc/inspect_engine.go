@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/kiln-ml/kiln/internal/cli"
+	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/runtime"
 	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
@@ -33,7 +33,7 @@ type engineInfo struct {
 }
 
 func inspectEngine(path string, asJSON bool, w io.Writer) error {
-	buf, err := os.ReadFile(path)
+	buf, err := readEngine(path)
 	if err != nil {
 		return cli.FileError(path, err)
 	}
@@ -64,7 +64,7 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 	}
 	m := e.Meta
 	row := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-12s %s\n", label, fmt.Sprintf(format, args...))
+		fmt.Fprintf(w, "%-12s %s\n", label, terminalSafe(fmt.Sprintf(format, args...)))
 	}
 	row("engine", "%s (format %d, kiln %s)", path, engine.FormatVersion, f.KilnVersion)
 	row("model", "%s, source sha256 %s", m.ModelName, m.SourceSHA256)
@@ -152,4 +152,15 @@ func debugNote(d *engine.Debug) string {
 		return fmt.Sprintf(" (debug: %s quantized, scale %v, zero point %v)", d.Value, d.Scale, d.ZeroPoint)
 	}
 	return " (debug)"
+}
+
+// readEngine reads an engine file whole; a named pipe, which would block,
+// or a folder is refused by name.
+func readEngine(path string) ([]byte, error) {
+	f, err := readfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

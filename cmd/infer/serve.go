@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/limitflags"
@@ -20,8 +19,11 @@ var serveCmd = &cli.Command{
 	Name:    "serve",
 	Summary: "serve a model repository over KServe's v2 inference protocol (HTTP/REST and gRPC)",
 	Help: `--model-repository DIR is in Triton's layout: DIR/NAME/VERSION/model.kiln, VERSION a
-positive integer; the newest version of each model is served, under NAME. Every model must
-load, or the server does not start.
+positive integer; the newest version of each model is served, under NAME. A model that
+fails to load (a corrupt engine, an arena that cannot be allocated, a folder or engine that
+is a symbolic link out of DIR) is refused with its reason, logged and listed in
+/v2/repository/index, while the others serve; the server does not start only when none
+of DIR's models loads.
 
 HTTP (--http): GET /v2/health/live, /v2/health/ready, /v2 (server metadata),
 /v2/models/NAME[/versions/V] (model metadata), /v2/models/NAME[/versions/V]/ready;
@@ -37,10 +39,16 @@ contents or raw_input_contents, outputs as raw_output_contents; a bad request is
 INVALID_ARGUMENT, a full queue UNAVAILABLE, a timeout DEADLINE_EXCEEDED.
 
 Each model runs --instances contexts, each one inference at a time on --threads threads.
-A request waits in the model's queue for an instance; a full queue (--max-queue) is
-answered 503 at once, a wait past --timeout 503 too. A bad request (unknown model, input
-or output, wrong datatype or shape, malformed JSON, a body over --max-request-bytes) is
-answered 400 with a message naming the problem. GET /metrics on the HTTP port gives
+A request waits in the model's queue for an instance; a full queue (--max-queue, at most
+65536) is answered 503 at once, a wait past --timeout 503 too. --timeout D (30s) also
+bounds each connection, so that slow or idle clients cannot hold every file descriptor: a
+request's header and body must arrive within D, its answer be written within 3D, and an
+idle keep-alive connection is closed after D; a gRPC connection with no call is closed
+after D, one older than 10D is asked to reconnect and closed 3D later. With --timeout 0
+requests and answers are unbounded, but reading a request and idling keep a 30s bound.
+A bad request (unknown model, input or output, wrong datatype or shape, malformed JSON,
+lying binary_data_size, a body over --max-request-bytes) is answered 400 with a message
+naming the problem. GET /metrics on the HTTP port gives
 Prometheus metrics (requests and failures by model, latency, queue time, batch sizes).
 
 --max-batch N batches requests for engines whose inputs and outputs lead with one dynamic
@@ -50,7 +58,8 @@ inference and splits the outputs; other engines run one request at a time.
 --capture DIR writes a --capture-rate fraction of the requests' inputs to
 DIR/MODEL/INPUT/*.pb in the background (a bounded buffer: a sample that does not fit is
 dropped and counted in /metrics, never waited for); cc quantize --calib DIR/MODEL/INPUT
-reads them.
+reads them. In MODEL and INPUT, bytes other than A-Z a-z 0-9 . _ - (and a leading .) are
+written %XX, so that each name has its own folder: input a/b is in a%2Fb, a_b in a_b.
 SIGTERM or SIGINT shuts down gracefully:
 readiness turns 503, the requests in flight finish, then the server exits with status 0.`,
 	MaxArgs: 0,
@@ -59,9 +68,9 @@ readiness turns 503, the requests in flight finish, then the server exits with s
 		httpAddr := fs.String("http", ":8000", "serve HTTP/REST on `ADDR` (host:port)")
 		grpcAddr := fs.String("grpc", ":8001", "serve gRPC (inference.GRPCInferenceService) on `ADDR` (empty: no gRPC)")
 		threads := cli.NonNegativeInt(fs, "threads", 0, threadsUsage)
-		instances := cli.PositiveInt(fs, "instances", 1, "`K` contexts per model, each running one inference at a time")
-		maxQueue := cli.PositiveInt(fs, "max-queue", 64, "at most `N` requests wait per model; more are answered 503")
-		timeout := fs.Duration("timeout", 30*time.Second, "answer 503 to a request not done after `D` (0: no limit)")
+		instances := cli.PositiveInt(fs, "instances", 1, fmt.Sprintf("`K` contexts per model, each running one inference at a time (1 to %d)", serve.MaxInstances))
+		maxQueue := cli.PositiveInt(fs, "max-queue", 64, fmt.Sprintf("at most `N` requests wait per model (1 to %d); more are answered 503", serve.MaxQueueLimit))
+		timeout := fs.Duration("timeout", serve.DefaultTimeout, "answer 503 to a request not done after `D` (0: no limit); also a connection's read, write (3D) and idle timeouts")
 		maxBody := int64(64 << 20)
 		fs.Func("max-request-bytes", "the largest HTTP request body, in `bytes` (K, M, G suffixes; default 64M)", func(s string) error {
 			n, err := limitflags.ParseBytes(s)
@@ -83,6 +92,12 @@ readiness turns 503, the requests in flight finish, then the server exits with s
 			}
 			if *delay < 0 {
 				return cli.Usagef("--max-queue-delay %v: want a duration of 0 or more", *delay)
+			}
+			if *maxQueue > serve.MaxQueueLimit {
+				return cli.Usagef("--max-queue %d: want 1 to %d (each model allocates its queue up front)", *maxQueue, serve.MaxQueueLimit)
+			}
+			if *instances > serve.MaxInstances {
+				return cli.Usagef("--instances %d: want 1 to %d (each instance is a context with its own arena)", *instances, serve.MaxInstances)
 			}
 			if *timeout < 0 {
 				return cli.Usagef("--timeout %v: want a duration of 0 or more", *timeout)

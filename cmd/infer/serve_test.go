@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -96,4 +97,65 @@ func TestServe(t *testing.T) {
 		t.Fatal("infer serve did not exit after SIGTERM")
 	}
 	assert.Contains(t, <-rest, "shut down")
+}
+
+// TestServeFlagBounds: a --max-queue or --instances the server would
+// allocate up front at an absurd size is a usage error naming the flag and
+// its range, not an out-of-memory crash.
+func TestServeFlagBounds(t *testing.T) {
+	bin := buildInfer(t)
+	repo := t.TempDir()
+	for _, c := range []struct{ flag, value, want string }{
+		{"--max-queue", "10000000000", "--max-queue 10000000000: want 1 to 65536"},
+		{"--max-queue", "65537", "--max-queue 65537: want 1 to 65536"},
+		{"--instances", "10000000000", "--instances 10000000000: want 1 to 1024"},
+	} {
+		r := runInfer(t, bin, "serve", "--model-repository", repo, "--http", "127.0.0.1:0", "--grpc", "", c.flag, c.value)
+		assert.Equal(t, 2, r.code, "%s %s: %s", c.flag, c.value, r.stderr)
+		assert.Contains(t, r.stderr, c.want)
+	}
+}
+
+// TestServeSlowClientsUnderFdLimit: the real infer serve with 128 file
+// descriptors, 150 clients that send a request and idle (keep-alive) or
+// send half a body and stall: once --timeout passes they are cut off and
+// a new client is served (without connection timeouts it waits forever).
+func TestServeSlowClientsUnderFdLimit(t *testing.T) {
+	bin := buildInfer(t)
+	// The shell lowers the soft and hard limits, so that Go's start-up
+	// raise of the soft limit cannot undo it.
+	cmd := exec.Command("sh", "-c", `ulimit -n 128 && exec "$0" "$@"`, bin, "serve", "--model-repository", t.TempDir(),
+		"--http", "127.0.0.1:0", "--grpc", "", "--timeout", "1s")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stderr)
+	addr := ""
+	for addr == "" && lines.Scan() {
+		addr, _ = strings.CutPrefix(lines.Text(), "infer serve: HTTP on ")
+	}
+	require.NotEmpty(t, addr, "infer serve did not say where it listens")
+	go io.Copy(io.Discard, stderr)
+
+	const slow = 150
+	for i := range slow {
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		require.NoError(t, err, "slow client %d", i)
+		defer conn.Close()
+		request := "GET /v2/health/live HTTP/1.1\r\nHost: kiln\r\n\r\n" // then idle
+		if i%2 == 1 {
+			request = "POST /v2/models/m/infer HTTP/1.1\r\nHost: kiln\r\nContent-Length: 1000\r\n\r\n{" // then stall
+		}
+		_, err = io.WriteString(conn, request)
+		require.NoError(t, err)
+	}
+	client := &http.Client{Timeout: 8 * time.Second}
+	t0 := time.Now()
+	resp, err := client.Get("http://" + addr + "/v2/health/ready")
+	require.NoError(t, err, "a new client behind %d slow ones, under a 128-descriptor limit", slow)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	t.Logf("a new client was served after %v behind %d slow ones", time.Since(t0).Round(time.Millisecond), slow)
 }

@@ -1,9 +1,11 @@
 package cpu
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/kiln-ml/kiln/internal/atomicfile"
+	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
@@ -62,11 +65,17 @@ type WinogradTiming struct {
 // concurrent use.
 type TimingCache struct {
 	mu      sync.Mutex
+	Kind    string                `json:"kind"`
 	Version int                   `json:"version"`
 	Entries map[string]ConvTiming `json:"entries"`
 	path    string
 	dirty   bool
+	notice  string
 }
+
+// timingCacheKind marks a file as kiln's timing cache, so that a file
+// named by mistake (--timing-cache package.json) is never replaced.
+const timingCacheKind = "kiln-timing-cache"
 
 // timingCacheVersion changes with what an entry holds or with code that
 // moves the measurements (4: the GEMM prefetches the weights it streams,
@@ -75,45 +84,99 @@ type TimingCache struct {
 // them, and the direct side got 13–30% faster; 6: 14×14 GEMMs tile their
 // columns 4 × 49, the direct side of 14×14 convs 7–10% faster; 7:
 // Winograd's transform matrices lie an odd number of cache lines apart,
-// its side 2–4% faster); a file of another version is measured afresh and
-// overwritten.
+// its side 2–4% faster); a file of an older version is measured afresh and
+// overwritten, one of a newer version measured afresh and left alone.
 const timingCacheVersion = 7
 
 // NewTimingCache returns an empty in-memory cache.
 func NewTimingCache() *TimingCache {
-	return &TimingCache{Version: timingCacheVersion, Entries: map[string]ConvTiming{}}
+	return &TimingCache{Kind: timingCacheKind, Version: timingCacheVersion, Entries: map[string]ConvTiming{}}
 }
 
-// LoadTimingCache reads a cache file; a missing file gives an empty cache
-// that Save creates.
+// LoadTimingCache reads a cache file; a missing or empty file gives an
+// empty cache that Save creates. A file that is not a kiln timing cache is
+// an error, never replaced (see timingCacheHeader).
 func LoadTimingCache(path string) (*TimingCache, error) {
 	c := NewTimingCache()
 	c.path = path
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	b, err := readfile.Within(path, ir.Limits{}, nil)
+	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var probe struct {
-		Version int `json:"version"`
+	if len(bytes.TrimSpace(b)) == 0 {
+		return c, nil // nothing to lose
 	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("timing cache %s: %w (delete it to start afresh)", path, err)
+	version, err := timingCacheHeader(b)
+	if err != nil {
+		return nil, fmt.Errorf("timing cache %s is not a kiln timing cache: %v; refusing to replace it (give --timing-cache another file, or none; if it is a damaged cache, delete it)", path, err)
 	}
-	if probe.Version != timingCacheVersion {
+	switch {
+	case version < timingCacheVersion:
 		c.dirty = true // an older kiln's measurements: start afresh
+		c.notice = fmt.Sprintf("timing cache %s is an older kiln's (version %d, this kiln's is %d): measured afresh, and the file replaced", path, version, timingCacheVersion)
+		return c, nil
+	case version > timingCacheVersion:
+		c.path = "" // a newer kiln's: measure afresh, keep the file for it
+		c.notice = fmt.Sprintf("timing cache %s is a newer kiln's (version %d, this kiln's is %d): measured afresh, and the file left as it is", path, version, timingCacheVersion)
 		return c, nil
 	}
 	if err := json.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("timing cache %s: %w (delete it to start afresh)", path, err)
 	}
+	c.Kind = timingCacheKind // a version-7 file from before the marker gets it when saved
 	if c.Entries == nil {
 		c.Entries = map[string]ConvTiming{}
 	}
 	return c, nil
 }
+
+// timingCacheHeader returns the version of the kiln timing cache in b, or
+// why b is not one: a JSON object whose "kind" is timingCacheKind, or,
+// from kilns before the marker, one with "entries" and at most a
+// "version" besides.
+func timingCacheHeader(b []byte) (int, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		var notObject *json.UnmarshalTypeError
+		if errors.As(err, &notObject) {
+			return 0, fmt.Errorf("it holds a JSON %s, not an object", notObject.Value)
+		}
+		return 0, fmt.Errorf("it is not JSON (%v)", err)
+	}
+	raw, marked := fields["kind"]
+	var kind string
+	switch {
+	case marked && (json.Unmarshal(raw, &kind) != nil || kind != timingCacheKind):
+		return 0, fmt.Errorf("its \"kind\" is %s, not %q", raw, timingCacheKind)
+	case !marked && !unmarkedCache(fields):
+		return 0, fmt.Errorf("it has no \"kind\": %q", timingCacheKind)
+	}
+	var version int
+	if raw, ok := fields["version"]; ok {
+		if err := json.Unmarshal(raw, &version); err != nil {
+			return 0, fmt.Errorf("its \"version\" %s is not a number", raw)
+		}
+	}
+	return version, nil
+}
+
+// unmarkedCache reports whether fields are those of a cache from before
+// the kind marker: "entries", and "version" at most besides.
+func unmarkedCache(fields map[string]json.RawMessage) bool {
+	for key := range fields {
+		if key != "entries" && key != "version" {
+			return false
+		}
+	}
+	return fields["entries"] != nil
+}
+
+// Notice says what loading did with a cache file of another kiln version,
+// for the caller to pass on; "" when nothing.
+func (c *TimingCache) Notice() string { return c.notice }
 
 // Save writes the cache back to the file it was loaded from, if it
 // changed.
@@ -387,11 +450,16 @@ func timeRuns(res *Result, in *ir.Tensor, footprint int64) ([]float32, time.Dura
 	defer live.Free()
 	copies := make([]*rcpu.Buffer, max(1, min(64, footprint/max(1, int64(len(live.Bytes))))))
 	for i := range copies {
-		copies[i] = rcpu.NewBuffer(int64(len(live.Bytes)) + 64)
+		if copies[i], err = rcpu.NewBuffer(int64(len(live.Bytes)) + 64); err != nil {
+			return nil, 0, err
+		}
 		copy(copies[i].Bytes, live.Bytes)
 		defer copies[i].Free()
 	}
-	arena := rcpu.NewBuffer(res.ArenaBytes + 64)
+	arena, err := rcpu.NewBuffer(res.ArenaBytes + 64)
+	if err != nil {
+		return nil, 0, err
+	}
 	defer arena.Free()
 	out := make([]float32, numelIO(res.Outputs[0]))
 	io := make([]unsafe.Pointer, 2)

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/json"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kiln-ml/kiln/internal/readfile/fifotest"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/passes"
 )
@@ -130,21 +132,95 @@ func TestConvChooserRuntimeWeightsAndLayerConvs(t *testing.T) {
 }
 
 // TestTimingCacheVersions: a cache file from an older format is measured
-// afresh (and rewritten), a corrupt one is an error naming the file.
+// afresh and rewritten, saying so; one from a newer kiln is measured
+// afresh and left alone; a corrupt one is an error naming the file.
 func TestTimingCacheVersions(t *testing.T) {
 	dir := t.TempDir()
-	old := filepath.Join(dir, "old.json")
-	require.NoError(t, os.WriteFile(old, []byte(`{"entries": {"k": {"direct_us": 1, "winograd": true}}}`), 0o644))
-	c, err := LoadTimingCache(old)
+	for _, old := range []string{
+		`{"entries": {"k": {"direct_us": 1, "winograd": true}}}`, // before versions
+		`{"version": 6, "entries": {"k": {"direct_us": 2.5, "winograd": {}, "choice": "direct"}}}`,
+		`{"kind": "kiln-timing-cache", "version": 3, "entries": {}}`,
+	} {
+		path := filepath.Join(dir, "old.json")
+		require.NoError(t, os.WriteFile(path, []byte(old), 0o644))
+		c, err := LoadTimingCache(path)
+		require.NoError(t, err, old)
+		assert.Empty(t, c.Entries)
+		assert.Contains(t, c.Notice(), path+" is an older kiln's", old)
+		assert.Contains(t, c.Notice(), "the file replaced")
+		require.NoError(t, c.Save())
+		again, err := LoadTimingCache(path)
+		require.NoError(t, err)
+		assert.Equal(t, timingCacheVersion, again.Version)
+		assert.Equal(t, timingCacheKind, again.Kind)
+		assert.Empty(t, again.Notice())
+	}
+
+	// The current version written before the kind marker reads as it is.
+	current := filepath.Join(dir, "current.json")
+	entry := ConvTiming{DirectMicros: 12.5, Winograd: map[string]WinogradTiming{algoWinograd: {Micros: 9.25, RelL2: 3e-7}}, Choice: algoWinograd}
+	b, err := json.Marshal(map[string]any{"version": timingCacheVersion, "entries": map[string]ConvTiming{"k": entry}})
 	require.NoError(t, err)
-	assert.Empty(t, c.Entries)
+	require.NoError(t, os.WriteFile(current, b, 0o644))
+	c, err := LoadTimingCache(current)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]ConvTiming{"k": entry}, c.Entries)
+	assert.Empty(t, c.Notice())
+
+	newer := filepath.Join(dir, "newer.json")
+	body := []byte(`{"kind": "kiln-timing-cache", "version": 99, "entries": {"k": {"future": 1}}}`)
+	require.NoError(t, os.WriteFile(newer, body, 0o644))
+	c, err = LoadTimingCache(newer)
+	require.NoError(t, err)
+	assert.Contains(t, c.Notice(), newer+" is a newer kiln's")
+	c.put("k2", entry)
 	require.NoError(t, c.Save())
-	again, err := LoadTimingCache(old)
+	got, err := os.ReadFile(newer)
 	require.NoError(t, err)
-	assert.Equal(t, timingCacheVersion, again.Version)
+	assert.Equal(t, body, got, "a newer kiln's cache is left as it is")
 
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte("{"), 0o644))
 	_, err = LoadTimingCache(bad)
 	assert.ErrorContains(t, err, bad)
+}
+
+// Issue 32: `--timing-cache package.json` replaced any JSON object that
+// is not a kiln cache. Such a file is refused, naming it and why, and
+// left byte for byte as it was; an empty file is an empty cache.
+func TestTimingCacheRefusesOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"package.json":    `{"name": "left-pad", "version": "1.3.0", "main": "index.js"}`,
+		"tsconfig.json":   `{"compilerOptions": {"strict": true}}`,
+		"versioned.json":  `{"version": 2, "items": [1, 2, 3]}`,
+		"entries.json":    `{"entries": {"a": 1}, "owner": "someone"}`,
+		"other-kind.json": `{"kind": "something-else", "version": 7, "entries": {}}`,
+		"list.json":       `[1, 2, 3]`,
+		"notes.txt":       "shopping: eggs, flour\n",
+	} {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+		_, err := LoadTimingCache(path)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "timing cache "+path+" is not a kiln timing cache", name)
+		assert.Contains(t, err.Error(), "refusing to replace it", name)
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, body, string(got), name)
+	}
+
+	empty := filepath.Join(dir, "empty.json")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	c, err := LoadTimingCache(empty)
+	require.NoError(t, err)
+	c.put("k", ConvTiming{DirectMicros: 4.75, Choice: algoDirect})
+	require.NoError(t, c.Save())
+	again, err := LoadTimingCache(empty)
+	require.NoError(t, err)
+	assert.Equal(t, c.Entries, again.Entries)
+
+	fifo := filepath.Join(dir, "pipe.json")
+	fifotest.Make(t, fifo)
+	fifotest.Returns(t, fifo, func() error { _, err := LoadTimingCache(fifo); return err })
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -41,9 +42,9 @@ func (d *decoder) external(entries []ir.StringPair, want int) ([]byte, error) {
 		return nil, fmt.Errorf("external data location %q is outside the model's folder", loc)
 	}
 	path := filepath.Join(d.dir, filepath.FromSlash(loc))
-	f, err := d.open(path)
+	f, err := d.open(loc)
 	if err != nil {
-		return nil, fmt.Errorf("external data: %w", err)
+		return nil, fmt.Errorf("external data %q: %w", loc, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -68,12 +69,14 @@ func (d *decoder) external(entries []ir.StringPair, want int) ([]byte, error) {
 }
 
 // open opens an external data file once per Read; many tensors usually
-// share one file.
-func (d *decoder) open(path string) (*os.File, error) {
+// share one file. It must be a regular file inside the model's folder,
+// symbolic links resolved (onnx/onnx#7686).
+func (d *decoder) open(loc string) (*os.File, error) {
+	path := filepath.Join(d.dir, filepath.FromSlash(loc))
 	if f, ok := d.files[path]; ok {
 		return f, nil
 	}
-	f, err := os.Open(path)
+	f, err := readfile.OpenInside(d.dir, filepath.FromSlash(loc))
 	if err != nil {
 		return nil, err
 	}

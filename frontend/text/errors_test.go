@@ -29,7 +29,7 @@ func TestErrors(t *testing.T) {
 		{"float for int", "g () => () <int32[1] w = {1.5}> {}", `m.onnxtxt:1:27: expected an integer, found 1.5`},
 		{"symbolic data", "g () => () <float[N] w = {1}> {}", `tensor data needs numeric dims`},
 		{"bad dtype", "g (seq(floot) x) => () {}", `unexpected token "floot"`},
-		{"missing external", `g () => () <float[2] w = ["location": "nope.bin"]> {}`, `m.onnxtxt:1:26: external data: open nope.bin: no such file`},
+		{"missing external", `g () => () <float[2] w = ["location": "nope.bin"]> {}`, `m.onnxtxt:1:26: external data "nope.bin": open nope.bin: no such file`},
 		{"escaping external", `g () => () <float[2] w = ["location": "../w.bin"]> {}`, `must be a relative path inside the model's directory`},
 		{"external length", `g () => () <float[2] w = ["location": "w.bin", "length": "4"]> {}`, `external data length 4, want 8`},
 		{"empty list", "g () => () { y = C <v = []> () }", `empty list attribute "v" needs a kind annotation`},

@@ -3,11 +3,11 @@ package text
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 
 	"github.com/kiln-ml/kiln/internal/atomicfile"
+	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -143,9 +143,11 @@ func (r *resolver) externalTensor(dtype ir.DType, dims []int64, d *astData) (*ir
 	f, ok := r.external[location]
 	if !ok {
 		var err error
-		f, err = os.Open(filepath.Join(filepath.Dir(r.filename), location))
+		// A regular file inside the model's folder, links resolved
+		// (onnx/onnx#7686).
+		f, err = readfile.OpenInside(filepath.Dir(r.filename), location)
 		if err != nil {
-			return nil, errorf(d.Pos, "external data: %v", err)
+			return nil, errorf(d.Pos, "external data %q: %v", location, err)
 		}
 		r.external[location] = f
 	}

@@ -22,7 +22,8 @@ import (
 // "dropped"}).
 //
 // The files are ONNX TensorProto .pb files, DIR/MODEL/INPUT/STAMP-N.pb,
-// one request's tensor each, the same N for every input of a request:
+// one request's tensor each, the same N for every input of a request
+// (MODEL and INPUT are the names as CaptureFolder writes them):
 // `cc quantize --calib DIR/MODEL/INPUT` (or --calib INPUT=DIR/MODEL/INPUT
 // per input) reads a folder of them as calibration samples, in order.
 
@@ -92,7 +93,7 @@ func (c *capturer) write() {
 
 func (c *capturer) writeSample(s captured) error {
 	for name, t := range s.inputs {
-		dir := filepath.Join(c.dir, fileName(s.model), fileName(name))
+		dir := filepath.Join(c.dir, CaptureFolder(s.model), CaptureFolder(name))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
@@ -116,11 +117,27 @@ func (c *capturer) close() {
 	<-c.done
 }
 
-// fileName keeps a model or input name inside its folder.
-func fileName(name string) string {
-	name = strings.NewReplacer("/", "_", "\\", "_", "\x00", "_").Replace(name)
-	if name == "" || name[0] == '.' {
-		name = "_" + name
+// CaptureFolder is the folder name --capture keeps a model's or an
+// input's samples under. It is one to one, so that two inputs never mix
+// their samples (a/b and a_b once shared a folder), and readable: bytes
+// outside [A-Za-z0-9._-] are written %XX, '%' itself included, as is a
+// leading '.' (no name becomes "." or ".."). The empty name is "%", which
+// no other name gives.
+func CaptureFolder(name string) string {
+	if name == "" {
+		return "%"
 	}
-	return name
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; keptInFolderName(c) && !(i == 0 && c == '.') {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+func keptInFolderName(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/kiln-ml/kiln/internal/serve/inferencepb"
@@ -17,7 +18,14 @@ import (
 // GRPCServer returns a gRPC server with the protocol's service,
 // inference.GRPCInferenceService, registered.
 func (s *Server) GRPCServer() *grpc.Server {
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(int(min(s.cfg.MaxRequestBytes, math.MaxInt32))))
+	ct := connTimeoutsFor(s.cfg.Timeout)
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(int(min(s.cfg.MaxRequestBytes, math.MaxInt32))),
+		grpc.ConnectionTimeout(ct.Read),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: ct.Idle, MaxConnectionAge: ct.Age, MaxConnectionAgeGrace: ct.Write,
+			// A peer that vanished is found by a ping unanswered within Read.
+			Time: ct.Idle, Timeout: ct.Read,
+		}))
 	inferencepb.RegisterGRPCInferenceServiceServer(g, &grpcService{s: s})
 	return g
 }
@@ -91,7 +99,8 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inferencepb.ModelInfe
 	return resp, nil
 }
 
-func (g *grpcService) modelInfer(ctx context.Context, req *inferencepb.ModelInferRequest) (*inferencepb.ModelInferResponse, error) {
+func (g *grpcService) modelInfer(ctx context.Context, req *inferencepb.ModelInferRequest) (_ *inferencepb.ModelInferResponse, err error) {
+	defer recovered(&err) // grpc-go does not recover a handler's panic: it would end the process
 	r := &Request{Model: req.GetModelName(), Version: req.GetModelVersion(), ID: req.GetId()}
 	raw := req.GetRawInputContents()
 	if len(raw) > 0 && len(raw) != len(req.GetInputs()) {

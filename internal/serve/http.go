@@ -52,6 +52,9 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, index)
 	})
 	mux.HandleFunc("POST /v2/repository/models/{name}/load", func(w http.ResponseWriter, r *http.Request) {
+		// A large engine may load for longer than the write timeout, which
+		// is sized for inference; its answer must still reach the client.
+		http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		if err := s.Load(r.PathValue("name")); err != nil {
 			writeError(w, err)
 			return
@@ -160,7 +163,8 @@ func (s *Server) httpInfer(w http.ResponseWriter, r *http.Request) {
 
 // httpInferResponse answers an infer request, or returns the error to
 // answer with.
-func (s *Server) httpInferResponse(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) httpInferResponse(w http.ResponseWriter, r *http.Request) (err error) {
+	defer recovered(&err)
 	req, binaryOut, err := s.parseHTTPInfer(w, r)
 	if err != nil {
 		return err
@@ -258,8 +262,10 @@ func (s *Server) parseHTTPInfer(w http.ResponseWriter, r *http.Request) (*Reques
 		case size != nil && in.Data != nil:
 			return nil, nil, badRequest("input %q has both data and binary_data_size", in.Name)
 		case size != nil:
-			if *size < 0 || offset+*size > int64(len(binary)) {
-				return nil, nil, badRequest("input %q: binary_data_size %d goes past the %d bytes of binary data after the JSON header", in.Name, *size, len(binary))
+			// Compared with what is left, not as offset+size: a lying
+			// size near 2^63 would wrap the sum and pass.
+			if *size < 0 || *size > int64(len(binary))-offset {
+				return nil, nil, badRequest("input %q: binary_data_size %d goes past the %d bytes of binary data after the JSON header (%d left after the inputs before it)", in.Name, *size, len(binary), int64(len(binary))-offset)
 			}
 			raw := binary[offset : offset+*size]
 			offset += *size

@@ -42,20 +42,29 @@ type model struct {
 }
 
 // openModel loads an engine and makes the model's contexts; an error
-// leaves nothing loaded.
-func (s *Server) openModel(name string, version int64, path string) (*model, error) {
-	eng, err := s.cfg.Load(path)
-	if err != nil {
+// leaves nothing loaded. A panic while loading (a bug, or a hostile
+// engine file reaching one) is this model's error: the server and its
+// other models go on.
+func (s *Server) openModel(name string, version int64, path string) (m *model, err error) {
+	var eng *runtime.Engine
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: loading the engine failed unexpectedly: %v (a bug in kiln; please report it with the engine file)", path, r)
+		}
+		if err != nil && eng != nil {
+			eng.Close()
+		}
+	}()
+	if eng, err = s.cfg.Load(path); err != nil {
 		return nil, err
 	}
-	m := &model{name: name, version: version, path: path, eng: eng, inputs: eng.Inputs(),
+	m = &model{name: name, version: version, path: path, eng: eng, inputs: eng.Inputs(),
 		dtypes: map[string]ir.DType{}, closed: make(chan struct{}), loadedAt: time.Now(),
 		queue: make(chan *job, s.cfg.MaxQueue)}
 	m.outputs = slices.DeleteFunc(eng.Outputs(), engine.Binding.IsDebug)
 	for _, b := range append(slices.Clone(m.inputs), eng.Outputs()...) {
 		d, err := ir.ParseDType(b.DType)
 		if err != nil {
-			eng.Close()
 			return nil, fmt.Errorf("%s: binding %q: %v", path, b.Name, err)
 		}
 		m.dtypes[b.Name] = d
@@ -64,7 +73,6 @@ func (s *Server) openModel(name string, version int64, path string) (*model, err
 	ctxs := make([]*runtime.Context, s.cfg.Instances)
 	for i := range ctxs {
 		if ctxs[i], err = eng.NewContext(runtime.Options{Threads: s.cfg.Threads, Limits: s.cfg.Limits}); err != nil {
-			eng.Close()
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}

@@ -75,9 +75,10 @@ func writeVersion(t *testing.T, dir, name string, version int, eng []byte) {
 // server is a Server running on loopback.
 type server struct {
 	*Server
-	url  string
-	grpc inferencepb.GRPCInferenceServiceClient
-	stop func()
+	url      string
+	grpcAddr string
+	grpc     inferencepb.GRPCInferenceServiceClient
+	stop     func()
 }
 
 func start(t *testing.T, cfg Config) *server {
@@ -97,7 +98,7 @@ func start(t *testing.T, cfg Config) *server {
 	conn, err := grpc.NewClient(gln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	srv := &server{Server: s, url: "http://" + ln.Addr().String(), grpc: inferencepb.NewGRPCInferenceServiceClient(conn)}
+	srv := &server{Server: s, url: "http://" + ln.Addr().String(), grpcAddr: gln.Addr().String(), grpc: inferencepb.NewGRPCInferenceServiceClient(conn)}
 	var once sync.Once
 	srv.stop = func() {
 		once.Do(func() {

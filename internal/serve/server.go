@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,10 +35,12 @@ type Config struct {
 	// Threads per inference (0: all cores) and Instances: contexts per
 	// model, each running one inference at a time.
 	Threads, Instances int
-	// MaxQueue bounds the requests waiting per model; a request beyond it
-	// is refused at once (HTTP 503, gRPC UNAVAILABLE).
+	// MaxQueue bounds the requests waiting per model (1 to MaxQueueLimit;
+	// 0: 64); a request beyond it is refused at once (HTTP 503, gRPC
+	// UNAVAILABLE).
 	MaxQueue int
-	// Timeout bounds a request's wait in the queue (0: none).
+	// Timeout bounds a request's wait in the queue (0: none), and so the
+	// connections' timeouts (run.go's connTimeoutsFor).
 	Timeout time.Duration
 	// MaxRequestBytes bounds an HTTP request's body.
 	MaxRequestBytes int64
@@ -68,6 +71,10 @@ type Server struct {
 
 	mu     sync.Mutex
 	models map[string]*model
+	// failed holds why each repository model that is not loaded failed
+	// its last load (only names with a folder entry in the repository, so
+	// that load requests for made-up names cannot grow it).
+	failed map[string]string
 	// loadMu serializes loads and unloads (each reads the disk and swaps).
 	loadMu sync.Mutex
 
@@ -83,14 +90,30 @@ const Name = "kiln"
 // Version is kiln's version, as server metadata reports it.
 var Version = "0.1.0"
 
+// MaxQueueLimit and MaxInstances bound --max-queue and --instances: each
+// model allocates its queue's buffer and its contexts up front, so a huge
+// value would be an out-of-memory crash rather than a bound.
+const (
+	MaxQueueLimit = 1 << 16
+	MaxInstances  = 1 << 10
+)
+
 // New loads the newest version of every model in the repository. A model
-// that fails to load fails the start, naming the file and the problem.
+// that fails to load is refused, its reason logged and listed in the
+// repository index, and the others serve; the start fails only when the
+// repository has models and none of them loads.
 func New(cfg Config) (*Server, error) {
 	if cfg.Instances <= 0 {
 		cfg.Instances = 1
 	}
 	if cfg.MaxQueue <= 0 {
 		cfg.MaxQueue = 64
+	}
+	if cfg.MaxQueue > MaxQueueLimit {
+		return nil, fmt.Errorf("--max-queue %d: want 1 to %d", cfg.MaxQueue, MaxQueueLimit)
+	}
+	if cfg.Instances > MaxInstances {
+		return nil, fmt.Errorf("--instances %d: want 1 to %d", cfg.Instances, MaxInstances)
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 64 << 20
@@ -103,7 +126,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	s := &Server{cfg: cfg, log: log.New(cfg.Log, "infer serve: ", log.LstdFlags), models: map[string]*model{}, metrics: newMetrics()}
+	s := &Server{cfg: cfg, log: log.New(cfg.Log, "infer serve: ", log.LstdFlags), models: map[string]*model{},
+		failed: map[string]string{}, metrics: newMetrics()}
 	names, err := modelNames(cfg.Repository)
 	if err != nil {
 		return nil, fmt.Errorf("--model-repository: %w", err)
@@ -113,31 +137,37 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	var failures []string
 	for _, name := range names {
 		if err := s.Load(name); err != nil {
-			s.Close()
-			return nil, err
+			failures = append(failures, err.Error())
 		}
+	}
+	if len(failures) > 0 && len(failures) == len(names) {
+		s.Close()
+		return nil, fmt.Errorf("--model-repository %s: no model loads:\n  %s", cfg.Repository, strings.Join(failures, "\n  "))
 	}
 	return s, nil
 }
 
 // Load loads (or reloads) model name's newest version from the
 // repository. Requests admitted before the swap finish on the old version;
-// later ones go to the new. An engine that fails to load is refused and
-// the version already loaded keeps serving.
+// later ones go to the new. An engine that fails to load (or whose loading
+// panics) is refused with its reason and the version already loaded keeps
+// serving; no failure of one model stops the others.
 func (s *Server) Load(name string) error {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
 	version, path, err := newestVersion(s.cfg.Repository, name)
 	if err != nil {
-		return &Error{Kind: BadRequest, Msg: err.Error()}
+		return s.refuse(name, err.Error())
 	}
 	m, err := s.openModel(name, version, path)
 	if err != nil {
-		return &Error{Kind: BadRequest, Msg: fmt.Sprintf("model %q version %d not loaded: %v", name, version, err)}
+		return s.refuse(name, fmt.Sprintf("model %q version %d not loaded: %v", name, version, err))
 	}
 	s.mu.Lock()
+	delete(s.failed, name)
 	old := s.models[name]
 	s.models[name] = m
 	if old != nil {
@@ -152,6 +182,18 @@ func (s *Server) Load(name string) error {
 	return nil
 }
 
+// refuse logs a failed load and records its reason for the index and for
+// requests to the model, when name is one of the repository's entries.
+func (s *Server) refuse(name, reason string) error {
+	s.log.Printf("%s", reason)
+	if validName(name) && inRepository(s.cfg.Repository, name) {
+		s.mu.Lock()
+		s.failed[name] = reason
+		s.mu.Unlock()
+	}
+	return &Error{Kind: BadRequest, Msg: reason}
+}
+
 // Unload stops serving model name; requests already admitted finish.
 func (s *Server) Unload(name string) error {
 	s.loadMu.Lock()
@@ -163,6 +205,7 @@ func (s *Server) Unload(name string) error {
 		return &Error{Kind: BadRequest, Msg: fmt.Sprintf("model %q is not loaded", name)}
 	}
 	delete(s.models, name)
+	delete(s.failed, name) // unloaded on purpose now, whatever a reload said
 	s.retireLocked(m)
 	s.mu.Unlock()
 	s.log.Printf("model %q: version %d unloaded", name, m.version)
@@ -196,6 +239,9 @@ func (s *Server) acquire(name, version string) (*model, error) {
 }
 
 func (s *Server) unknownModelLocked(name string) error {
+	if reason, ok := s.failed[name]; ok {
+		return &Error{Kind: Unavailable, Msg: fmt.Sprintf("model %q is not ready: its load failed: %s", name, reason)}
+	}
 	var names []string
 	for n := range s.models {
 		names = append(names, strconv.Quote(n))
@@ -309,6 +355,8 @@ func (s *Server) Index() ([]RepositoryEntry, error) {
 	for _, name := range names {
 		if m := s.models[name]; m != nil {
 			out = append(out, RepositoryEntry{Name: name, Version: m.versionString(), State: "READY"})
+		} else if reason, ok := s.failed[name]; ok {
+			out = append(out, RepositoryEntry{Name: name, State: "UNAVAILABLE", Reason: reason})
 		} else {
 			out = append(out, RepositoryEntry{Name: name, State: "UNAVAILABLE", Reason: "unloaded"})
 		}
@@ -569,6 +617,15 @@ func (s *Server) run(m *model, c *runtime.Context, batch []*job) {
 	}
 	for i, outs := range split(out, batch) {
 		batch[i].done <- result{outputs: outs}
+	}
+}
+
+// recovered turns a panic while answering a request into the request's
+// error, deferred with the handler's error: the client gets an answer, the
+// request is counted, and the server goes on.
+func recovered(err *error) {
+	if r := recover(); r != nil {
+		*err = &Error{Kind: Internal, Msg: fmt.Sprintf("the server failed on this request: %v (a bug in kiln; please report it)", r)}
 	}
 }
 

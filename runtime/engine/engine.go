@@ -30,6 +30,11 @@ type Binding struct {
 	// Debug marks an output that cc build --mark-outputs added: an
 	// intermediate value, not one of the model's outputs (nil for those).
 	Debug *Debug `json:"debug,omitempty"`
+	// Default is an input's value when a run does not give it: the raw
+	// bytes, at Shape (static), of the initializer the model declares
+	// for it (cc build --overridable-initializers; nil: the input is
+	// required).
+	Default []byte `json:"default,omitempty"`
 }
 
 // Target says what machine code the engine holds.
@@ -63,6 +68,10 @@ type Metadata struct {
 	// Pinned are model inputs compiled as constants (cc build --value):
 	// a run may give them, with exactly these values, or leave them out.
 	Pinned []Pinned `json:"pinned,omitempty"`
+	// Folded are model inputs with initializer defaults that cc build
+	// compiled as constants (its default; --overridable-initializers keeps
+	// them inputs): a run that gives one is refused, naming the flag.
+	Folded []string `json:"folded,omitempty"`
 	// Training describes a training-step engine (cc build --train); nil
 	// for an inference engine.
 	Training *Training `json:"training,omitempty"`

@@ -5,12 +5,18 @@ package engine
 import (
 	"io"
 	"os"
+
+	"github.com/kiln-ml/kiln/internal/readfile"
 )
 
 // Map reads the file where memory mapping is not available.
 func Map(path string) ([]byte, func(), error) {
-	b, err := os.ReadFile(path)
-	return b, func() {}, err
+	f, err := readfile.Open(path) // not a named pipe, which would block
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	return MapFile(f)
 }
 
 // MapFile reads an open file where memory mapping is not available.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kiln-ml/kiln/internal/readfile/fifotest"
 )
 
 // A mapped file cut short by another writer faults where its pages are
@@ -46,4 +48,15 @@ func TestMapEmptyFile(t *testing.T) {
 	defer unmap()
 	_, err = Parse(data)
 	assert.ErrorIs(t, err, ErrTruncated)
+}
+
+// Issue 32: a named pipe as an engine or key file hung its reader
+// forever; Map and the key readers refuse it at once, by name.
+func TestMapRefusesNamedPipe(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "e.kiln")
+	fifotest.Make(t, fifo)
+	fifotest.Returns(t, fifo, func() error { _, _, err := Map(fifo); return err })
+	fifotest.Returns(t, fifo, func() error { _, err := ReadPublicKeyFile(fifo); return err })
+	fifotest.Returns(t, fifo, func() error { _, err := ReadPrivateKeyFile(fifo); return err })
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/kiln-ml/kiln/internal/readfile"
 )
 
 // Map maps a file read-only into memory for Parse, so that a loader reads
@@ -22,7 +24,7 @@ import (
 // returns is safe from both; DecodeFile's Weights, which Detach leaves in
 // place, are not.
 func Map(path string) (data []byte, unmap func(), err error) {
-	f, err := os.Open(path)
+	f, err := readfile.Open(path) // not a named pipe, which would block
 	if err != nil {
 		return nil, nil, err
 	}

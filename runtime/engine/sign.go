@@ -11,7 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/kiln-ml/kiln/internal/readfile"
 )
 
 // Signing: an engine is native code, so a deployment may want to run only
@@ -167,7 +168,7 @@ func ReadPublicKeyFile(path string) (ed25519.PublicKey, error) {
 }
 
 func readKeyFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := readfile.Open(path) // not a named pipe, which would block
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,15 @@ func (m *Metadata) Validate() error {
 		if err := b.checkDebug(i < len(m.Inputs)); err != nil {
 			return bad("%s: %v", what, err)
 		}
+		if err := b.checkDefault(i < len(m.Inputs)); err != nil {
+			return bad("%s: %v", what, err)
+		}
+	}
+	for _, name := range m.Folded {
+		if !validName(name) || names[name] {
+			return bad("folded input %s is malformed or also bound", quote(name))
+		}
+		names[name] = true
 	}
 	for _, p := range m.Pinned {
 		if !validName(p.Name) || names[p.Name] {
@@ -139,18 +148,35 @@ func Elements(shape []int64) (int64, error) {
 	return int64(n), nil
 }
 
-// validName accepts a binding name that prints safely in a message.
-func validName(s string) bool {
-	if s == "" || len(s) > 4096 || !utf8.ValidString(s) {
-		return false
+// MaxNameLen is the longest name, in bytes, an engine binds.
+const MaxNameLen = 4096
+
+// CheckName says why s cannot name an engine's input, output, pinned
+// input, symbol or debug value, or returns nil: a name is 1 to MaxNameLen
+// bytes of UTF-8 without control characters, so it prints safely in a
+// message and JSON keeps it as it is (it would turn invalid UTF-8 into
+// U+FFFD, two distinct names into one). The loader refuses an engine with
+// any other (Validate), and cc build a model that would make one.
+func CheckName(s string) error {
+	const rule = "names are 1 to 4096 bytes of UTF-8 without control characters"
+	switch {
+	case s == "":
+		return fmt.Errorf("the name is empty (%s)", rule)
+	case len(s) > MaxNameLen:
+		return fmt.Errorf("the name is %d bytes long (%s)", len(s), rule)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("the name is not valid UTF-8 (%s)", rule)
 	}
 	for _, r := range s {
 		if unicode.IsControl(r) {
-			return false
+			return fmt.Errorf("the name holds the control character %U (%s)", r, rule)
 		}
 	}
-	return true
+	return nil
 }
+
+// validName accepts a binding name that prints safely in a message.
+func validName(s string) bool { return CheckName(s) == nil }
 
 // quote quotes s for a message if it prints safely, else describes it.
 func quote(s string) string {
@@ -161,4 +187,19 @@ func quote(s string) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return "(unprintable or overlong)"
+}
+
+// checkDefault checks a binding's default value: only inputs have one,
+// and its shape is static (the runtime checks its size against the
+// dtype's).
+func (b Binding) checkDefault(input bool) error {
+	switch {
+	case b.Default == nil:
+		return nil
+	case !input:
+		return fmt.Errorf("an output cannot have a default value")
+	case b.Dynamic():
+		return fmt.Errorf("an input with a default value has dynamic dims")
+	}
+	return nil
 }

@@ -39,6 +39,16 @@ steps at its border cost more than its integer kernels save, such as one small G
 between float ops) the nodes stay float and the command says so; --quantize-all
 quantizes them anyway.
 
+Ranges calibration cannot set are not used: a tensor calibration saw at one value
+(all-zero data) and what is computed from it alone, or one whose range quantizes
+most of its nonzero values to 0 (an outlier far above the rest). The nodes that
+would quantize it stay float, and a warning names the tensor, its range and what
+to change. A calibration cache holding a min above its max, a range out of order
+or a number that is not finite is refused. Last, the INT8 model runs on the
+calibration data beside the float model: an output whose relative L2 error
+averages above 0.5 over the runs is a warning, and with --strict an error that
+writes nothing.
+
 DATA (--calib) is a tensor file (.pb TensorProto or .npy) whose leading dim counts
 samples (a [32,3,224,224] file is 32 runs of a [1,3,224,224] input), a folder of
 such files, an ONNX test_data_set folder or a folder of them; repeat --calib
@@ -106,6 +116,7 @@ type quantizeFlags struct {
 	keep       *string
 	all        *bool
 	cache      *string
+	strict     *bool
 }
 
 func addQuantizeFlags(fs *flag.FlagSet) *quantizeFlags {
@@ -117,6 +128,7 @@ func addQuantizeFlags(fs *flag.FlagSet) *quantizeFlags {
 	q.keep = fs.String("keep-fp32", "", "comma-separated `NODES` (by name) to leave in float32")
 	q.all = fs.Bool("quantize-all", false, "quantize every node that can be, also where INT8 would be slower than FP32 (by default such nodes stay float, and the command names them)")
 	q.cache = fs.String("calib-cache", "", "calibration cache `FILE` (JSON): read when it exists and was made for this model (no runs, no --calib needed), written after calibrating otherwise")
+	q.strict = fs.Bool("strict", false, fmt.Sprintf("fail, writing nothing, when on the calibration data an output of the INT8 model differs from the float model's by a mean relative L2 above %g (by default a warning); needs --calib", quantize.MaxRelL2))
 	return q
 }
 
@@ -132,8 +144,11 @@ func (q *quantizeFlags) options(fs *flag.FlagSet, lim ir.Limits) (quantize.Optio
 	if len(*q.calib) == 0 && *q.cache == "" {
 		return quantize.Options{}, cli.Usagef("--calib DATA is required (or --calib-cache FILE holding this model's calibration)")
 	}
+	if len(*q.calib) == 0 && *q.strict {
+		return quantize.Options{}, cli.Usagef("--strict checks the INT8 model on the calibration data: it needs --calib DATA, also with --calib-cache")
+	}
 	opts := quantize.Options{Method: method, PerTensor: *q.perTensor || !*q.perChannel, KeepFP32: split(*q.keep),
-		QuantizeAll: *q.all, Data: *q.calib, CacheFile: *q.cache}
+		QuantizeAll: *q.all, Data: *q.calib, CacheFile: *q.cache, Strict: *q.strict}
 	opts.Build.Limits = lim
 	return opts, nil
 }
@@ -142,7 +157,7 @@ func (q *quantizeFlags) options(fs *flag.FlagSet, lim ir.Limits) (quantize.Optio
 // it records them in opts and returns the quantization's options (nil for
 // fp32, where the quantize flags have no use).
 func (q *quantizeFlags) forBuild(fs *flag.FlagSet, precision string, opts *build.Options) (*quantize.Options, error) {
-	names := []string{"calib", "method", "per-channel", "per-tensor", "keep-fp32", "quantize-all", "calib-cache"}
+	names := []string{"calib", "method", "per-channel", "per-tensor", "keep-fp32", "quantize-all", "calib-cache", "strict"}
 	switch precision {
 	case "fp32":
 		for _, name := range names {
@@ -273,6 +288,11 @@ func quantizeSummary(res *quantize.Result, opts quantize.Options) string {
 		if res.CacheWritten {
 			s += ", cached in " + opts.CacheFile
 		}
+	}
+	if w, ok := res.Worst(); ok {
+		s += fmt.Sprintf("; on the calibration data its outputs differ from the float model's by relative L2 %.3g at most (output %q)", w.RelL2, w.Output)
+	} else if len(opts.Data) == 0 {
+		s += "; not checked against the float model (no --calib data)"
 	}
 	for _, k := range res.KeptFloat {
 		s += "\nkept in FP32, INT8 would be slower: " + k

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/runtime/reference"
 )
 
 const cnnModel = "../../testdata/models/digits_cnn.onnx"
@@ -43,6 +45,8 @@ func TestQuantizeUsage(t *testing.T) {
 		{[]string{"quantize", cnnModel, "--calib", "x.pb", "--method", "percentile=0"}, "0 < P <= 100"},
 		{[]string{"quantize", cnnModel, "--calib", "x.pb", "--per-tensor", "--per-channel"}, "exclude each other"},
 		{[]string{"build", cnnModel, "--calib", "x.pb"}, "--calib quantizes: it needs --precision int8"},
+		{[]string{"build", cnnModel, "--strict"}, "--strict quantizes: it needs --precision int8"},
+		{[]string{"quantize", cnnModel, "--calib-cache", "c.json", "--strict"}, "--strict checks the INT8 model on the calibration data: it needs --calib DATA"},
 		{[]string{"build", cnnModel, "--precision", "int4"}, `--precision must be fp32 or int8, not "int4"`},
 		{[]string{"build", cnnModel, "--precision", "int8"}, "--calib DATA is required"},
 	} {
@@ -109,4 +113,131 @@ func TestQuantizeCommand(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "precision    int8")
 	assert.Contains(t, r.stdout, "--precision=int8 --method=percentile=99.9")
+}
+
+// writeCalib writes 8 random digits changed by edit as a [8,1,8,8]
+// TensorProto file in dir.
+func writeCalib(t *testing.T, dir string, edit func(x []float32)) string {
+	t.Helper()
+	path := writeDigits(t, dir, 8)
+	buf, err := os.ReadFile(path)
+	require.NoError(t, err)
+	x, err := onnx.ReadTensor(buf)
+	require.NoError(t, err)
+	edit(ir.Data[float32](x))
+	buf, err = onnx.WriteTensor(x)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, buf, 0o644))
+	return path
+}
+
+// relL2OnDigits is the largest ‖q − f‖ / ‖f‖ between the outputs of the
+// model file q and digits_cnn on random non-zero digits, on the reference
+// executor.
+func relL2OnDigits(t *testing.T, q string) float64 {
+	t.Helper()
+	var runs [2]func(map[string]*ir.Tensor) (map[string]*ir.Tensor, error)
+	for i, path := range []string{cnnModel, q} {
+		m, err := onnx.ReadFile(path)
+		require.NoError(t, err)
+		ex, err := reference.New(m)
+		require.NoError(t, err)
+		runs[i] = ex.Run
+	}
+	rng := rand.New(rand.NewPCG(77, 7))
+	worst := 0.0
+	for range 4 {
+		x := ir.NewTensor(ir.Float32, 1, 1, 8, 8)
+		for i := range ir.Data[float32](x) {
+			ir.Data[float32](x)[i] = 0.05 + 0.95*rng.Float32()
+		}
+		var outs [2][]float32
+		for i, run := range runs {
+			out, err := run(map[string]*ir.Tensor{"input": x})
+			require.NoError(t, err)
+			outs[i] = out["output"].Float32s()
+		}
+		var ff, dd float64
+		for i, f := range outs[0] {
+			d := float64(f) - float64(outs[1][i])
+			ff, dd = ff+float64(f)*float64(f), dd+d*d
+		}
+		worst = max(worst, math.Sqrt(dd/ff))
+	}
+	return worst
+}
+
+// Degenerate calibration (issue 32): all-zero data and one 1e30 among 8
+// samples give warnings naming the tensor, and models that agree with the
+// float one on real inputs (before: relative L2 1.0, at most a bias
+// warning); an edited cache with min above max is refused, naming it and
+// the tensor; a range that is valid but wrong is caught by the check on
+// the calibration data, an error with --strict.
+func TestQuantizeDegenerateRanges(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "q.onnx")
+
+	zeros := writeCalib(t, dir, func(x []float32) { clear(x) })
+	r := cc(t, "quantize", cnnModel, "--calib", zeros, "-o", out, "--method", "minmax")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, `tensor "input" (calibration data `+zeros+`): every calibration value of it is 0;`)
+	assert.Contains(t, r.stderr, "stay float")
+	assert.Contains(t, r.stdout, "none of 12 nodes quantized")
+	assert.Less(t, relL2OnDigits(t, out), 1e-5)
+
+	outlier := writeCalib(t, dir, func(x []float32) { x[3*64+37] = 1e30 })
+	r = cc(t, "quantize", cnnModel, "--calib", outlier, "-o", out, "--method", "minmax")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, `tensor "input" (calibration data `+outlier+`): its minmax range [`)
+	assert.Contains(t, r.stderr, ", 1e+30] quantizes 99.8% of its nonzero calibration values to 0")
+	assert.Contains(t, r.stderr, `rather than quantize it, node "/features/features.0/Conv" (Conv) stays float`)
+	assert.Contains(t, r.stderr, "remove the samples that hold them from the calibration data")
+	assert.NotContains(t, r.stderr, "agrees badly")
+	assert.Less(t, relL2OnDigits(t, out), 0.2)
+
+	// A good calibration, cached; the check's result is in the summary.
+	calib := writeDigits(t, dir, 8)
+	cache := filepath.Join(dir, "calib.json")
+	r = cc(t, "quantize", cnnModel, "--calib", calib, "-o", out, "--method", "minmax", "--calib-cache", cache, "--strict")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	assert.Contains(t, r.stdout, "on the calibration data its outputs differ from the float model's by relative L2 ")
+	good, err := os.ReadFile(cache)
+	require.NoError(t, err)
+	// edit rewrites the input's line of the cache (one line per tensor),
+	// replacing each old by its new.
+	edit := func(oldNew ...string) {
+		lines := strings.Split(string(good), "\n")
+		for i, line := range lines {
+			if strings.HasPrefix(line, `  "input": {`) {
+				lines[i] = strings.NewReplacer(oldNew...).Replace(line)
+				require.NotEqual(t, line, lines[i])
+			}
+		}
+		require.NoError(t, os.WriteFile(cache, []byte(strings.Join(lines, "\n")), 0o644))
+	}
+
+	edit(`"min":`, `"min":5,"was_min":`, `"max":`, `"max":1,"was_max":`)
+	require.NoError(t, os.Remove(out))
+	r = cc(t, "quantize", cnnModel, "-o", out, "--method", "minmax", "--calib-cache", cache)
+	requireOneErrorLine(t, r, cnnModel)
+	assert.Contains(t, r.stderr, "calibration cache "+cache+`: tensor "input": min 5 is above max 1: delete the cache or recalibrate`)
+	assert.NoFileExists(t, out)
+
+	edit(`"range":[`, `"range":[0,0.001],"was":[`)
+	r = cc(t, "quantize", cnnModel, "--calib", calib, "-o", out, "--method", "minmax", "--calib-cache", cache)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "the INT8 model agrees badly with the float model on the calibration data ("+calib+`): output "output" differs by relative L2 `)
+	require.NoError(t, os.Remove(out))
+	r = cc(t, "quantize", cnnModel, "--calib", calib, "-o", out, "--method", "minmax", "--calib-cache", cache, "--strict")
+	requireOneErrorLine(t, r, cnnModel)
+	assert.Contains(t, r.stderr, "--strict: nothing written")
+	assert.NoFileExists(t, out)
+
+	r = cc(t, "quantize", cnnModel, "-o", out, "--calib-cache", cache, "--strict")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "--strict checks the INT8 model on the calibration data: it needs --calib DATA")
 }

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"slices"
 
 	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/dataset"
+	"github.com/kiln-ml/kiln/internal/readfile"
+	"github.com/kiln-ml/kiln/ir"
 )
 
 // cacheFormat names the calibration cache's format and version.
@@ -54,38 +55,83 @@ type CachedStats struct {
 }
 
 // readCache reads the cache at path for the model of hash sum; a missing
-// file gives nil and no error.
-func readCache(path, sum string) (*Cache, error) {
-	buf, err := os.ReadFile(path)
+// file gives nil and no error, anything but a regular file (a named pipe)
+// an error. Each tensor is decoded and checked on its own, so that an
+// edited or damaged entry is named.
+func readCache(path, sum string, lim ir.Limits) (*Cache, error) {
+	buf, err := readfile.Within(path, lim, nil)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var c Cache
-	if err := json.Unmarshal(buf, &c); err != nil || c.Format != cacheFormat {
-		why := fmt.Sprintf("its format is %q", c.Format)
-		if err != nil {
+	var raw struct {
+		CacheHeader
+		Tensors map[string]json.RawMessage `json:"tensors"`
+	}
+	if err := json.Unmarshal(buf, &raw); err != nil || raw.Format != cacheFormat {
+		why := fmt.Sprintf("its format is %q", raw.Format)
+		if syntax := (*json.SyntaxError)(nil); errors.As(err, &syntax) {
+			return nil, fmt.Errorf("calibration cache %s is not valid JSON at %s: %v: delete the cache or recalibrate", path, syntaxPlace(buf, syntax.Offset), err)
+		} else if err != nil {
 			why = err.Error()
 		}
 		return nil, fmt.Errorf("calibration cache %s is not a %s (%s): delete it or name another file", path, cacheFormat, why)
 	}
-	if c.ModelSHA256 != sum {
-		return nil, fmt.Errorf("calibration cache %s was made for model sha256 %s, this is %s", path, c.ModelSHA256, sum)
+	if raw.ModelSHA256 != sum {
+		return nil, fmt.Errorf("calibration cache %s was made for model sha256 %s, this is %s", path, raw.ModelSHA256, sum)
 	}
-	if c.Bins != Bins || c.Levels != levels {
-		return nil, fmt.Errorf("calibration cache %s has %d bins and %d levels, kiln uses %d and %d: delete it to calibrate again", path, c.Bins, c.Levels, Bins, levels)
+	if raw.Bins != Bins || raw.Levels != levels {
+		return nil, fmt.Errorf("calibration cache %s has %d bins and %d levels, kiln uses %d and %d: delete it to calibrate again", path, raw.Bins, raw.Levels, Bins, levels)
 	}
-	for name, t := range c.Tensors {
-		if t == nil {
-			return nil, fmt.Errorf("calibration cache %s: tensor %q has no statistics", path, name)
+	c := &Cache{CacheHeader: raw.CacheHeader, Tensors: map[string]*CachedStats{}}
+	for _, name := range slices.Sorted(maps.Keys(raw.Tensors)) {
+		var t *CachedStats
+		err := json.Unmarshal(raw.Tensors[name], &t)
+		if err == nil {
+			err = t.check()
 		}
-		if err := t.Hist.check(); err != nil {
-			return nil, fmt.Errorf("calibration cache %s: tensor %q: %v", path, name, err)
+		if err != nil {
+			return nil, fmt.Errorf("calibration cache %s: tensor %q: %v: delete the cache or recalibrate", path, name, err)
 		}
+		c.Tensors[name] = t
 	}
-	return &c, nil
+	return c, nil
+}
+
+// check rejects statistics that calibration cannot have recorded (a
+// hand-edited or damaged cache). min == max is what constant data gives.
+func (t *CachedStats) check() error {
+	switch {
+	case t == nil:
+		return fmt.Errorf("no statistics")
+	case !isFinite(t.Min) || !isFinite(t.Max):
+		return fmt.Errorf("min %v and max %v are not both finite", t.Min, t.Max)
+	case t.Min > t.Max:
+		return fmt.Errorf("min %v is above max %v", t.Min, t.Max)
+	case !isFinite(t.Range[0]) || !isFinite(t.Range[1]):
+		return fmt.Errorf("range [%v, %v] is not finite", t.Range[0], t.Range[1])
+	case t.Range[0] > t.Range[1]:
+		return fmt.Errorf("range [%v, %v] has its low end above its high end", t.Range[0], t.Range[1])
+	case t.Zeros < 0 || t.NonFinite < 0:
+		return fmt.Errorf("negative counts")
+	}
+	return t.Hist.check()
+}
+
+// syntaxPlace is where offset lies in the cache buf: its line and, since
+// writeCache puts each tensor on a line of its own, the tensor it holds.
+func syntaxPlace(buf []byte, offset int64) string {
+	offset = min(max(offset, 0), int64(len(buf)))
+	start := int64(bytes.LastIndexByte(buf[:offset], '\n') + 1)
+	place := fmt.Sprintf("line %d", bytes.Count(buf[:offset], []byte("\n"))+1)
+	var name string
+	tensors := bytes.Index(buf, []byte(`"tensors"`))
+	if tensors >= 0 && start > int64(tensors) && json.NewDecoder(bytes.NewReader(bytes.TrimLeft(buf[start:], " \t"))).Decode(&name) == nil {
+		place += fmt.Sprintf(" (tensor %q)", name)
+	}
+	return place
 }
 
 // newCache records calibration's statistics with their ranges under

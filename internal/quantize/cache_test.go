@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/internal/readfile/fifotest"
+	"github.com/kiln-ml/kiln/ir"
 )
 
 func sha(b []byte) string {
@@ -86,4 +88,12 @@ func TestCalibrationCache(t *testing.T) {
 	_, err = Quantize(m, src, Options{CacheFile: damaged, Method: Method{Name: "entropy"}, reference: true})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `tensor "x": histogram has 2 bins`)
+}
+
+// A named pipe as the cache is refused, naming it, instead of blocking
+// the read forever.
+func TestCacheFIFORefused(t *testing.T) {
+	pipe := filepath.Join(t.TempDir(), "calib.json")
+	fifotest.Make(t, pipe)
+	fifotest.Returns(t, pipe, func() error { _, err := readCache(pipe, "", ir.Limits{}); return err })
 }

@@ -61,18 +61,24 @@ func runInputs(m *ir.Model) ([]dataset.Input, error) {
 	return ins, nil
 }
 
+// keptOutputBytes bounds the float outputs calibration keeps for the
+// agreement check (beyond it the check runs the float model again).
+const keptOutputBytes = 256 << 20
+
 // calibrate compiles m (which it does not change) into an engine that
 // outputs every tensor of vs besides its own outputs, runs it on every run
-// of data and returns the statistics of each tensor by name.
-func calibrate(m *ir.Model, vs []*ir.Value, data *dataset.Set, opts Options) (map[string]*Stats, error) {
+// of data and returns the statistics of each tensor by name, and m's float
+// outputs of each run (nil when they would take more than
+// keptOutputBytes).
+func calibrate(m *ir.Model, vs []*ir.Value, data *dataset.Set, opts Options) (map[string]*Stats, []map[string]*ir.Tensor, error) {
 	// A copy to add outputs to: the build's passes change the model.
 	buf, err := onnx.Write(m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cm, err := onnx.ReadWithin(buf, "", opts.Build.Limits)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byName := map[string]*ir.Value{}
 	for _, n := range cm.Graph.Nodes {
@@ -100,17 +106,19 @@ func calibrate(m *ir.Model, vs []*ir.Value, data *dataset.Set, opts Options) (ma
 	}
 	run, done, err := calibrationRunner(cm, buf, data, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer done()
 	if opts.Progress != nil {
 		opts.Progress(0, data.Runs())
 	}
+	var kept []map[string]*ir.Tensor
+	keptBytes := 0
 	for i := range data.Runs() {
 		feeds := data.Run(i)
 		outs, err := run(feeds)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", data.RunSource(i), err)
+			return nil, nil, fmt.Errorf("%s: %w", data.RunSource(i), err)
 		}
 		for _, v := range vs {
 			t := outs[v.Name]
@@ -118,15 +126,35 @@ func calibrate(m *ir.Model, vs []*ir.Value, data *dataset.Set, opts Options) (ma
 				t = feeds[v.Name]
 			}
 			if t == nil || t.DType != ir.Float32 {
-				return nil, fmt.Errorf("the calibration engine gave no float32 %q", v.Name)
+				return nil, nil, fmt.Errorf("the calibration engine gave no float32 %q", v.Name)
 			}
 			stats[v.Name].Add(t.Float32s())
 		}
+		kept, keptBytes = keepOutputs(kept, keptBytes, m.Graph.Outputs, outs)
 		if opts.Progress != nil {
 			opts.Progress(i+1, data.Runs())
 		}
 	}
-	return stats, nil
+	return stats, kept, nil
+}
+
+// keepOutputs appends a copy of one run's float outputs to kept, which
+// holds size bytes, unless that would pass keptOutputBytes (or has: nil).
+func keepOutputs(kept []map[string]*ir.Tensor, size int, outputs []*ir.Value, outs map[string]*ir.Tensor) ([]map[string]*ir.Tensor, int) {
+	if size < 0 {
+		return nil, size
+	}
+	run := map[string]*ir.Tensor{}
+	for _, v := range outputs {
+		if t := outs[v.Name]; t != nil && t.DType == ir.Float32 {
+			run[v.Name] = t.Clone() // the engine reuses its buffers
+			size += len(t.Raw)
+		}
+	}
+	if size > keptOutputBytes {
+		return nil, -1
+	}
+	return append(kept, run), size
 }
 
 // calibrationRunner returns what runs the calibration model cm (whose ONNX

@@ -52,9 +52,12 @@ type Stats struct {
 	Min float64 `json:"min"`
 	Max float64 `json:"max"`
 	// NonFinite counts NaN and ±Inf elements, left out of the rest.
-	NonFinite int64     `json:"non_finite,omitempty"`
-	Hist      Histogram `json:"histogram"`
-	seen      bool
+	NonFinite int64 `json:"non_finite,omitempty"`
+	// Zeros counts the elements that were exactly 0 (a ReLU's), which no
+	// scale loses; caches written before it was recorded read as none.
+	Zeros int64     `json:"zeros,omitempty"`
+	Hist  Histogram `json:"histogram"`
+	seen  bool
 }
 
 // Add records one sample's values of the tensor.
@@ -65,6 +68,9 @@ func (s *Stats) Add(xs []float32) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			s.NonFinite++
 			continue
+		}
+		if v == 0 {
+			s.Zeros++
 		}
 		lo, hi = min(lo, v), max(hi, v)
 		amax = max(amax, math.Abs(v))
@@ -102,5 +108,12 @@ func (s *Stats) Range(m Method) (lo, hi float64) {
 	default:
 		return s.Min, s.Max
 	}
-	return max(s.Min, -t), min(s.Max, t)
+	lo, hi = max(s.Min, -t), min(s.Max, t)
+	if lo > hi { // a threshold below every |x| (a tiny P): the observed value nearest 0
+		if s.Min > 0 {
+			return s.Min, s.Min
+		}
+		return s.Max, s.Max
+	}
+	return lo, hi
 }

@@ -54,6 +54,7 @@ func TestStatsZerosAndNonFinite(t *testing.T) {
 	assert.Equal(t, int64(3), s.Hist.Counts[0])
 	s.Add([]float32{float32(math.NaN()), float32(math.Inf(1)), -2, 1})
 	assert.Equal(t, int64(2), s.NonFinite)
+	assert.Equal(t, int64(3), s.Zeros, "exact zeros, which no scale loses")
 	assert.Equal(t, -2.0, s.Min)
 	assert.Equal(t, 1.0, s.Max)
 	assert.Equal(t, 2.0, s.Hist.Range)
@@ -152,6 +153,19 @@ func TestRangeClampsToObserved(t *testing.T) {
 	lo, hi := s.Range(Method{Name: "percentile", Percentile: 99})
 	assert.Equal(t, 0.0, lo, "clamped to the minimum, not -threshold")
 	assert.InDelta(t, 9.9, hi, 0.01)
+
+	// A threshold below every |x| gives the value nearest 0, never a range
+	// out of order (which a cache holding it would be refused for).
+	for _, sign := range []float32{1, -1} {
+		var far Stats
+		for i := range xs {
+			xs[i] = sign * (5 + float32(i)/1000)
+		}
+		far.Add(xs)
+		lo, hi = far.Range(Method{Name: "percentile", Percentile: 0.001})
+		assert.Equal(t, lo, hi)
+		assert.Equal(t, 5.0, math.Abs(lo))
+	}
 }
 
 // Entropy's threshold never falls below the 99th percentile: on values
@@ -208,7 +222,7 @@ func TestActivationParams(t *testing.T) {
 	assert.InDelta(t, 5.0/255, p.scale, 1e-9)
 	p = activationParams(-3, -1) // all negative: widened to [-3, 0]
 	assert.Equal(t, uint8(255), p.zp)
-	p = activationParams(0, 0) // all zero: a valid scale, zp 0
+	p = activationParams(0, 0) // all zero: scale 1 (not a tiny one every real value saturates), zp 0
 	assert.Equal(t, uint8(0), p.zp)
-	assert.Greater(t, p.scale, float32(0))
+	assert.Equal(t, float32(1), p.scale)
 }

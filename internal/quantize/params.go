@@ -26,7 +26,10 @@ type actParams struct {
 func activationParams(lo, hi float64) actParams {
 	lo, hi = min(lo, 0), max(hi, 0)
 	scale := float32((hi - lo) / 255)
-	if !(scale >= minScale) { // zero (an all-zero tensor) or tiny
+	switch {
+	case !(hi > lo): // an all-zero tensor: any scale holds it exactly, and 1 saturates no less likely value
+		scale = 1
+	case !(scale >= minScale): // tiny
 		scale = minScale
 	}
 	zp := math.RoundToEven(-lo / float64(scale))

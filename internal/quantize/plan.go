@@ -60,8 +60,9 @@ type plan struct {
 }
 
 // planOf decides what m's graph quantizes. keep names nodes to leave
-// float; guard leaves float where INT8 would be slower.
-func planOf(m *ir.Model, keep []string, perTensor, guard bool) (*plan, error) {
+// float (--keep-fp32), keepNodes are more (planAvoiding's); guard leaves
+// float where INT8 would be slower.
+func planOf(m *ir.Model, keep []string, keepNodes map[*ir.Node]bool, perTensor, guard bool) (*plan, error) {
 	g := m.Graph
 	if err := checkKeep(g, keep); err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func planOf(m *ir.Model, keep []string, perTensor, guard bool) (*plan, error) {
 	act := func(v *ir.Value) bool { return v != nil && v.Const == nil && v.Type.Elem == ir.Float32 }
 	weight := func(v *ir.Value) bool { return v != nil && v.Const != nil && !inputs[v] && v.Const.DType == ir.Float32 }
 	// free: n may join a unit (an ONNX op nobody asked to keep float).
-	free := func(n *ir.Node) bool { return n.Domain == "" && !kept[n.Name] }
+	free := func(n *ir.Node) bool { return n.Domain == "" && !kept[n.Name] && !keepNodes[n] }
 	// only returns v's single reader when v has one and is no graph output.
 	only := func(v *ir.Value) *ir.Node {
 		if us := uses[v]; len(us) == 1 && !isOutput[v] {

@@ -11,6 +11,12 @@
 // the clean float model with every float tensor as an extra output
 // (internal/build) and runs the native engine on each sample: the
 // reference executor would take seconds a sample on a ResNet.
+//
+// Ranges calibration cannot set (degenerate.go) are not quantized: the
+// nodes that would quantize them stay float, with a warning. Last, the
+// quantized model runs on the calibration data beside the float one
+// (agreement.go): an output that agrees badly is a warning, or with
+// Strict an error.
 package quantize
 
 import (
@@ -19,8 +25,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/internal/build"
 	"github.com/kiln-ml/kiln/internal/dataset"
 	"github.com/kiln-ml/kiln/ir"
@@ -53,6 +61,10 @@ type Options struct {
 	// Progress, when set, is called with done -1 while the calibration
 	// engine compiles, then 0 and after each of the total runs.
 	Progress func(done, total int)
+	// Strict fails when the quantized model agrees badly with the float
+	// one on the calibration data (MaxRelL2), instead of warning; it needs
+	// Data.
+	Strict bool
 	// reference calibrates on the reference executor instead of a native
 	// engine (tests on machines without LLVM).
 	reference bool
@@ -75,6 +87,9 @@ type Result struct {
 	// running it.
 	Calibration time.Duration
 	Warnings    []string
+	// Agreement is each float output's agreement with the float model's
+	// on the calibration data (none without Data).
+	Agreement []Agreement
 	// KeptFloat describes each set of quantizable nodes left float
 	// because INT8 would be slower there (guard.go).
 	KeptFloat []string
@@ -86,18 +101,30 @@ func Quantize(m *ir.Model, src []byte, opts Options) (*Result, error) {
 	if err := checkModel(m, opts.PerTensor); err != nil {
 		return nil, err
 	}
+	if opts.Strict && len(opts.Data) == 0 {
+		return nil, fmt.Errorf("strict: checking the quantized model needs calibration data (--calib), also with a calibration cache")
+	}
 	if err := runPasses(m, opts.Build.Limits, "infer", "simplify", "fold", "conv-bn", "dce", "infer-final"); err != nil {
 		return nil, err
 	}
+	if err := checkKeep(m.Graph, opts.KeepFP32); err != nil {
+		return nil, err
+	}
 	res := &Result{Model: m, Nodes: len(m.Graph.Nodes), Units: map[string]int{}}
-	p, err := planOf(m, opts.KeepFP32, opts.PerTensor, !opts.QuantizeAll)
+	data, err := readData(m, opts)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(src)
-	ranges, err := rangesOf(m, hex.EncodeToString(sum[:]), opts, res)
+	ranges, err := rangesOf(m, hex.EncodeToString(sum[:]), data, opts, res)
 	if err != nil {
 		return nil, err
+	}
+	var floatBuf []byte // the float model, to check the quantized one against
+	if data != nil {
+		if floatBuf, err = onnx.Write(m); err != nil {
+			return nil, err
+		}
 	}
 	// Graph outputs keep their whole observed range whatever the method:
 	// they are what callers read, and clipping a classifier's largest
@@ -106,20 +133,19 @@ func Quantize(m *ir.Model, src []byte, opts Options) (*Result, error) {
 	for _, v := range m.Graph.Outputs {
 		outputs[v] = true
 	}
+	problems := rangeProblems(m.Graph, ranges, opts.Method, outputs)
+	p, keptFor, err := planAvoiding(m, opts, problems)
+	if err != nil {
+		return nil, err
+	}
+	res.Warnings = append(res.Warnings, problemWarnings(m.Graph, problems, keptFor, dataName(opts, res))...)
 	params := map[*ir.Value]actParams{}
 	for _, v := range p.acts {
 		root := p.root(v)
-		s, ok := ranges.stats[root.Name]
-		if !ok {
+		if ranges.stats[root.Name] == nil {
 			return nil, fmt.Errorf("calibration cache %s has no statistics for tensor %q: delete it to calibrate again", opts.CacheFile, root.Name)
 		}
-		r, cached := ranges.cached[root.Name]
-		switch {
-		case outputs[root]:
-			r = [2]float64{s.Min, s.Max}
-		case !cached:
-			r[0], r[1] = s.Range(opts.Method)
-		}
+		r := ranges.rangeOf(root.Name, outputs[root], opts.Method)
 		params[root] = activationParams(r[0], r[1])
 	}
 	warnings, err := p.rewrite(params)
@@ -135,7 +161,37 @@ func Quantize(m *ir.Model, src []byte, opts Options) (*Result, error) {
 	}
 	res.Tensors = len(p.acts)
 	res.KeptFloat = p.keptFloat
+	if data != nil {
+		if err := check(res, floatBuf, ranges.floatOutputs, data, opts); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// check measures res.Model against the float model on data (agreement.go)
+// and warns, or with Strict fails, when an output agrees badly.
+func check(res *Result, floatBuf []byte, floatOutputs []map[string]*ir.Tensor, data *dataset.Set, opts Options) error {
+	var err error
+	if res.Agreement, err = agreementOf(floatBuf, floatOutputs, res.Model, data, opts); err != nil {
+		return err
+	}
+	if w, ok := res.Worst(); ok && w.Bad() {
+		msg := disagreement(w, data.Source)
+		if opts.Strict {
+			return fmt.Errorf("%s (--strict: nothing written)", msg)
+		}
+		res.Warnings = append(res.Warnings, msg)
+	}
+	return nil
+}
+
+// dataName names the calibration data for messages.
+func dataName(opts Options, res *Result) string {
+	if res.FromCache {
+		return "in the calibration cache " + opts.CacheFile
+	}
+	return strings.Join(opts.Data, ", ")
 }
 
 // checkModel refuses models the QDQ form cannot express.
@@ -173,13 +229,43 @@ func runPasses(m *ir.Model, lim ir.Limits, names ...string) error {
 type ranges struct {
 	stats  map[string]*Stats
 	cached map[string][2]float64
+	// floatOutputs are the graph's outputs on each calibration run (nil
+	// from a cache, or when calibrate did not keep them).
+	floatOutputs []map[string]*ir.Tensor
+}
+
+// rangeOf is the range the tensor named name quantizes to under method:
+// the observed one for a graph output, else the cache's or the method's.
+func (r *ranges) rangeOf(name string, output bool, method Method) [2]float64 {
+	s := r.stats[name]
+	if output {
+		return [2]float64{s.Min, s.Max}
+	}
+	if rg, ok := r.cached[name]; ok {
+		return rg
+	}
+	lo, hi := s.Range(method)
+	return [2]float64{lo, hi}
+}
+
+// readData reads the calibration data (nil when there is none).
+func readData(m *ir.Model, opts Options) (*dataset.Set, error) {
+	if len(opts.Data) == 0 {
+		return nil, nil
+	}
+	inputs, err := runInputs(m)
+	if err != nil {
+		return nil, err
+	}
+	return dataset.Read(opts.Data, inputs, opts.Build.Limits)
 }
 
 // rangesOf returns the observed tensors' statistics: from the cache when
-// it holds this model's, else by calibrating (and then writing the cache).
-func rangesOf(m *ir.Model, sum string, opts Options, res *Result) (*ranges, error) {
+// it holds this model's, else by calibrating on data (and then writing the
+// cache).
+func rangesOf(m *ir.Model, sum string, data *dataset.Set, opts Options, res *Result) (*ranges, error) {
 	if opts.CacheFile != "" {
-		c, err := readCache(opts.CacheFile, sum)
+		c, err := readCache(opts.CacheFile, sum, opts.Build.Limits)
 		if err != nil {
 			return nil, err
 		}
@@ -198,22 +284,14 @@ func rangesOf(m *ir.Model, sum string, opts Options, res *Result) (*ranges, erro
 			return r, nil
 		}
 	}
-	if len(opts.Data) == 0 {
+	if data == nil {
 		if opts.CacheFile != "" {
 			return nil, fmt.Errorf("no calibration data (--calib), and the calibration cache %s does not exist yet", opts.CacheFile)
 		}
 		return nil, fmt.Errorf("no calibration data (--calib)")
 	}
-	inputs, err := runInputs(m)
-	if err != nil {
-		return nil, err
-	}
-	data, err := dataset.Read(opts.Data, inputs, opts.Build.Limits)
-	if err != nil {
-		return nil, err
-	}
 	start := time.Now()
-	stats, err := calibrate(m, observed(m.Graph), data, opts)
+	stats, floatOutputs, err := calibrate(m, observed(m.Graph), data, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +302,7 @@ func rangesOf(m *ir.Model, sum string, opts Options, res *Result) (*ranges, erro
 			res.Warnings = append(res.Warnings, fmt.Sprintf("tensor %q held %d NaN or infinite values in calibration; its range leaves them out", name, n))
 		}
 	}
-	r := &ranges{stats: stats}
+	r := &ranges{stats: stats, floatOutputs: floatOutputs}
 	if opts.CacheFile != "" {
 		c := newCache(sum, opts.Method, data, stats)
 		if err := writeCache(opts.CacheFile, c); err != nil {

@@ -392,7 +392,7 @@ func TestDataForms(t *testing.T) {
 		res := quantizeOnReference(t, m, src, Options{Data: []string{spec}, CacheFile: cache})
 		assert.Equal(t, 6, res.Samples, spec)
 		assert.Equal(t, 6, res.Runs, spec)
-		c, err := readCache(cache, sha(src))
+		c, err := readCache(cache, sha(src), ir.Limits{})
 		require.NoError(t, err)
 		if first == nil {
 			first = c

@@ -123,7 +123,7 @@ func TestEngineCalibrationMatchesReference(t *testing.T) {
 		path := filepath.Join(dir, []string{"engine.json", "reference.json"}[i])
 		_, err := Quantize(m, src, Options{Data: []string{calib}, CacheFile: path, Method: Method{Name: "entropy"}, reference: ref})
 		require.NoError(t, err)
-		if caches[i], err = readCache(path, sha(src)); err != nil {
+		if caches[i], err = readCache(path, sha(src), ir.Limits{}); err != nil {
 			t.Fatal(err)
 		}
 	}

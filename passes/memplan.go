@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // MemoryHooks tell PlanMemory what a backend materializes. Nil fields
@@ -334,9 +335,6 @@ func (p *MemoryPlan) Print(w io.Writer) error {
 	return err
 }
 
-// viewOps share their input's bytes: they change only the shape.
-var viewOps = map[string]bool{"Reshape": true, "Flatten": true, "Squeeze": true, "Unsqueeze": true, "Identity": true}
-
 // memplanPass plans the final graph's arena with view aliasing and no
 // scratch, and records it in c.Memory for reports. A backend re-plans
 // with PlanMemory and its own hooks (fused nodes, kernel scratch), so its
@@ -352,7 +350,7 @@ func memplanPass(c *Context, m *ir.Model) error {
 			p := v.Producer
 			return !outputs[v] && !(p != nil && p.OpType == "Constant" && p.Domain == "")
 		},
-		View:          func(n *ir.Node) bool { return n.Domain == "" && viewOps[n.OpType] },
+		View:          func(n *ir.Node) bool { return ops.MovementOf(n) == ops.View },
 		ConcatInPlace: func(*ir.Node) bool { return true },
 		Limits:        c.Limits,
 		Reads: func(n *ir.Node) []*ir.Value {

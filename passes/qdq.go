@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // The QDQ passes work on models in ONNX's QDQ form (what `cc quantize`
@@ -94,38 +95,18 @@ func (f *fuser) qparamsOf(n *ir.Node, elem ir.DType) (qparams, bool) {
 	return p, true
 }
 
-// dataInputs returns the inputs of a data-movement op (each output element
-// a copy of an input element or of a padding value) that carry the data,
-// or nil for any other node: a per-tensor (de)quantization with a positive
-// scale commutes with these.
+// dataInputs returns the inputs of a data-movement op (ops.MovedInputs)
+// that carry the data, or nil for any other node: a per-tensor
+// (de)quantization with a positive scale commutes with these. A MaxPool
+// whose indices are read moves nothing here: the indices are not data.
 func (f *fuser) dataInputs(n *ir.Node) []int {
-	if n.Domain != "" || f.taken[n] {
+	if f.taken[n] {
 		return nil
 	}
-	switch n.OpType {
-	case "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Slice", "Gather",
-		"Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Split":
-		return []int{0}
-	case "MaxPool":
-		if len(n.Outputs) == 1 || n.Outputs[1] == nil || len(f.uses[n.Outputs[1]]) == 0 && !f.outSet[n.Outputs[1]] {
-			return []int{0}
-		}
-	case "Pad":
-		if a := n.Attr("mode"); a == nil || a.S == "constant" || a.S == "reflect" || a.S == "edge" || a.S == "wrap" {
-			return []int{0}
-		}
-	case "Resize", "Upsample":
-		if a := n.Attr("mode"); a == nil || a.S == "nearest" {
-			return []int{0}
-		}
-	case "Concat":
-		ins := make([]int, len(n.Inputs))
-		for i := range ins {
-			ins[i] = i
-		}
-		return ins
+	if n.OpType == "MaxPool" && len(n.Outputs) > 1 && n.Outputs[1] != nil && (len(f.uses[n.Outputs[1]]) > 0 || f.outSet[n.Outputs[1]]) {
+		return nil
 	}
-	return nil
+	return ops.MovedInputs(n)
 }
 
 // dataOutputs returns n's outputs that carry data: all but MaxPool's

@@ -148,14 +148,7 @@ func (g *gen) buffer(v *ir.Value) *kernel.Buffer {
 
 // isView reports whether n only reinterprets its input's bytes.
 func isView(n *ir.Node) bool {
-	if n.Domain != "" && n.Domain != "ai.onnx" {
-		return false
-	}
-	switch n.OpType {
-	case "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity":
-		return n.Input(0) != nil && n.Output(0) != nil && n.Input(0).Type.Elem == n.Output(0).Type.Elem
-	}
-	return false
+	return ops.MovementOf(n) == ops.View && n.Input(0) != nil && n.Output(0) != nil && n.Input(0).Type.Elem == n.Output(0).Type.Elem
 }
 
 // check marks the nodes folded at compile time and builds every other

@@ -211,18 +211,10 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-// preservesQuantization is a layout op whose 8-bit output has its first
-// input's scale and zero point (what qdq-propagate moves QDQ through).
-func preservesQuantization(n *ir.Node) bool {
-	if n.Domain != "" {
-		return false
-	}
-	switch n.OpType {
-	case "MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Identity", "Resize", "Pad", "Concat", "DepthToSpace", "SpaceToDepth":
-		return true
-	}
-	return false
-}
+// preservesQuantization is a data-movement op (ops.MovementOf) whose 8-bit
+// output has its first input's scale and zero point (what qdq-propagate
+// moves QDQ through).
+func preservesQuantization(n *ir.Node) bool { return ops.MovementOf(n) != ops.Computes }
 
 // quantParams reads a QuantizeLinear's constant scale and zero point into
 // d; non-constant parameters leave d without them (the tensor then is not

@@ -41,7 +41,7 @@ func (p *plan) keepFloatIslands(uses map[*ir.Value][]*ir.Node, isOutput map[*ir.
 	}
 	// source follows v back through layout ops to the tensor they move.
 	source := func(v *ir.Value) *ir.Value {
-		for v.Producer != nil && v.Producer.Domain == "" && slices.Contains(layoutOps, v.Producer.OpType) && producer[v] == nil {
+		for v.Producer != nil && isLayout(v.Producer) && producer[v] == nil {
 			v = v.Producer.Inputs[0]
 		}
 		return v
@@ -126,7 +126,7 @@ func (p *plan) readInFloat(v *ir.Value, uses map[*ir.Value][]*ir.Node, isOutput 
 	for _, r := range uses[v] {
 		switch {
 		case slices.Contains(p.ins[r], v):
-		case r.Domain == "" && slices.Contains(layoutOps, r.OpType):
+		case isLayout(r):
 			if p.readInFloat(r.Outputs[0], uses, isOutput) {
 				return true
 			}

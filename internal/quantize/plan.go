@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // Which tensors get a QuantizeLinear → DequantizeLinear pair, following
@@ -30,11 +31,16 @@ import (
 //   - Everything else stays float, reading the DequantizeLinear's output.
 //     Graph outputs stay float: a DequantizeLinear gives them their value.
 
-// unit kinds, for the report.
-var (
-	computeOps = []string{"Conv", "Gemm", "MatMul"}
-	layoutOps  = []string{"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"}
-)
+// computeOps are the ops a unit is made of.
+var computeOps = []string{"Conv", "Gemm", "MatMul"}
+
+// isLayout reports whether n rearranges its input without dropping or
+// adding elements (a view or a permutation): its output takes its input's
+// quantization parameters.
+func isLayout(n *ir.Node) bool {
+	m := ops.MovementOf(n)
+	return m == ops.View || m == ops.Permute
+}
 
 type plan struct {
 	g *ir.Graph
@@ -227,7 +233,7 @@ func planOf(m *ir.Model, keep []string, keepNodes map[*ir.Node]bool, perTensor, 
 	}
 	// Layout ops between quantized tensors pass their parameters on.
 	for _, v := range p.acts {
-		if n := v.Producer; n != nil && n.Domain == "" && slices.Contains(layoutOps, n.OpType) && p.isAct[n.Input(0)] {
+		if n := v.Producer; n != nil && isLayout(n) && p.isAct[n.Input(0)] {
 			p.share[v] = n.Inputs[0]
 		}
 	}

@@ -19,6 +19,7 @@ func (c *Context) RunInto(inputs, outputs map[string]*ir.Tensor) (map[string]*ir
 	if len(e.Meta.Symbols) > 0 {
 		return nil, fmt.Errorf("RunInto takes engines of static shapes; this one has dynamic dims")
 	}
+	inputs = e.withDefaults(inputs)
 	for _, b := range e.inputs {
 		t := inputs[b.Name]
 		if t == nil {
@@ -31,6 +32,9 @@ func (c *Context) RunInto(inputs, outputs map[string]*ir.Tensor) (map[string]*ir
 	}
 	if len(inputs) != len(e.inputs) {
 		for name := range inputs {
+			if err := e.foldedInput(name); err != nil {
+				return nil, err
+			}
 			if findBinding(e.inputs, name) == nil {
 				return nil, fmt.Errorf("unknown input %q; the engine's inputs are %s", name, names(e.inputs))
 			}

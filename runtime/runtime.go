@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	goruntime "runtime"
 	"slices"
@@ -27,8 +28,7 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/cpu"
-
+	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
 	"github.com/kiln-ml/kiln/runtime/cudacode"
@@ -57,6 +57,9 @@ type binding struct {
 	dtype  ir.DType
 	bytes  int64
 	output bool
+	// fallback is an input's default value (Binding.Default), used when a
+	// run does not give the input.
+	fallback *ir.Tensor
 }
 
 // LoadOptions are the checks Load makes beyond the file's integrity and
@@ -91,7 +94,7 @@ func Load(path string) (*Engine, error) { return LoadWith(path, LoadOptions{}) }
 // returns.
 func LoadWith(path string, opts LoadOptions) (*Engine, error) {
 	start := time.Now()
-	f, err := os.Open(path)
+	f, err := readfile.Open(path) // not a named pipe, which would block
 	if err != nil {
 		return nil, err
 	}
@@ -197,14 +200,8 @@ func load(buf []byte, opts LoadOptions, start time.Time, weightsFile *os.File) (
 	if err != nil {
 		return nil, err
 	}
-	if missing := MissingFeatures(abi.Features); len(missing) > 0 {
-		return nil, fmt.Errorf("this CPU lacks %s, which the engine's code needs (it was built with --cpu %s); %s",
-			strings.Join(missing, ", "), f.Meta.Target.CPU, RebuildAdvice(missing))
-	}
-	if slices.Contains(abi.Features, "amx_tile") {
-		if err := cpurt.EnableAMX(); err != nil {
-			return nil, fmt.Errorf("the engine's code uses AMX tiles, which Linux does not grant this process (%v); rebuild it with `cc build --cpu icelake-server` (AVX-512 VNNI without AMX)", err)
-		}
+	if err := checkFeatures(abi.Features, f.Meta.Target.CPU); err != nil {
+		return nil, err
 	}
 	t1 := time.Now()
 	live, mapped, err := liveWeights(file, abi, weightsFile)
@@ -242,7 +239,10 @@ func liveWeights(file *engine.File, abi *cpurt.ABI, from *os.File) (*cpurt.Live,
 			return live, true, nil
 		}
 	}
-	live := cpurt.NewLive(abi)
+	live, err := cpurt.NewLive(abi)
+	if err != nil {
+		return nil, false, fmt.Errorf("the engine's weights: %w; load it where more memory is free", err)
+	}
 	if err := file.Read(engine.SectionWeights, func(off int, chunk []byte) { live.Put(int64(off), chunk) }); err != nil {
 		live.Buf.Free()
 		return nil, false, err
@@ -262,6 +262,12 @@ func bindings(bs []engine.Binding, output bool) ([]binding, error) {
 			return nil, fmt.Errorf("%w: binding %q: %v", ErrInconsistent, b.Name, err)
 		}
 		out[i] = binding{Binding: b, dtype: d, bytes: n, output: output}
+		if b.Default != nil {
+			if int64(len(b.Default)) != n {
+				return nil, fmt.Errorf("%w: input %q: a default value of %d bytes for %s", ErrInconsistent, b.Name, len(b.Default), b.ShapeString())
+			}
+			out[i].fallback = ir.FromRaw(d, b.Shape, b.Default)
+		}
 	}
 	return out, nil
 }
@@ -277,58 +283,6 @@ func HostTriple() string {
 
 // shortTriple is a triple as --target spells it (aarch64-linux-gnu).
 func shortTriple(t string) string { return strings.Replace(t, "-unknown-", "-", 1) }
-
-// RebuildAdvice says which `cc build --cpu` makes an engine this CPU runs,
-// given the features it lacks: an AVX-512 VNNI CPU without AMX tiles takes
-// icelake-server, an AVX-512 CPU without VNNI (the int8 kernels'
-// vpdpbusd) x86-64-v4, an AVX2 one x86-64-v3.
-func RebuildAdvice(missing []string) string {
-	if goruntime.GOARCH == "arm64" {
-		// Every AArch64 CPU has NEON; the dot products are the extras.
-		return "rebuild it with `cc build --target aarch64-linux-gnu` naming this CPU in --cpu (cortex-a76, neoverse-n1, ...), or --cpu generic (NEON only)"
-	}
-	has := func(f ...string) bool { return len(MissingFeatures(f)) == 0 }
-	avx512 := []string{"avx512f", "avx512bw", "avx512dq", "avx512vl"}
-	switch {
-	case within(missing, "amx_tile", "amx_int8") && has(slices.Concat(avx512, []string{"avx512_vnni", "avx512vbmi"})...):
-		return "rebuild it with `cc build --cpu icelake-server` for AVX-512 VNNI without AMX tiles"
-	case within(missing, "avx512_vnni", "avx_vnni", "avx512vbmi") && has(avx512...):
-		return "rebuild it with `cc build --cpu x86-64-v4` for AVX-512 without VNNI (the int8 kernels then multiply in int16 pairs)"
-	case has("avx", "avx2", "fma"):
-		return "rebuild it with `cc build --cpu x86-64-v3` for AVX2"
-	}
-	return "kiln's x86-64 engines need at least AVX2 and FMA (x86-64-v3)"
-}
-
-// within reports whether every feature in fs is one of allowed.
-func within(fs []string, allowed ...string) bool {
-	for _, f := range fs {
-		if !slices.Contains(allowed, f) {
-			return false
-		}
-	}
-	return true
-}
-
-// MissingFeatures returns the CPU features in need that this CPU lacks.
-func MissingFeatures(need []string) []string {
-	// Names as Linux's /proc/cpuinfo spells them (what codegen records).
-	have := map[string]bool{
-		"avx": cpu.X86.HasAVX, "avx2": cpu.X86.HasAVX2, "fma": cpu.X86.HasFMA,
-		"avx512f": cpu.X86.HasAVX512F, "avx512bw": cpu.X86.HasAVX512BW, "avx512dq": cpu.X86.HasAVX512DQ,
-		"avx512vl": cpu.X86.HasAVX512VL, "avx512vbmi": cpu.X86.HasAVX512VBMI,
-		"avx512_vnni": cpu.X86.HasAVX512VNNI, "avx_vnni": cpu.X86.HasAVXVNNI,
-		"amx_tile": cpu.X86.HasAMXTile, "amx_int8": cpu.X86.HasAMXInt8,
-		"asimd": cpu.ARM64.HasASIMD, "asimddp": cpu.ARM64.HasASIMDDP, "i8mm": cpu.ARM64.HasI8MM,
-	}
-	var missing []string
-	for _, f := range need {
-		if !have[f] {
-			missing = append(missing, f)
-		}
-	}
-	return missing
-}
 
 // Inputs describes the engine's inputs.
 func (e *Engine) Inputs() []engine.Binding { return unwrap(e.inputs) }
@@ -398,7 +352,10 @@ func (e *Engine) NewContext(opts Options) (*Context, error) {
 			}
 		}
 	}
-	buf := cpurt.NewBuffer(e.Meta.ArenaBytes)
+	buf, err := cpurt.NewBuffer(e.Meta.ArenaBytes)
+	if err != nil {
+		return nil, e.arenaError(err)
+	}
 	c := &Context{engine: e, threads: threads, arenaBuf: buf, arena: buf.Bytes,
 		io: make([]unsafe.Pointer, len(e.inputs)+len(e.outputs))}
 	if len(e.Meta.Symbols) > 0 {
@@ -406,6 +363,17 @@ func (e *Engine) NewContext(opts Options) (*Context, error) {
 		c.io = append(c.io, unsafe.Pointer(&c.dims[0]))
 	}
 	return c, nil
+}
+
+// arenaError says what to change when a context's arena does not fit:
+// a dynamic engine's arena is planned for its dims' maxima, so a smaller
+// --max shrinks it; every context takes one.
+func (e *Engine) arenaError(err error) error {
+	advice := "run fewer contexts at once, or run it where more memory is free"
+	if len(e.Meta.Symbols) > 0 {
+		advice = "rebuild it with smaller maxima for its dynamic dims (cc build --max NAME=DIMS), " + advice
+	}
+	return fmt.Errorf("the engine's arena: %w; %s", err, advice)
 }
 
 // Threads returns the context's thread count: the one asked for, capped at
@@ -433,6 +401,7 @@ func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
 	e := c.engine
 	known := len(e.inputs)
+	inputs = e.withDefaults(inputs)
 	for _, b := range e.inputs {
 		if _, ok := inputs[b.Name]; !ok {
 			return nil, fmt.Errorf("missing input %q (%s)", b.Name, b.ShapeString())
@@ -440,6 +409,9 @@ func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 	}
 	if len(inputs) != known {
 		for name, t := range inputs {
+			if err := e.foldedInput(name); err != nil {
+				return nil, err
+			}
 			if p := findPinned(e.Meta.Pinned, name); p != nil {
 				if t.DType.String() != p.DType || !slices.Equal(t.Dims, p.Shape) || !bytes.Equal(t.Raw, p.Data) {
 					return nil, fmt.Errorf("input %q: the engine was compiled for one value of it (cc build --value), and this is another: rebuild with --value %s=... for it", name, name)
@@ -508,6 +480,34 @@ func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 		c.io[b.Index] = rawPointer(t.Raw)
 	}
 	return out, nil
+}
+
+// withDefaults returns inputs with each input it leaves out that has a
+// default value (Binding.Default) given that value: a new map, the
+// caller's left as it is; inputs itself where none is left out.
+func (e *Engine) withDefaults(inputs map[string]*ir.Tensor) map[string]*ir.Tensor {
+	var all map[string]*ir.Tensor
+	for _, b := range e.inputs {
+		if _, ok := inputs[b.Name]; !ok && b.fallback != nil {
+			if all == nil {
+				all = maps.Clone(inputs)
+			}
+			all[b.Name] = b.fallback
+		}
+	}
+	if all == nil {
+		return inputs
+	}
+	return all
+}
+
+// foldedInput refuses a value for an input the engine compiled as a
+// constant (Metadata.Folded), saying how to rebuild it to take one.
+func (e *Engine) foldedInput(name string) error {
+	if slices.Contains(e.Meta.Folded, name) {
+		return fmt.Errorf("input %q is a constant in this engine: the model gives it an initializer default, which cc build compiled in; rebuild with `cc build --overridable-initializers` to feed it", name)
+	}
+	return nil
 }
 
 // A Profile records the time of each kernel step (Engine.Meta.Kernels, in

@@ -24,7 +24,8 @@ var benchCmd = &cli.Command{
 	Args:    "ENGINE",
 	Summary: "measure an engine's latency and throughput (a trtexec-style summary)",
 	Help: `Runs --warmup seconds untimed, then --iterations timed runs (or as many as fit in
---duration seconds; give one of the two), on random inputs unless --input gives them. An engine
+--duration seconds; give one of the two), on random inputs unless --input gives them (seeded:
+N(0,1) in every float dtype, never a denormal; 0 to 9 for integers; 0 or 1 for bool). An engine
 of static shapes writes every run after the first into the first run's output buffers, as an
 application reusing its buffers would (trtexec's bindings); a dynamic one allocates them per
 run. --json prints one object:
@@ -290,8 +291,11 @@ func peakRSS() int64 {
 	return 0
 }
 
-// randomTensor makes seeded benchmark data: N(0,1) for floats, 0..9 for
-// integers (valid as small indices), alternating for bool.
+// randomTensor makes seeded random inputs, the one generator infer run,
+// bench and compare use: N(0,1) for every float dtype, encoded in it
+// (values the dtype would round to zero or a denormal, which run many
+// times slower on most CPUs, are drawn again); 0..9 for integers (valid as
+// small indices); 0 or 1 for bool.
 func randomTensor(dtype string, shape []int64, seed int64) (*ir.Tensor, error) {
 	d, err := ir.ParseDType(dtype)
 	if err != nil {
@@ -301,24 +305,59 @@ func randomTensor(dtype string, shape []int64, seed int64) (*ir.Tensor, error) {
 	t := ir.NewTensor(d, shape...)
 	switch d {
 	case ir.Float32:
-		data := ir.Data[float32](t)
-		for i := range data {
-			data[i] = float32(rng.NormFloat64())
-		}
-	case ir.Int64:
-		data := ir.Data[int64](t)
-		for i := range data {
-			data[i] = rng.Int63n(10)
-		}
+		fillNormal(rng, ir.Data[float32](t), func(x float64) float32 { return float32(x) }, func(v float32) float64 { return float64(v) }, 0x1p-126)
+	case ir.Float64:
+		fillNormal(rng, ir.Data[float64](t), func(x float64) float64 { return x }, func(v float64) float64 { return v }, 0x1p-1022)
+	case ir.Float16:
+		fillNormal(rng, ir.Data[uint16](t), func(x float64) uint16 { return ir.Float32ToHalf(float32(x)) },
+			func(h uint16) float64 { return float64(ir.HalfToFloat32(h)) }, 0x1p-14)
+	case ir.BFloat16:
+		fillNormal(rng, ir.Data[uint16](t), func(x float64) uint16 { return ir.Float32ToBFloat16(float32(x)) },
+			func(h uint16) float64 { return float64(ir.BFloat16ToFloat32(h)) }, 0x1p-126)
+	case ir.Int8:
+		fillSmall(rng, ir.Data[int8](t))
+	case ir.Uint8:
+		fillSmall(rng, ir.Data[uint8](t))
+	case ir.Int16:
+		fillSmall(rng, ir.Data[int16](t))
+	case ir.Uint16:
+		fillSmall(rng, ir.Data[uint16](t))
 	case ir.Int32:
-		data := ir.Data[int32](t)
-		for i := range data {
-			data[i] = int32(rng.Intn(10))
-		}
-	default:
+		fillSmall(rng, ir.Data[int32](t))
+	case ir.Uint32:
+		fillSmall(rng, ir.Data[uint32](t))
+	case ir.Int64:
+		fillSmall(rng, ir.Data[int64](t))
+	case ir.Uint64:
+		fillSmall(rng, ir.Data[uint64](t))
+	case ir.Bool:
 		for i := range t.Raw {
 			t.Raw[i] = byte(rng.Intn(2))
 		}
+	default:
+		return nil, fmt.Errorf("kiln makes no random %s data: give the input with --input NAME=FILE", d)
 	}
 	return t, nil
+}
+
+// fillNormal fills data with N(0,1) samples encoded by encode, drawing
+// again any whose decoded magnitude is under minNormal, the dtype's
+// smallest normal number.
+func fillNormal[T any](rng *rand.Rand, data []T, encode func(float64) T, decode func(T) float64, minNormal float64) {
+	for i := range data {
+		for {
+			v := encode(rng.NormFloat64())
+			if math.Abs(decode(v)) >= minNormal {
+				data[i] = v
+				break
+			}
+		}
+	}
+}
+
+// fillSmall fills data with integers in 0..9.
+func fillSmall[T int8 | uint8 | int16 | uint16 | int32 | uint32 | int64 | uint64](rng *rand.Rand, data []T) {
+	for i := range data {
+		data[i] = T(rng.Intn(10))
+	}
 }

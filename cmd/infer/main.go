@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
+	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -78,7 +80,9 @@ var runCmd = &cli.Command{
 	Help: `--input NAME=FILE reads an ONNX TensorProto (.pb) or a NumPy array (.npy, format 1 to 3,
 little-endian float32, float64, int64, int32, uint8 or bool, C order); data of another
 element type than the input's is converted (float64 to float32, say; never floats to
-integers). Inputs not given with --input get random N(0,1) values (seeded). With
+integers). Inputs not given with --input get random N(0,1) values (seeded), except
+those with an initializer default (cc build --overridable-initializers), which take
+the default; --shape is checked against the engine's ranges before any is made. With
 --output-dir the outputs are written as output_N.pb in the engine's output order (each
 atomically; an output file that is the engine or an --input file is refused before the
 run); otherwise a summary is printed. An input name given twice is a usage error.
@@ -118,11 +122,13 @@ them (written as debug_N.pb, in the engine's order).`,
 					return err
 				}
 			}
-			feeds, err := loadInputs(eng, inputs, shapes, 1)
+			// The context first: it checks the engine's arena and bindings
+			// against the limits and the memory before inputs are made.
+			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads), Limits: limits.Limits()})
 			if err != nil {
 				return err
 			}
-			ctx, err := eng.NewContext(runtime.Options{Threads: env.ClampThreads("--threads", *threads), Limits: limits.Limits()})
+			feeds, err := loadInputs(eng, inputs, shapes, 1)
 			if err != nil {
 				return err
 			}
@@ -186,7 +192,11 @@ or FAIL; exit status 1 on FAIL.`,
 			}
 			feeds := map[string]*ir.Tensor{}
 			for i, b := range eng.Inputs() {
-				t, err := onnx.ReadTensorFile(filepath.Join(*dir, fmt.Sprintf("input_%d.pb", i)))
+				path := filepath.Join(*dir, fmt.Sprintf("input_%d.pb", i))
+				if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && b.Default != nil {
+					continue // the engine takes the input's default
+				}
+				t, err := onnx.ReadTensorFile(path)
 				if err != nil {
 					return err
 				}
@@ -250,9 +260,13 @@ func debugOutputs(eng *runtime.Engine) []engine.Binding {
 }
 
 // loadInputs reads the --input files and fills the rest with seeded random
-// normal values.
+// normal values, but for inputs with a default value (cc build
+// --overridable-initializers), which the engine fills itself.
 // A dynamic input without --input gets the shape --shape gives it, or the
-// shape the engine was tuned at (its profile's opt).
+// shape the engine was tuned at (its profile's opt). Every shape is checked
+// against the engine's before any random data is made: a --shape past the
+// engine's range is an error naming the input and the dim, not an
+// allocation of whatever size it asked for.
 func loadInputs(eng *runtime.Engine, specs inputList, shapes map[string][]int64, seed int64) (map[string]*ir.Tensor, error) {
 	feeds := map[string]*ir.Tensor{}
 	for _, in := range specs {
@@ -275,6 +289,26 @@ func loadInputs(eng *runtime.Engine, specs inputList, shapes map[string][]int64,
 		}
 		feeds[name] = t
 	}
+	dims, err := inputShapes(eng, feeds, shapes)
+	if err != nil {
+		return nil, err
+	}
+	for i, b := range eng.Inputs() {
+		if feeds[b.Name] == nil && b.Default == nil { // the engine uses its default
+			t, err := randomTensor(b.DType, dims[i], seed)
+			if err != nil {
+				return nil, err
+			}
+			feeds[b.Name] = t
+		}
+	}
+	return feeds, nil
+}
+
+// inputShapes returns the shape of each of the engine's inputs: a fed
+// one's, else --shape's, else the engine's tuned shape; and checks them
+// all against the engine's dims and ranges (engine.Resolve).
+func inputShapes(eng *runtime.Engine, feeds map[string]*ir.Tensor, shapes map[string][]int64) ([][]int64, error) {
 	for name := range shapes {
 		if !slices.ContainsFunc(eng.Inputs(), func(b engine.Binding) bool { return b.Name == name }) {
 			return nil, cli.Usagef("--shape %s: the engine has no input %q", name, name)
@@ -283,23 +317,55 @@ func loadInputs(eng *runtime.Engine, specs inputList, shapes map[string][]int64,
 			return nil, cli.Usagef("--shape %s: the input is given by --input", name)
 		}
 	}
-	for _, b := range eng.Inputs() {
-		if feeds[b.Name] == nil {
-			dims, ok := shapes[b.Name]
-			if !ok {
-				var err error
-				if dims, err = b.DimsAt(eng.Meta.Symbols, engine.OptValues(eng.Meta.Symbols)); err != nil {
-					return nil, err
-				}
-			}
-			t, err := randomTensor(b.DType, dims, seed)
-			if err != nil {
+	dims := make([][]int64, len(eng.Inputs()))
+	for i, b := range eng.Inputs() {
+		if t := feeds[b.Name]; t != nil {
+			dims[i] = t.Dims
+			continue
+		}
+		var ok bool
+		if dims[i], ok = shapes[b.Name]; !ok {
+			var err error
+			if dims[i], err = b.DimsAt(eng.Meta.Symbols, engine.OptValues(eng.Meta.Symbols)); err != nil {
 				return nil, err
 			}
-			feeds[b.Name] = t
 		}
 	}
-	return feeds, nil
+	if _, err := engine.Resolve(eng.Meta.Symbols, eng.Inputs(), dims); err != nil {
+		switch { // the flags the shapes came from
+		case len(shapes) > 0 && len(feeds) > 0:
+			return nil, fmt.Errorf("--input/--shape: %w", err)
+		case len(shapes) > 0:
+			return nil, fmt.Errorf("--shape: %w", err)
+		}
+		return nil, err
+	}
+	return dims, randomFits(eng, feeds, dims)
+}
+
+// randomFits checks that the random inputs fit the memory the process can
+// get: a shape inside a large engine's range can still ask for more than
+// the machine has, and the Go heap's out-of-memory is fatal.
+func randomFits(eng *runtime.Engine, feeds map[string]*ir.Tensor, dims [][]int64) error {
+	total := int64(0)
+	for i, b := range eng.Inputs() {
+		if feeds[b.Name] != nil || b.Default != nil {
+			continue
+		}
+		d, err := ir.ParseDType(b.DType)
+		if err != nil {
+			return err
+		}
+		n, err := ir.ByteSize(d, dims[i])
+		if err != nil {
+			return fmt.Errorf("input %q: %v", b.Name, err)
+		}
+		total += n // each at most the engine's binding, so the sum fits an int64
+	}
+	if avail, from := cpurt.Available(); total > avail {
+		return fmt.Errorf("the random inputs need %s, more than the %s this process can get (%s): give smaller dims with --shape, or the data with --input", ir.FormatBytes(total), ir.FormatBytes(avail), from)
+	}
+	return nil
 }
 
 func preview(t *ir.Tensor) string {

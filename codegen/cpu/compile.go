@@ -29,8 +29,10 @@ import (
 
 // Options selects the target.
 type Options struct {
-	// CPU is llc's -mcpu: "native" (default), "x86-64-v3" (AVX2),
-	// "x86-64-v4" or "skylake-avx512" (AVX-512), or any CPU llc knows.
+	// CPU is the target CPU: "native" (default: this machine's features),
+	// one of rcpu.X86CPUs ("x86-64-v3": AVX2, "x86-64-v4": AVX-512, ...)
+	// or, for AArch64, of arm64CPUs. The code uses its features and no
+	// others, and records them.
 	CPU string
 	// Triple is the target (NormalizeTriple's spellings); default this
 	// machine's. CPU then names a CPU of that architecture (arm64CPUs for
@@ -174,7 +176,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 		MaxThreads:  maxThreads(unfused(m)),
 		Symbols:     g.syms,
 	}
-	obj, so, err := toolchain(llc, opts, res.LLVMIR)
+	obj, so, err := toolchain(llc, opts, res.Features, res.LLVMIR)
 	if err != nil {
 		return nil, err
 	}
@@ -214,61 +216,6 @@ func findLLC(path string) (string, error) {
 	return p, nil
 }
 
-// cpuFeatures lists the vector features the target CPU has.
-func cpuFeatures(cpu string) ([]string, error) {
-	switch cpu {
-	case "x86-64-v3", "haswell", "znver2", "znver3":
-		return []string{"avx", "avx2", "fma"}, nil
-	case "x86-64-v4", "skylake-avx512":
-		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl"}, nil
-	case "cascadelake":
-		// AVX-512 with VNNI: the int8 kernels use vpdpbusd.
-		return []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni"}, nil
-	case "icelake-server", "icelake-client", "znver4", "sapphirerapids":
-		// and VBMI: vpermb (the int8 depthwise kernel).
-		f := []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"}
-		if cpu == "sapphirerapids" {
-			f = append(f, amxFeatures...) // and AMX's int8 tiles (qamx.go)
-		}
-		return f, nil
-	case "x86-64", "x86-64-v2":
-		return nil, fmt.Errorf("codegen/cpu: -mcpu=%s has no AVX2; kiln needs at least x86-64-v3", cpu)
-	case "native":
-		b, err := os.ReadFile("/proc/cpuinfo")
-		if err != nil {
-			return nil, fmt.Errorf("codegen/cpu: reading host CPU features: %w", err)
-		}
-		var flags map[string]bool
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(line, "flags") {
-				flags = map[string]bool{}
-				if i := strings.IndexByte(line, ':'); i >= 0 {
-					for _, f := range strings.Fields(line[i+1:]) {
-						flags[f] = true
-					}
-				}
-				break
-			}
-		}
-		var out []string
-		for _, f := range []string{"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vbmi", "avx512_vnni", "avx_vnni"} {
-			if flags[f] {
-				out = append(out, f)
-			}
-		}
-		// AMX only where Linux grants this process the tile state: code
-		// using the tiles without it dies of SIGILL.
-		if flags["amx_tile"] && flags["amx_int8"] && rcpu.EnableAMX() == nil {
-			out = append(out, amxFeatures...)
-		}
-		if !flags["avx2"] || !flags["fma"] {
-			return nil, fmt.Errorf("codegen/cpu: the host CPU lacks AVX2/FMA")
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("codegen/cpu: unknown CPU %q (use native, x86-64-v3, x86-64-v4 or skylake-avx512)", cpu)
-}
-
 // recordedFeatures are the features the engine needs: the target's, less
 // AMX's when no kernel uses the tiles (so that an engine built on an AMX
 // machine without them runs where AMX is missing or not allowed).
@@ -294,8 +241,9 @@ func hasFeature(feats []string, f string) bool {
 	return false
 }
 
-// toolchain runs opt (when present) and llc, then links a shared object.
-func toolchain(llc string, opts Options, llvmIR string) (obj, so []byte, err error) {
+// toolchain runs opt (when present) and llc, then links a shared object;
+// both may use the features feats and no others (llcTarget).
+func toolchain(llc string, opts Options, feats []string, llvmIR string) (obj, so []byte, err error) {
 	dir, remove, err := cleanup.MkdirTemp("", "kiln-cc-*") // removed on SIGINT/SIGTERM too
 	if err != nil {
 		return nil, nil, err
@@ -305,17 +253,17 @@ func toolchain(llc string, opts Options, llvmIR string) (obj, so []byte, err err
 	if err := os.WriteFile(src, []byte(llvmIR), 0o644); err != nil {
 		return nil, nil, err
 	}
-	mcpu := "-mcpu=" + opts.CPU
+	target := llcTarget(opts, feats)
 	if opt := siblingTool(llc, "opt"); opt != "" {
 		optimized := filepath.Join(dir, "engine.opt.bc")
-		cmd := exec.Command(opt, "-O3", "-mtriple="+opts.Triple, mcpu, "-disable-loop-idiom-all", "-o", optimized, src)
+		cmd := exec.Command(opt, slices.Concat([]string{"-O3"}, target, []string{"-disable-loop-idiom-all", "-o", optimized, src})...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, nil, fmt.Errorf("codegen/cpu: opt failed: %v\n%s", err, firstLines(out, 30))
 		}
 		src = optimized
 	}
 	objPath := filepath.Join(dir, "engine.o")
-	cmd := exec.Command(llc, "-O3", "-mtriple="+opts.Triple, mcpu, "-filetype=obj", "-relocation-model=pic", "-o", objPath, src)
+	cmd := exec.Command(llc, slices.Concat([]string{"-O3"}, target, []string{"-filetype=obj", "-relocation-model=pic", "-o", objPath, src})...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, nil, fmt.Errorf("codegen/cpu: llc failed: %v\n%s", err, firstLines(out, 30))
 	}
@@ -337,6 +285,14 @@ func toolchain(llc string, opts Options, llvmIR string) (obj, so []byte, err err
 		return nil, nil, err
 	}
 	return obj, so, nil
+}
+
+// SharedObject compiles LLVM IR text for triple and cpuName, using the
+// features feats and no others, into a self-contained shared object: the
+// toolchain of CPU engines, which the CUDA simulator's host code shares.
+func SharedObject(llc, triple, cpuName string, feats []string, llvmIR string) ([]byte, error) {
+	_, so, err := toolchain(llc, Options{Triple: triple, CPU: cpuName}, feats, llvmIR)
+	return so, err
 }
 
 func siblingTool(llc, name string) string {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -112,6 +113,81 @@ func featuresFor(opts Options) ([]string, error) {
 		return nil, fmt.Errorf("codegen/cpu: unknown AArch64 CPU %q (use %s)", opts.CPU, strings.Join(ARM64CPUs(), ", "))
 	}
 	return append([]string{"asimd"}, extra...), nil
+}
+
+// cpuFeatures lists the x86-64 features the code for cpu (a --cpu name)
+// may use: its row of rcpu.X86CPUs, or for native this machine's
+// (rcpu.HostX86Features, AMX only where Linux grants this process the
+// tiles: code using them without it dies of SIGILL).
+func cpuFeatures(cpu string) ([]string, error) {
+	var feats []string
+	switch c, ok := rcpu.LookupX86CPU(cpu); {
+	case ok:
+		feats = c.Features
+	case cpu == "native":
+		for _, f := range rcpu.HostX86Features() {
+			if !slices.Contains(amxFeatures, f) || rcpu.EnableAMX() == nil {
+				feats = append(feats, f)
+			}
+		}
+		if !slices.Contains(feats, "avx2") || !slices.Contains(feats, "fma") {
+			return nil, fmt.Errorf("codegen/cpu: the host CPU lacks AVX2/FMA; kiln needs at least x86-64-v3")
+		}
+	case cpu == "x86-64" || cpu == "x86-64-v2":
+		return nil, fmt.Errorf("codegen/cpu: --cpu %s has no AVX2; kiln needs at least x86-64-v3", cpu)
+	default:
+		return nil, fmt.Errorf("codegen/cpu: unknown CPU %q (use native or one of %s)", cpu, strings.Join(x86CPUNames(), ", "))
+	}
+	return slices.Clone(feats), nil
+}
+
+func x86CPUNames() []string {
+	names := make([]string, len(rcpu.X86CPUs))
+	for i, c := range rcpu.X86CPUs {
+		names[i] = c.Name
+	}
+	return names
+}
+
+// x86Unused are LLVM 14's x86-64 extensions beyond the baseline that kiln
+// never gives llc (rcpu.X86Features are the ones it may): llcTarget turns
+// them off so that no --cpu brings one in unrecorded.
+var x86Unused = []string{
+	"3dnow", "3dnowa", "adx", "aes", "amx-bf16", "avx512er", "avx512pf", "avx512vp2intersect",
+	"cldemote", "clflushopt", "clwb", "clzero", "crc32", "cx16", "enqcmd", "fma4", "fsgsbase",
+	"gfni", "hreset", "invpcid", "kl", "lwp", "lzcnt", "movbe", "movdir64b", "movdiri", "mwaitx",
+	"pclmul", "pconfig", "pku", "prefetchwt1", "ptwrite", "rdpid", "rdrnd", "rdseed",
+	"rtm", "sahf", "serialize", "sgx", "sha", "shstk", "sse4a", "tbm", "tsxldtrk", "uintr",
+	"vaes", "vpclmulqdq", "waitpkg", "wbnoinvd", "widekl", "xop", "xsave", "xsavec", "xsaveopt",
+	"xsaves",
+}
+
+// llcTarget is the triple, CPU and features opt and llc compile for. On
+// x86-64, -mcpu picks the scheduling model and -mattr exactly the
+// recorded features feats: each of rcpu.X86Features on or off, every
+// other extension off, so that the code cannot use what the engine does
+// not record (-mcpu=x86-64-v3 alone brings F16C, native AVX512-FP16).
+func llcTarget(opts Options, feats []string) []string {
+	flags := []string{"-mtriple=" + opts.Triple}
+	if isARM64(opts.Triple) {
+		return append(flags, "-mcpu="+opts.CPU)
+	}
+	mcpu := opts.CPU
+	if c, ok := rcpu.LookupX86CPU(opts.CPU); ok && c.LLC != "" {
+		mcpu = c.LLC
+	}
+	var attrs []string
+	for _, f := range rcpu.X86Features {
+		sign := "-"
+		if slices.Contains(feats, f.Name) {
+			sign = "+"
+		}
+		attrs = append(attrs, sign+f.LLVM)
+	}
+	for _, f := range x86Unused {
+		attrs = append(attrs, "-"+f)
+	}
+	return append(flags, "-mcpu="+mcpu, "-mattr="+strings.Join(attrs, ","))
 }
 
 // hostARM64Features reads this AArch64 machine's features.

@@ -1,15 +1,10 @@
 package cuda
 
 import (
-	"bytes"
-	"debug/elf"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	goruntime "runtime"
 
+	"github.com/kiln-ml/kiln/codegen/cpu"
 	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -89,12 +84,13 @@ func SimTriple() string {
 
 // simCPU is the CPU the sim compiles for, and the features it records:
 // kiln's x86 baseline (x86-64-v3: FMA and F16C are instructions, not
-// libm calls), every ARMv8-A on arm64.
+// libm calls) with exactly its features, every ARMv8-A on arm64.
 func simCPU() (string, []string) {
 	if goruntime.GOARCH == "arm64" {
 		return "generic", []string{"asimd"}
 	}
-	return "x86-64-v3", []string{"avx", "avx2", "fma"}
+	c, _ := rcpu.LookupX86CPU("x86-64-v3")
+	return c.Name, c.Features
 }
 
 // SimFeatures are the CPU features a cuda-sim engine records.
@@ -103,56 +99,10 @@ func SimFeatures() []string {
 	return f
 }
 
-// simToolchain compiles the module for this machine and links a
-// self-contained shared object.
+// simToolchain compiles the module for this machine into a self-contained
+// shared object, with the CPU engines' toolchain: llc may use the recorded
+// features and no others.
 func simToolchain(llc, llvmIR string) ([]byte, error) {
-	var so []byte
-	err := withTemp(func(dir string) error {
-		src := filepath.Join(dir, "engine.ll")
-		if err := os.WriteFile(src, []byte(llvmIR), 0o644); err != nil {
-			return err
-		}
-		mcpu, _ := simCPU()
-		src, err := optimize(llc, SimTriple(), mcpu, dir, src)
-		if err != nil {
-			return err
-		}
-		obj := filepath.Join(dir, "engine.o")
-		if err := run("llc", exec.Command(llc, "-O2", "-mtriple="+SimTriple(), "-mcpu="+mcpu, "-filetype=obj", "-relocation-model=pic", "-o", obj, src)); err != nil {
-			return err
-		}
-		out := filepath.Join(dir, "engine.so")
-		var link *exec.Cmd
-		if lld, err := exec.LookPath("ld.lld"); err == nil {
-			link = exec.Command(lld, "-shared", "--hash-style=both", "-o", out, obj)
-		} else if gcc, err := exec.LookPath("gcc"); err == nil {
-			link = exec.Command(gcc, "-shared", "-nostdlib", "-o", out, obj)
-		} else {
-			return errors.New("codegen/cuda: no linker found (ld.lld or gcc): run `make deps`")
-		}
-		if err := run("linking", link); err != nil {
-			return err
-		}
-		so, err = os.ReadFile(out)
-		if err != nil {
-			return err
-		}
-		return selfContained(so)
-	})
-	return so, err
-}
-
-// selfContained refuses a shared object that needs symbols from elsewhere.
-func selfContained(so []byte) error {
-	f, err := elf.NewFile(bytes.NewReader(so))
-	if err != nil {
-		return err
-	}
-	syms, _ := f.DynamicSymbols()
-	for _, s := range syms {
-		if s.Section == elf.SHN_UNDEF && s.Name != "" && elf.ST_BIND(s.Info) != elf.STB_WEAK {
-			return fmt.Errorf("codegen/cuda: the cuda-sim engine needs the external symbol %s (internal error)", s.Name)
-		}
-	}
-	return nil
+	mcpu, feats := simCPU()
+	return cpu.SharedObject(llc, SimTriple(), mcpu, feats, llvmIR)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/kiln-ml/kiln/runtime"
 )
 
-func needLLC(t *testing.T) {
+func needLLC(t testing.TB) {
 	if err := cpu.Available(); err != nil {
 		t.Skip(err)
 	}

@@ -73,6 +73,7 @@ func buildCUDA(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Index: io.Index})
 	}
 	meta.Pinned = opts.pinned
+	meta.Folded = opts.folded
 	e.Meta = meta
 	buf, err := e.Encode()
 	if err != nil {
@@ -89,8 +90,10 @@ func cudaPasses(m *ir.Model, opts *Options) (*passes.Context, error) {
 	if len(opts.Shapes.Min)+len(opts.Shapes.Opt)+len(opts.Shapes.Max) > 0 {
 		return nil, fmt.Errorf("the CUDA targets compile static shapes: give each dynamic input's dims with --shape, not --min, --opt or --max")
 	}
-	var err error
-	if opts.profile, opts.pinned, err = opts.Shapes.apply(m); err != nil {
+	if opts.OverridableInitializers {
+		return nil, fmt.Errorf("--overridable-initializers applies to the CPU targets (the CUDA runtime has no input defaults)")
+	}
+	if err := opts.declareInputs(m); err != nil {
 		return nil, err
 	}
 	for _, name := range opts.Disabled {

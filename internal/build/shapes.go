@@ -101,6 +101,11 @@ func (s Shapes) applyShapes(m *ir.Model) (map[string]cpu.DimRange, error) {
 						return nil, fmt.Errorf("--shape %s: dim %d (%s) is %d, where another input has %d", name, i, d.Param, dims[i], p)
 					}
 					pinned[d.Param] = dims[i]
+				case d.IsSymbolic() && dims[i] == 0:
+					// Zero marks a bound not given below, and the engines'
+					// dynamic code takes no zero-size dims: refuse it
+					// rather than change it.
+					return nil, fmt.Errorf("%s %s: dim %d (%s) is 0; a dynamic dim's bounds must be at least 1 (kiln's dynamic dims are never zero-size; pin a zero-size input with --shape)", f.flag, name, i, d.Param)
 				case d.IsSymbolic():
 					r := ranges[d.Param]
 					if r == nil {

@@ -121,7 +121,10 @@ func TestAlignedBytes(t *testing.T) {
 
 func TestNewBuffer(t *testing.T) {
 	for _, n := range []int64{100, 3 << 20} {
-		b := NewBuffer(n)
+		b, err := NewBuffer(n)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if int64(len(b.Bytes)) != n || uintptr(unsafe.Pointer(&b.Bytes[0]))%64 != 0 {
 			t.Fatalf("NewBuffer(%d): len %d, addr %p", n, len(b.Bytes), &b.Bytes[0])
 		}

@@ -176,7 +176,10 @@ func ExpandWeights(lib *Library, stored []byte, derived []Derived) (*Buffer, err
 	if err != nil {
 		return nil, err
 	}
-	l := NewLive(a)
+	l, err := NewLive(a)
+	if err != nil {
+		return nil, err
+	}
 	l.Put(0, stored)
 	if err := l.Derive(lib); err != nil {
 		l.Buf.Free()
@@ -200,8 +203,12 @@ type Live struct {
 type segment struct{ from, at, n int64 }
 
 // NewLive allocates the live weights of a checked record (ParseABI).
-func NewLive(a *ABI) *Live {
-	l := &Live{Buf: NewBuffer(a.WeightsBytes), abi: a}
+func NewLive(a *ABI) (*Live, error) {
+	buf, err := NewBuffer(a.WeightsBytes)
+	if err != nil {
+		return nil, err
+	}
+	l := &Live{Buf: buf, abi: a}
 	at, from := int64(0), int64(0)
 	for _, d := range a.Derived {
 		if n := d.Off - at; n > 0 {
@@ -213,7 +220,7 @@ func NewLive(a *ABI) *Live {
 	if n := a.WeightsBytes - at; n > 0 {
 		l.segs = append(l.segs, segment{from, at, n})
 	}
-	return l
+	return l, nil
 }
 
 // Put copies stored bytes [off, off+len(b)) to their places in the live

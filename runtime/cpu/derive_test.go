@@ -45,7 +45,10 @@ func expandOracle(stored []byte, derived []Derived) (*Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := NewLive(a)
+	l, err := NewLive(a)
+	if err != nil {
+		return nil, err
+	}
 	l.Put(0, stored)
 	for i := range a.Derived {
 		winograd(l.Buf.Bytes, &a.Derived[i], 0, a.Derived[i].OC)
@@ -139,7 +142,10 @@ func TestLivePut(t *testing.T) {
 	copy(want[d1.Off+d1.Bytes:], stored[d1.Off:d1.Off+128])
 	copy(want[d2.Off+d2.Bytes:], stored[d1.Off+128:])
 	for _, piece := range []int{1, 7, 64, 100, len(stored)} {
-		l := NewLive(a)
+		l, err := NewLive(a)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var offs []int
 		for off := 0; off < len(stored); off += piece {
 			offs = append(offs, off)

@@ -291,6 +291,8 @@ func TestMetadataRefusals(t *testing.T) {
 		{"precision", func(m *Metadata) { m.Precision = "fp64" }, `precision "fp64"`},
 		{"triple without code", func(m *Metadata) { m.Target.Triple = "aarch64-unknown-linux-gnu" }, `"aarch64-unknown-linux-gnu" has no code section`},
 		{"kiln version", func(m *Metadata) { m.KilnVersion = "9.9.9" }, "the header says"},
+		{"output default", func(m *Metadata) { m.Outputs[0].Default = []byte{1} }, `output "y": an output cannot have a default value`},
+		{"folded and bound", func(m *Metadata) { m.Folded = []string{"x"} }, `folded input "x" is malformed or also bound`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

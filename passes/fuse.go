@@ -2,6 +2,7 @@ package passes
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
@@ -25,6 +26,8 @@ type fuser struct {
 	order  map[*ir.Node]int
 	taken  map[*ir.Node]bool // already in a group
 	names  map[string]bool   // value names handed out for nodes not yet in the graph
+	// used is every name in the graph and every one uniqueName handed out.
+	used map[string]bool
 	// fusible is the target's capability (Context.Fusible).
 	fusible func(n *ir.Node) bool
 }
@@ -125,13 +128,14 @@ func (f *fuser) apply(groups []group) {
 	}
 	at := map[*ir.Node]*ir.Node{}
 	absorbed := map[*ir.Node]bool{}
+	var bodies []*ir.Graph
 	for _, gr := range groups {
 		last := gr.nodes[len(gr.nodes)-1]
 		out := last.Outputs[0]
-		inner := &ir.Value{Name: f.g.UniqueName(out.Name + "_fused"), Type: out.Type, Producer: last}
+		inner := &ir.Value{Name: f.uniqueName(out.Name + "_fused"), Type: out.Type, Producer: last}
 		last.Outputs[0] = inner
 		body := &ir.Graph{Name: gr.kind, Nodes: gr.nodes, Outputs: []*ir.Value{inner}}
-		f.moveValueInfo(body)
+		bodies = append(bodies, body)
 		fg := &ir.Node{Name: last.Name, OpType: ops.FusionGroup, Domain: ir.KilnDomain,
 			Inputs: body.FreeValues(), Outputs: []*ir.Value{out},
 			Attrs: []*ir.Attribute{ir.AttrS("kind", gr.kind), ir.AttrG("body", body)}}
@@ -144,6 +148,7 @@ func (f *fuser) apply(groups []group) {
 			absorbed[n] = true
 		}
 	}
+	f.moveValueInfo(bodies)
 	var nodes []*ir.Node
 	for _, n := range f.g.Nodes {
 		if fg := at[n]; fg != nil {
@@ -155,19 +160,58 @@ func (f *fuser) apply(groups []group) {
 	f.g.Nodes = nodes
 }
 
-// moveValueInfo moves the declared types of values now defined in body
-// from the outer graph's value_info to the body's, where a reader of the
-// model expects them.
-func (f *fuser) moveValueInfo(body *ir.Graph) {
-	inner := map[*ir.Value]bool{}
-	for _, n := range body.Nodes {
+// uniqueName is Graph.UniqueName for a name per group: the graph's names
+// are listed once, not once per name (quadratic in a graph of many
+// groups), and each name handed out joins them.
+func (f *fuser) uniqueName(prefix string) string {
+	if f.used == nil {
+		f.used = map[string]bool{}
+		addNames(f.used, f.g)
+	}
+	name := prefix
+	for i := 1; f.used[name]; i++ {
+		name = prefix + "_" + strconv.Itoa(i)
+	}
+	f.used[name] = true
+	return name
+}
+
+// addNames adds the names of g's inputs, initializers, nodes and node
+// outputs, subgraphs included, to set: those Graph.UniqueName avoids.
+func addNames(set map[string]bool, g *ir.Graph) {
+	for _, vs := range [][]*ir.Value{g.Inputs, g.Initializers} {
+		for _, v := range vs {
+			set[v.Name] = true
+		}
+	}
+	for _, n := range g.Nodes {
+		set[n.Name] = true
 		for _, o := range n.Outputs {
-			inner[o] = true
+			if o != nil {
+				set[o.Name] = true
+			}
+		}
+		for _, sg := range n.Subgraphs() {
+			addNames(set, sg)
+		}
+	}
+}
+
+// moveValueInfo moves the declared types of values now defined in a body
+// from the outer graph's value_info to that body's, where a reader of the
+// model expects them; in one pass over value_info for all the bodies.
+func (f *fuser) moveValueInfo(bodies []*ir.Graph) {
+	definedIn := map[*ir.Value]*ir.Graph{}
+	for _, body := range bodies {
+		for _, n := range body.Nodes {
+			for _, o := range n.Outputs {
+				definedIn[o] = body
+			}
 		}
 	}
 	var kept []*ir.Value
 	for _, v := range f.g.ValueInfo {
-		if inner[v] {
+		if body := definedIn[v]; body != nil {
 			body.ValueInfo = append(body.ValueInfo, v)
 		} else {
 			kept = append(kept, v)

@@ -39,6 +39,7 @@ func fuseElementwisePass(c *Context, m *ir.Model) error {
 		}
 	}
 	ews := f.groupElementwise()
+	groupOf := groupsByNode(ews)
 	byRoot := map[*ir.Node]*ewGroup{}
 	for _, gr := range ews {
 		byRoot[gr.root()] = gr
@@ -50,7 +51,7 @@ func fuseElementwisePass(c *Context, m *ir.Model) error {
 			delete(byRoot, p)
 		}
 		if u := f.single(ln.y); u != nil {
-			if gr := byRoot[rootOf(u, ews)]; gr != nil && slices.Equal(gr.dims, ln.dims) && f.rowFriendly(gr) {
+			if gr := byRoot[rootOf(u, groupOf)]; gr != nil && slices.Equal(gr.dims, ln.dims) && f.rowFriendly(gr) {
 				ln.epi = gr
 				delete(byRoot, gr.root())
 			}
@@ -86,6 +87,7 @@ func (f *fuser) operands(n *ir.Node) []int {
 // ewGroup is an elementwise DAG being formed.
 type ewGroup struct {
 	nodes   []*ir.Node // in graph order; the last is the root
+	in      map[*ir.Node]bool
 	dims    []int64    // the root's output dims
 	through []*ir.Node // Transposes read through
 }
@@ -96,11 +98,21 @@ func (gr *ewGroup) root() *ir.Node { return gr.nodes[len(gr.nodes)-1] }
 // only outer values, so they go first.
 func (gr *ewGroup) body() []*ir.Node { return append(slices.Clone(gr.through), gr.nodes...) }
 
-func rootOf(n *ir.Node, groups []*ewGroup) *ir.Node {
+// groupsByNode maps each node of the groups to its group.
+func groupsByNode(groups []*ewGroup) map[*ir.Node]*ewGroup {
+	of := map[*ir.Node]*ewGroup{}
 	for _, gr := range groups {
-		if slices.Contains(gr.nodes, n) {
-			return gr.root()
+		for _, n := range gr.nodes {
+			of[n] = gr
 		}
+	}
+	return of
+}
+
+// rootOf is the root of n's group, or nil.
+func rootOf(n *ir.Node, groupOf map[*ir.Node]*ewGroup) *ir.Node {
+	if gr := groupOf[n]; gr != nil {
+		return gr.root()
 	}
 	return nil
 }
@@ -114,47 +126,56 @@ func (f *fuser) groupElementwise() []*ewGroup {
 		if f.operands(n) == nil || member[n] != nil {
 			continue
 		}
-		dims, _ := staticDims(n.Outputs[0])
-		gr := &ewGroup{nodes: []*ir.Node{n}, dims: dims}
-		member[n] = gr
-		for grown := true; grown; {
-			grown = false
-			for _, m := range gr.nodes {
-				for _, oi := range f.operands(m) {
-					v := m.Inputs[oi]
-					p := v.Producer
-					if p == nil || member[p] != nil || f.operands(p) == nil || f.outSet[v] {
-						continue
-					}
-					if d, _ := staticDims(v); !slices.Equal(d, gr.dims) {
-						continue
-					}
-					all := true
-					for _, u := range f.uses[v] {
-						all = all && member[u] == gr
-					}
-					if all {
-						gr.nodes = append(gr.nodes, p)
-						member[p] = gr
-						grown = true
-					}
-				}
-			}
-		}
-		sort.Slice(gr.nodes, func(a, b int) bool { return f.order[gr.nodes[a]] < f.order[gr.nodes[b]] })
+		gr := f.growGroup(n, member)
 		f.findThrough(gr)
 		groups = append(groups, gr)
 	}
 	return groups
 }
 
+// growGroup forms the group rooted at root. A producer joins once every
+// reader of its output has: readers counts a value's readers in the group,
+// and each member's operands are looked at once, when it joins, so a group
+// forms in time linear in its size (a chain of 10^5 nodes is one group).
+func (f *fuser) growGroup(root *ir.Node, member map[*ir.Node]*ewGroup) *ewGroup {
+	dims, _ := staticDims(root.Outputs[0])
+	gr := &ewGroup{nodes: []*ir.Node{root}, in: map[*ir.Node]bool{root: true}, dims: dims}
+	member[root] = gr
+	readers := map[*ir.Value]int{}
+	for work := []*ir.Node{root}; len(work) > 0; {
+		m := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, oi := range f.operands(m) {
+			v := m.Inputs[oi]
+			if slices.Contains(m.Inputs[:oi], v) {
+				continue // one reader however many times it reads v
+			}
+			readers[v]++
+			p := v.Producer
+			if p == nil || member[p] != nil || readers[v] < len(f.uses[v]) || f.operands(p) == nil || f.outSet[v] {
+				continue
+			}
+			if d, _ := staticDims(v); !slices.Equal(d, gr.dims) {
+				continue
+			}
+			gr.nodes = append(gr.nodes, p)
+			gr.in[p] = true
+			member[p] = gr
+			work = append(work, p)
+		}
+	}
+	sort.Slice(gr.nodes, func(a, b int) bool { return f.order[gr.nodes[a]] < f.order[gr.nodes[b]] })
+	return gr
+}
+
 // findThrough records the Transposes the group may read through: the
 // producer of a non-constant operand from outside, read by nothing else,
 // keeping the last axis last (so the read stays contiguous).
 func (f *fuser) findThrough(gr *ewGroup) {
+	taken := map[*ir.Node]bool{}
 	for _, l := range f.leaves(gr) {
 		t := l.Producer
-		if t == nil || !f.is(t, "Transpose") || f.outSet[l] || !f.onlyUsedBy(l, gr.nodes) || slices.Contains(gr.through, t) {
+		if t == nil || !f.is(t, "Transpose") || f.outSet[l] || !f.onlyUsedByGroup(l, gr) || taken[t] {
 			continue
 		}
 		if _, ok := f.scalar(l); ok {
@@ -164,18 +185,31 @@ func (f *fuser) findThrough(gr *ewGroup) {
 		perm := t.Attr("perm")
 		if rank > 0 && perm != nil && len(perm.Ints) == rank && perm.Ints[rank-1] == int64(rank-1) {
 			gr.through = append(gr.through, t)
+			taken[t] = true
 		}
 	}
+}
+
+// onlyUsedByGroup reports whether every reader of v is in the group.
+func (f *fuser) onlyUsedByGroup(v *ir.Value, gr *ewGroup) bool {
+	for _, u := range f.uses[v] {
+		if !gr.in[u] {
+			return false
+		}
+	}
+	return true
 }
 
 // leaves lists the operands a group reads from outside, in order of first
 // read.
 func (f *fuser) leaves(gr *ewGroup) []*ir.Value {
 	var vs []*ir.Value
+	seen := map[*ir.Value]bool{}
 	for _, n := range gr.nodes {
 		for _, oi := range f.operands(n) {
 			v := n.Inputs[oi]
-			if (v.Producer == nil || !slices.Contains(gr.nodes, v.Producer)) && !slices.Contains(vs, v) {
+			if (v.Producer == nil || !gr.in[v.Producer]) && !seen[v] {
+				seen[v] = true
 				vs = append(vs, v)
 			}
 		}

@@ -263,14 +263,10 @@ func (p *MemoryPlan) root(v *ir.Value) *ir.Value {
 func (p *MemoryPlan) place() error {
 	order := slices.Clone(p.Buffers)
 	slices.SortStableFunc(order, func(a, b *Buffer) int { return cmp.Compare(b.Size, a.Size) })
-	var placed, conflicts []*Buffer
+	placed := newLiveIndex(order)
+	var conflicts []*Buffer
 	for _, b := range order {
-		conflicts = conflicts[:0]
-		for _, q := range placed {
-			if q.First <= b.Last && b.First <= q.Last {
-				conflicts = append(conflicts, q)
-			}
-		}
+		conflicts = placed.overlapping(conflicts[:0], b.First, b.Last)
 		slices.SortStableFunc(conflicts, func(a, b *Buffer) int { return cmp.Compare(a.Offset, b.Offset) })
 		off := int64(0)
 		for _, q := range conflicts {
@@ -284,7 +280,7 @@ func (p *MemoryPlan) place() error {
 			return ir.Limits{}.CheckArena("the arena"+p.largest(), -1)
 		}
 		b.Offset = off
-		placed = append(placed, b)
+		placed.add(b)
 		p.ArenaBytes = max(p.ArenaBytes, end)
 		if p.TensorBytes = ir.AddSizes(p.TensorBytes, b.Size); p.TensorBytes < 0 {
 			p.TensorBytes = math.MaxInt64 // only reported

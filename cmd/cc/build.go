@@ -49,7 +49,7 @@ such a build is refused before it starts.`,
 		dumpDir := fs.String("dump-dir", "kiln-dump", "folder for --dump-after files")
 		timePasses := fs.Bool("time-passes", false, "print a per-pass timing table")
 		verify := fs.Bool("verify", false, "check the graph after every pass")
-		winograd := fs.String("winograd", "auto", "Winograd F(4x4,3x3) or F(2x2,3x3) for 3x3 convolutions: auto (per layer shape, the fastest where it beats direct here within rel L2 1e-5; the first that fits when --cpu is not native), on (every 3x3 stride-1 convolution that fits; INT8 ones too, as integer F(2x2,3x3), except with AMX tiles: faster, less accurate, see README) or off")
+		winograd := fs.String("winograd", "auto", "Winograd F(4x4,3x3) or F(2x2,3x3) for 3x3 convolutions: auto (per layer shape, the fastest where it beats direct here within rel L2 1e-5; the first that fits when --cpu is not native), on (every 3x3 stride-1 convolution that fits; INT8 ones too, as integer F(2x2,3x3), except with AMX tiles: faster, less accurate, see docs/cli.md) or off")
 		timingCache := fs.String("timing-cache", defaultTimingCache(), "file keeping --winograd=auto's measurements, so rebuilds reuse them and are byte-identical (none: measure afresh)")
 		limits := limitflags.Add(fs, limitflags.All...)
 		sign := fs.String("sign", "", "sign the engine with this ed25519 private `KEY` file (from cc keygen); infer --require-signed checks the signature")
@@ -59,6 +59,7 @@ such a build is refused before it starts.`,
 		values := cli.Values(fs, "value", "`NAME=V,V,...`: compile input NAME as this constant; inputs whose values set shapes (a TopK's K, a Reshape's shape, ...) need one, and the engine then takes only this value for them")
 		markOutputs := fs.String("mark-outputs", "", "`all|NAME,...`: also store these tensors of the optimized graph (all: every float or 8-bit one) as debug outputs, for infer compare --per-layer; infer run, check and bench leave them out")
 		maxShape := cli.Shapes(fs, "max", fmt.Sprintf("`NAME=DIMS`: the largest shape of input NAME the engine accepts; memory is planned for it (default: %d for each dynamic dim)", cpu.DefaultMaxDim))
+		overridable := fs.Bool("overridable-initializers", false, "keep inputs that have initializer defaults (IR version 4 on; Caffe2-era models list every weight so) as engine inputs, each taking its initializer when a run does not give it; by default they compile as constants, which fold, and feeding one is refused")
 		precision := fs.String("precision", "fp32", "fp32, or int8: quantize the model first, as cc quantize does (--calib and the flags below), and compile its QDQ form")
 		quant := addQuantizeFlags(fs)
 		train := addTrainFlags(fs)
@@ -104,7 +105,8 @@ such a build is refused before it starts.`,
 			}
 			opts := build.Options{CPU: *cpuName, Target: *target, GPUs: gpus, OptLevel: *opt, Disabled: split(*disable),
 				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache,
-				Limits: limits.Limits(), Shapes: build.Shapes{Pin: pin, Min: minShape, Opt: optShape, Max: maxShape, Values: values}}
+				Limits: limits.Limits(), Shapes: build.Shapes{Pin: pin, Min: minShape, Opt: optShape, Max: maxShape, Values: values},
+				OverridableInitializers: *overridable}
 			if opts.MarkOutputs = split(*markOutputs); len(opts.MarkOutputs) > 0 && *emit == "ir" {
 				return cli.Usagef("--mark-outputs applies to compiled code (--emit llvm, obj or engine), not --emit ir")
 			}

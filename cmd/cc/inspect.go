@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/internal/cli"
@@ -307,7 +309,7 @@ func describeValue(v *ir.Value) valueInfo {
 
 func (info *inspection) print(w io.Writer) {
 	row := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-12s %s\n", label, fmt.Sprintf(format, args...))
+		fmt.Fprintf(w, "%-12s %s\n", label, terminalSafe(fmt.Sprintf(format, args...)))
 	}
 	row("model", "%s", info.File)
 	row("ir version", "%d", info.IRVersion)
@@ -380,6 +382,29 @@ func printValues(row func(string, string, ...any), label string, vs []valueInfo,
 	if label != "" {
 		row(label, "(none)")
 	}
+}
+
+// terminalSafe escapes, as %q would, what a terminal acts on or cannot
+// show in a line of a listing: control characters (a newline, an ANSI
+// escape sequence in a name), format characters (bidirectional overrides)
+// and bytes that are not UTF-8. The rest is left as it is, so a plain name
+// prints plainly.
+func terminalSafe(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // commas prints n with thousands separators: 11,684,712.

@@ -46,6 +46,10 @@ func (g *gen) handInfo(n *ir.Node) *opInfo {
 	}
 	if g.rowRefuses(info, n) != nil {
 		info = nil
+	} else if readsEmpty(n) {
+		// The hand kernels tile their inputs; the kernel layer's
+		// definitions reduce over an empty axis to the op's identity.
+		info = nil
 	} else if _, err := g.sliceLead(n); err != nil {
 		info = nil // dynamic dims the hand kernel cannot run per sample
 	}

@@ -101,6 +101,9 @@ func (g *gen) clearCounters(b *ll.Block, clear *ll.Func, i int, tid, a value.Val
 	if i < 0 {
 		j = len(g.steps) - 1
 	}
+	if j < 0 {
+		return // an engine without steps (every output empty)
+	}
 	for _, r := range g.steps[j].counters {
 		b.NewCall(clear, tid, a, c64(r.off), c64(r.bytes))
 	}

@@ -78,7 +78,8 @@ var (
 // (3×3, stride 1, no dilation or groups, enough channels), F(4×4) first:
 // it needs enough tiles per row that the transforms' vectors fill.
 func winogradCandidates(c convGeom) []*winoSpec {
-	if c.runtime || c.group != 1 || c.kh != 3 || c.kw != 3 || c.sh != 1 || c.sw != 1 || c.dh != 1 || c.dw != 1 || c.C < 16 || c.OC < 16 {
+	// An empty batch has nothing to transform (or to time).
+	if c.N == 0 || c.runtime || c.group != 1 || c.kh != 3 || c.kw != 3 || c.sh != 1 || c.sw != 1 || c.dh != 1 || c.dw != 1 || c.C < 16 || c.OC < 16 {
 		return nil
 	}
 	var specs []*winoSpec

@@ -388,11 +388,7 @@ func (f *Fn) Splat(x value.Value, n int) value.Value {
 	}
 	vt := types.NewVector(uint64(n), x.Type())
 	if c, ok := x.(constant.Constant); ok {
-		elems := make([]constant.Constant, n)
-		for i := range elems {
-			elems[i] = c
-		}
-		return constant.NewVector(vt, elems...)
+		return splatConst(vt, c)
 	}
 	v := f.B.NewInsertElement(constant.NewUndef(vt), x, constant.NewInt(i32, 0))
 	return f.B.NewShuffleVector(v, constant.NewUndef(vt), constant.NewZeroInitializer(types.NewVector(uint64(n), i32)))
@@ -445,11 +441,7 @@ func typedConst(t types.Type, c float64) value.Value {
 		panic(fmt.Sprintf("kernel: constant of type %s", t))
 	}
 	if vt, ok := t.(*types.VectorType); ok {
-		elems := make([]constant.Constant, vt.Len)
-		for i := range elems {
-			elems[i] = s
-		}
-		return constant.NewVector(vt, elems...)
+		return splatConst(vt, s)
 	}
 	return s
 }
@@ -463,13 +455,36 @@ func intConstLike(t types.Type, c int64) value.Value {
 		s = constant.NewBool(c&1 != 0)
 	}
 	if vt, ok := t.(*types.VectorType); ok {
-		elems := make([]constant.Constant, vt.Len)
-		for i := range elems {
-			elems[i] = s
-		}
-		return constant.NewVector(vt, elems...)
+		return splatConst(vt, s)
 	}
 	return s
+}
+
+// splatConst is the vector of type vt with every lane c. An all-zero one
+// is zeroinitializer: the IR of a long fused chain (Relu's max with 0)
+// names its zero once per use, and 16 printed lanes each time made its
+// text tens of megabytes.
+func splatConst(vt *types.VectorType, c constant.Constant) constant.Constant {
+	if isZeroConst(c) {
+		return constant.NewZeroInitializer(vt)
+	}
+	elems := make([]constant.Constant, vt.Len)
+	for i := range elems {
+		elems[i] = c
+	}
+	return constant.NewVector(vt, elems...)
+}
+
+// isZeroConst reports whether c is an integer 0 or a float +0 (not -0,
+// whose bits are not zero).
+func isZeroConst(c constant.Constant) bool {
+	switch c := c.(type) {
+	case *constant.Int:
+		return c.X.Sign() == 0
+	case *constant.Float:
+		return c.X.Sign() == 0 && !c.X.Signbit() && !c.NaN
+	}
+	return false
 }
 
 // intTypeLike is the integer type of t's bit width (same lanes).

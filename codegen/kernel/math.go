@@ -75,6 +75,12 @@ func everyFloatConst(v value.Value, ok func(*constant.Float) bool) bool {
 			}
 		}
 		return len(c.Elems) > 0
+	case *constant.ZeroInitializer: // a vector of +0 (splatConst)
+		if vt, isVec := c.Typ.(*types.VectorType); isVec {
+			if ft, isFloat := vt.ElemType.(*types.FloatType); isFloat {
+				return ok(constant.NewFloat(ft, 0))
+			}
+		}
 	}
 	return false
 }

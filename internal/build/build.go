@@ -68,9 +68,15 @@ type Options struct {
 	Train    []string
 
 	// Shapes pin inputs' dims or give the ranges of their dynamic dims.
-	Shapes  Shapes
-	profile map[string]cpu.DimRange
-	pinned  []engine.Pinned
+	Shapes Shapes
+	// OverridableInitializers keeps the inputs that have initializer
+	// defaults as inputs, each with its default (see declareInputs); by
+	// default they compile as constants.
+	OverridableInitializers bool
+	profile                 map[string]cpu.DimRange
+	pinned                  []engine.Pinned
+	folded                  []string          // inputs with defaults compiled as constants
+	defaults                map[string][]byte // the defaults of the inputs kept
 }
 
 // Output is what one build produced.
@@ -124,7 +130,7 @@ func Optimize(m *ir.Model, opts Options) (*passes.Context, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if opts.profile, opts.pinned, err = opts.Shapes.apply(m); err != nil {
+	if err := opts.declareInputs(m); err != nil {
 		return nil, nil, err
 	}
 	c, err := optimize(m, opts, cache)
@@ -135,12 +141,17 @@ func Optimize(m *ir.Model, opts Options) (*passes.Context, []string, error) {
 }
 
 // saveCache writes the timing cache back; failing to is a warning, not an
-// error: the build is complete, only the next one measures again.
+// error: the build is complete, only the next one measures again. So is
+// the notice of a cache of another kiln version measured afresh.
 func saveCache(cache *cpu.TimingCache) []string {
-	if err := cache.Save(); err != nil {
-		return []string{fmt.Sprintf("the timing cache was not saved (the next build measures again): %v", err)}
+	var warnings []string
+	if notice := cache.Notice(); notice != "" {
+		warnings = append(warnings, notice)
 	}
-	return nil
+	if err := cache.Save(); err != nil {
+		warnings = append(warnings, fmt.Sprintf("the timing cache was not saved (the next build measures again): %v", err))
+	}
+	return warnings
 }
 
 func (o Options) cpuOptions(cache *cpu.TimingCache) cpu.Options {
@@ -221,6 +232,9 @@ func Build(path string, opts Options) (*Output, error) {
 // BuildModel compiles a model held in memory (the passes change m); src
 // is the bytes of the file it came from, whose hash the engine records.
 func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
+	if err := checkBindingNames(m.Graph); err != nil {
+		return nil, err
+	}
 	if IsCUDA(opts.Target) {
 		return buildCUDA(m, src, opts)
 	}
@@ -228,7 +242,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.profile, opts.pinned, err = opts.Shapes.apply(m); err != nil {
+	if err := opts.declareInputs(m); err != nil {
 		return nil, err
 	}
 	pc, err := optimize(m, opts, cache)
@@ -270,15 +284,19 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		MaxThreads:   code.MaxThreads,
 	}
 	for _, io := range code.Inputs {
-		meta.Inputs = append(meta.Inputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index})
+		meta.Inputs = append(meta.Inputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index, Default: opts.defaults[io.Name]})
 	}
 	for _, io := range code.Outputs {
 		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index, Debug: debug[io.Name]})
 	}
 	meta.Pinned = opts.pinned
+	meta.Folded = opts.folded
 	meta.Training = opts.Training
 	for _, s := range code.Symbols {
 		meta.Symbols = append(meta.Symbols, engine.Symbol{Name: s.Name, Min: s.Min, Opt: s.Opt, Max: s.Max})
+	}
+	if err := meta.Validate(); err != nil {
+		return nil, fmt.Errorf("the engine would not load: %w", err)
 	}
 	e := &engine.Engine{Meta: meta, Plan: []byte(plan), Weights: code.Weights,
 		Code: map[string][]byte{meta.Target.Triple: code.SharedObject}}
@@ -287,6 +305,24 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		return nil, err
 	}
 	return &Output{Model: m, Timings: pc.Timings, Memory: pc.Memory, Code: code, Engine: buf, Warnings: warnings}, nil
+}
+
+// checkBindingNames refuses, before any work, a graph input or output
+// whose name the engine loader refuses (engine.CheckName): the build would
+// otherwise write an engine infer cannot load.
+func checkBindingNames(g *ir.Graph) error {
+	check := func(kind string, vs []*ir.Value) error {
+		for _, v := range vs {
+			if err := engine.CheckName(v.Name); err != nil {
+				return fmt.Errorf("%s %s: %v; an engine binds it by name, so rename it in the model", kind, ir.QuoteName(v.Name), err)
+			}
+		}
+		return nil
+	}
+	if err := check("input", g.Inputs); err != nil {
+		return err
+	}
+	return check("output", g.Outputs)
 }
 
 func (o Options) flags() []string {
@@ -308,6 +344,9 @@ func (o Options) flags() []string {
 	}
 	if len(o.MarkOutputs) > 0 {
 		f = append(f, "--mark-outputs="+strings.Join(o.MarkOutputs, ","))
+	}
+	if o.OverridableInitializers {
+		f = append(f, "--overridable-initializers")
 	}
 	f = append(f, o.Train...)
 	if o.Precision != "" && o.Precision != "fp32" {

@@ -31,6 +31,11 @@ type Limits struct {
 	// groups) and types (seq(seq(...)), map, optional) nest, in ONNX
 	// protobuf and in text.
 	MaxNesting int
+	// MaxLoopIterations bounds the iterations one Loop node runs in the
+	// reference executor, so a loop whose condition never turns false (or
+	// whose trip count is absurd) stops with an error instead of running
+	// forever.
+	MaxLoopIterations int64
 }
 
 // Default limits. Each is far above what a real model needs and well below
@@ -54,12 +59,16 @@ const (
 	// deep; 64 keeps the recursive readers' stacks small (a million levels
 	// of text would overflow the parser's stack).
 	DefaultMaxNesting = 64
+	// DefaultMaxLoopIterations is 2^24 (16.7 million): exported loops run
+	// once per token, box or time step, at most a few hundred thousand
+	// times; a runaway while-loop reaches this in seconds to minutes.
+	DefaultMaxLoopIterations = 1 << 24
 )
 
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
 	return Limits{MaxTensorBytes: DefaultMaxTensorBytes, MaxArenaBytes: DefaultMaxArenaBytes,
-		MaxFileBytes: DefaultMaxFileBytes, MaxNesting: DefaultMaxNesting}
+		MaxFileBytes: DefaultMaxFileBytes, MaxNesting: DefaultMaxNesting, MaxLoopIterations: DefaultMaxLoopIterations}
 }
 
 // maxLimit caps every byte limit, so that sums and alignments of sizes
@@ -85,6 +94,9 @@ func (l Limits) OrDefaults() Limits {
 	if l.MaxNesting <= 0 {
 		l.MaxNesting = d.MaxNesting
 	}
+	if l.MaxLoopIterations <= 0 {
+		l.MaxLoopIterations = d.MaxLoopIterations
+	}
 	return l
 }
 
@@ -95,6 +107,8 @@ const (
 	FlagMaxArenaBytes  = "--max-arena-bytes"
 	FlagMaxFileBytes   = "--max-file-bytes"
 	FlagMaxNesting     = "--max-nesting"
+	// FlagMaxLoopIterations raises MaxLoopIterations.
+	FlagMaxLoopIterations = "--max-loop-iterations"
 )
 
 // ErrLimit is what every *LimitError matches with errors.Is.
@@ -110,7 +124,8 @@ type LimitError struct {
 	// size overflows int64.
 	Size  int64
 	Limit int64
-	// Kind is the limit's name ("tensor", "arena", "file", "nesting");
+	// Kind is the limit's name ("tensor", "arena", "file", "nesting",
+	// "loop");
 	// Flag the flag that raises it.
 	Kind, Flag string
 }
@@ -118,6 +133,9 @@ type LimitError struct {
 func (e *LimitError) Error() string {
 	if e.Kind == "nesting" {
 		return fmt.Sprintf("%s: nested deeper than %d levels (the nesting limit; %s raises it)", e.What, e.Limit, e.Flag)
+	}
+	if e.Kind == "loop" {
+		return fmt.Sprintf("%s: still running after %d iterations (the loop limit; %s raises it)", e.What, e.Limit, e.Flag)
 	}
 	if e.Size < 0 {
 		return fmt.Sprintf("%s: its size in bytes overflows int64 (the %s limit is %s; %s raises it)", e.What, e.Kind, FormatBytes(e.Limit), e.Flag)
@@ -255,6 +273,13 @@ func (l Limits) CheckFile(path string, size int64) error {
 func (l Limits) NestingError(what string) error {
 	l = l.OrDefaults()
 	return &LimitError{What: what, Size: int64(l.MaxNesting) + 1, Limit: int64(l.MaxNesting), Kind: "nesting", Flag: FlagMaxNesting}
+}
+
+// LoopError returns the *LimitError for a loop (what, e.g. `node "l"
+// (Loop)`) that would run past MaxLoopIterations.
+func (l Limits) LoopError(what string) error {
+	l = l.OrDefaults()
+	return &LimitError{What: what, Size: l.MaxLoopIterations + 1, Limit: l.MaxLoopIterations, Kind: "loop", Flag: FlagMaxLoopIterations}
 }
 
 // AddSizes adds byte counts, returning -1 once the sum overflows int64 (as

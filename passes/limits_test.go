@@ -77,5 +77,5 @@ func TestPipelineLimits(t *testing.T) {
 	m.OpsetImports[0].Version = 99
 	err = Run(&Context{}, O2, m)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `opset 99 for domain "": kiln supports up to 23`)
+	assert.Contains(t, err.Error(), `opset 99 for domain "": kiln supports up to 26`)
 }

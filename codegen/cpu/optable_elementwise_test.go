@@ -45,6 +45,7 @@ func init() {
 			"Cast-13(to=9) T[2,9]", "Cast-13(to=10) T[2,9]", "Cast-13(to=11) T[2,9]", "Cast-13(to=16) T[2,9]",
 			"Cast-13(to=12) T[2,9]", "Cast-13(to=3) T[2,9]", "Cast-13(to=13) T[2,9]",
 		},
+		"CastLike": {"CastLike-15 T[3,17], int64[1]=[0]", "CastLike-19 T[2,9], float16[2]=[1 2]", "CastLike-21 T[2,9], uint8[1]=[0]"},
 		// Elementwise, binary and variadic, with broadcasting.
 		"Add":            {"Add-14 T[2,3,17], T[3,17]", "Add-14 T[1,7], T[17,1]", "Add-14 T[33], T"},
 		"Sub":            {"Sub-14 T[2,3,17], T[2,1,17]", "Sub-14 T, T[9]"},

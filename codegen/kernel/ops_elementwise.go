@@ -272,6 +272,14 @@ func init() {
 			c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return CastTo(xs[0], ir.DType(c.Int("to"))) }, c.In[0]))
 			return nil
 		}},
+		"CastLike": {Types: all, Elementwise: true, Build: func(c *Ctx) error {
+			to := c.Out[0].DType // input 1's type; its values are not read
+			if !slices.Contains(all, to) {
+				return &ops.UnsupportedError{Op: "CastLike", Opset: c.Opset, DType: to, Reason: "no kernel computes with this type"}
+			}
+			c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return CastTo(xs[0], to) }, c.In[0]))
+			return nil
+		}},
 		"Add": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Add(x, y) }),
 		"Sub": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Sub(x, y) }),
 		"Mul": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Mul(x, y) }),

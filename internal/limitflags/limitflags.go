@@ -1,6 +1,6 @@
 // Package limitflags adds the flags that raise (or lower) ir.Limits to a
-// command: --max-tensor-bytes, --max-arena-bytes, --max-file-bytes and
-// --max-nesting. Byte counts take a binary suffix: 64G is 64 GiB.
+// command: --max-tensor-bytes, --max-arena-bytes, --max-file-bytes,
+// --max-nesting and --max-loop-iterations. Byte counts take a binary suffix: 64G is 64 GiB.
 package limitflags
 
 import (
@@ -22,10 +22,11 @@ const (
 	Arena   Limit = "max-arena-bytes"
 	File    Limit = "max-file-bytes"
 	Nesting Limit = "max-nesting"
+	Loop    Limit = "max-loop-iterations"
 )
 
 // All is every limit, for commands that read models and build engines.
-var All = []Limit{Tensor, Arena, File, Nesting}
+var All = []Limit{Tensor, Arena, File, Nesting, Loop}
 
 // Flags holds the values of the flags Add defined.
 type Flags struct {
@@ -46,6 +47,8 @@ func Add(fs *flag.FlagSet, limits ...Limit) *Flags {
 			fs.Var((*byteCount)(&f.lim.MaxFileBytes), string(l), "the largest model or tensor file read, in `bytes` (K, M, G, T suffixes), checked before reading")
 		case Nesting:
 			fs.Var((*levels)(&f.lim.MaxNesting), string(l), "how deeply graphs (If/Loop bodies) and types (seq(...)) may nest in a model, in `levels`")
+		case Loop:
+			fs.Var((*iterations)(&f.lim.MaxLoopIterations), string(l), "the most `iterations` one Loop node may run in the reference executor")
 		default:
 			panic(fmt.Sprintf("limitflags: unknown limit %q", l))
 		}
@@ -131,5 +134,24 @@ func (l *levels) Set(s string) error {
 		return fmt.Errorf("%q: want a positive number of levels", s)
 	}
 	*l = levels(n)
+	return nil
+}
+
+// iterations is a positive iteration count.
+type iterations int64
+
+func (n *iterations) String() string {
+	if n == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*n), 10)
+}
+
+func (n *iterations) Set(s string) error {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("%q: want a positive number of iterations", s)
+	}
+	*n = iterations(v)
 	return nil
 }

@@ -37,14 +37,14 @@ func TestFlags(t *testing.T) {
 	if got := fs.Lookup("max-tensor-bytes").DefValue; got != "16G" {
 		t.Errorf("--max-tensor-bytes shows its default as %q", got)
 	}
-	if err := fs.Parse([]string{"--max-tensor-bytes", "64G", "--max-arena-bytes=1T", "--max-file-bytes", "8G", "--max-nesting", "200"}); err != nil {
+	if err := fs.Parse([]string{"--max-tensor-bytes", "64G", "--max-arena-bytes=1T", "--max-file-bytes", "8G", "--max-nesting", "200", "--max-loop-iterations", "1000"}); err != nil {
 		t.Fatal(err)
 	}
-	want := ir.Limits{MaxTensorBytes: 64 << 30, MaxArenaBytes: 1 << 40, MaxFileBytes: 8 << 30, MaxNesting: 200}
+	want := ir.Limits{MaxTensorBytes: 64 << 30, MaxArenaBytes: 1 << 40, MaxFileBytes: 8 << 30, MaxNesting: 200, MaxLoopIterations: 1000}
 	if f.Limits() != want {
 		t.Errorf("got %+v, want %+v", f.Limits(), want)
 	}
-	for _, bad := range [][]string{{"--max-nesting", "0"}, {"--max-tensor-bytes", "-1"}, {"--max-file-bytes", "lots"}} {
+	for _, bad := range [][]string{{"--max-nesting", "0"}, {"--max-loop-iterations", "-3"}, {"--max-tensor-bytes", "-1"}, {"--max-file-bytes", "lots"}} {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		Add(fs, All...)

@@ -119,6 +119,11 @@ type InferContext struct {
 	SymValues []*SymTensor
 	// limits are the driver's, for the bodies of ops that hold subgraphs.
 	limits ir.Limits
+	// known and syms are the driver's values of the enclosing graphs, which
+	// an If/Loop/Scan body reads directly (inferBody); nil outside a
+	// driver.
+	known map[*ir.Value]*ir.Tensor
+	syms  map[*ir.Value]*SymTensor
 }
 
 // In returns input i's type (the zero Type when absent).
@@ -174,6 +179,15 @@ type KernelContext struct {
 	// Outputs receives one tensor per node output; a kernel may leave an
 	// optional output nil when the node does not ask for it.
 	Outputs []*ir.Tensor
+	// RunGraph runs a subgraph of the node (an If branch, a Loop or Scan
+	// body) on tensors for its inputs and returns its outputs. The executor
+	// sets it, closing over the environment the node runs in, so that the
+	// subgraph's reads of enclosing graphs' values resolve, at any depth.
+	// Nil where the caller cannot run subgraphs.
+	RunGraph func(g *ir.Graph, inputs []*ir.Tensor) ([]*ir.Tensor, error)
+	// Limits are the executor's (zero fields: the defaults), for kernels
+	// that bound their own work: Loop's iteration count.
+	Limits ir.Limits
 }
 
 // In returns input i, or nil when absent.

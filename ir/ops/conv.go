@@ -94,7 +94,7 @@ func readWindow(a attrs, kernel []int64) (*windowSpec, error) {
 		case w.dilations[i] < 1:
 			return nil, fmt.Errorf("dilation %d on spatial axis %d", w.dilations[i], i)
 		case w.pads[i] < 0 || w.pads[n+i] < 0:
-			return nil, fmt.Errorf("negative pads %v", w.pads)
+			return nil, fmt.Errorf("negative pads %v", ir.FormatList(w.pads))
 		}
 	}
 	switch w.autoPad {
@@ -267,7 +267,7 @@ func (w *transposeWindow) axis(i int, in int64) (out, padBegin, padEnd int64, er
 	default:
 		out = full - w.pads[i] - w.pads[n+i]
 		if out < 0 {
-			return 0, 0, 0, fmt.Errorf("pads %v crop more than the whole output (%d) on spatial axis %d", w.pads, full, i)
+			return 0, 0, 0, fmt.Errorf("pads %v crop more than the whole output (%d) on spatial axis %d", ir.FormatList(w.pads), full, i)
 		}
 		return out, w.pads[i], w.pads[n+i], nil
 	}
@@ -506,11 +506,11 @@ func convLayout(a attrs, x, w ir.Shape, transposed bool) (rank int, outChannels 
 	kernel = wd[2:]
 	if ks := a.Ints("kernel_shape"); ks != nil {
 		if len(ks) != rank-2 {
-			return 0, 0, nil, fmt.Errorf("kernel_shape %v for %d spatial axes", ks, rank-2)
+			return 0, 0, nil, fmt.Errorf("kernel_shape %v for %d spatial axes", ir.FormatList(ks), rank-2)
 		}
 		for i, k := range ks {
 			if kernel[i] >= 0 && kernel[i] != k {
-				return 0, 0, nil, fmt.Errorf("kernel_shape %v differs from the weights' %v", ks, wd[2:])
+				return 0, 0, nil, fmt.Errorf("kernel_shape %v differs from the weights' %v", ir.FormatList(ks), ir.FormatList(wd[2:]))
 			}
 		}
 		kernel = ks
@@ -643,7 +643,7 @@ func readTransposeWindow(a attrs, kernel []int64) (*transposeWindow, error) {
 		w.outPad = make([]int64, n)
 	}
 	if len(w.outPad) != n || slices.Min(append([]int64{0}, w.outPad...)) < 0 {
-		return nil, fmt.Errorf("output_padding %v for %d spatial axes", w.outPad, n)
+		return nil, fmt.Errorf("output_padding %v for %d spatial axes", ir.FormatList(w.outPad), n)
 	}
 	switch len(w.outShape) {
 	case 0:
@@ -652,7 +652,7 @@ func readTransposeWindow(a attrs, kernel []int64) (*transposeWindow, error) {
 	case n + 2: // a full [N, C, spatial...] shape, as some exporters write
 		w.outShape = w.outShape[2:]
 	default:
-		return nil, fmt.Errorf("output_shape %v for %d spatial axes", w.outShape, n)
+		return nil, fmt.Errorf("output_shape %v for %d spatial axes", ir.FormatList(w.outShape), n)
 	}
 	return w, nil
 }

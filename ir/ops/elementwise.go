@@ -192,7 +192,7 @@ func (op binaryOp) run(c *KernelContext) error {
 		return c.Errorf("%v", err)
 	}
 	if op.toA && !slices.Equal(dims, a.Dims) {
-		return c.Errorf("input 1 of shape %v does not broadcast to input 0's shape %v", b.Dims, a.Dims)
+		return c.Errorf("input 1 of shape %v does not broadcast to input 0's shape %v", ir.FormatList(b.Dims), ir.FormatList(a.Dims))
 	}
 	ia, ib := idx[0], idx[1]
 	// Integers are exact only when both operands are: an integer base with

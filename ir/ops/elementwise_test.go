@@ -645,7 +645,7 @@ func TestIsInfIsNaN(t *testing.T) {
 // ONNX's node tests use and the newest ONNX opsets.
 func TestElementwiseRows(t *testing.T) {
 	for op, since := range map[string][]int64{
-		"Add": {7}, "Pow": {7, 12}, "Clip": {6, 11}, "Cast": {6, 19}, "Dropout": {7, 10, 12},
+		"Add": {7}, "Pow": {7, 12}, "Clip": {6, 11}, "Cast": {6, 19, 24}, "Dropout": {7, 10, 12},
 		"Softplus": {1}, "Not": {1}, "Max": {6}, "PRelu": {7}, "Equal": {7}, "Where": {9}, "Mish": {18},
 	} {
 		var got []int64
@@ -655,7 +655,7 @@ func TestElementwiseRows(t *testing.T) {
 			}
 		}
 		assert.Equal(t, since, got, op)
-		_, err := Lookup("", op, 23)
+		_, err := Lookup("", op, 26)
 		assert.NoError(t, err, op)
 	}
 }

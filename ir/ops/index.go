@@ -100,7 +100,7 @@ type sliceArgs struct{ starts, ends, axes, steps []int64 }
 func (s *sliceArgs) resolve(rank int) ([]int, error) {
 	n := len(s.starts)
 	if len(s.ends) != n {
-		return nil, fmt.Errorf("starts %v and ends %v differ in length", s.starts, s.ends)
+		return nil, fmt.Errorf("starts %v and ends %v differ in length", ir.FormatList(s.starts), ir.FormatList(s.ends))
 	}
 	if s.axes == nil {
 		s.axes = make([]int64, n)
@@ -115,11 +115,11 @@ func (s *sliceArgs) resolve(rank int) ([]int, error) {
 		}
 	}
 	if len(s.axes) != n || len(s.steps) != n {
-		return nil, fmt.Errorf("axes %v and steps %v must have %d entries like starts", s.axes, s.steps, n)
+		return nil, fmt.Errorf("axes %v and steps %v must have %d entries like starts", ir.FormatList(s.axes), ir.FormatList(s.steps), n)
 	}
 	for _, st := range s.steps {
 		if st == 0 {
-			return nil, fmt.Errorf("steps %v has a 0", s.steps)
+			return nil, fmt.Errorf("steps %v has a 0", ir.FormatList(s.steps))
 		}
 	}
 	return normAxes(s.axes, rank)
@@ -460,7 +460,7 @@ func elementsIndex(data []int64, indDims []int64, ind []int64, axis int) ([]int,
 			if a == axis {
 				x = j
 			} else if x >= data[a] {
-				return nil, fmt.Errorf("indices of shape %v exceed data of shape %v", indDims, data)
+				return nil, fmt.Errorf("indices of shape %v exceed data of shape %v", ir.FormatList(indDims), ir.FormatList(data))
 			}
 			flat += x * st[a]
 		}
@@ -538,7 +538,7 @@ func ndIndex(data, indDims, ind []int64, b int64) (offsets []int, inner int64, e
 	}
 	for a := int64(0); a < b; a++ {
 		if data[a] != indDims[a] {
-			return nil, 0, fmt.Errorf("batch dims of data %v and indices %v differ", data, indDims)
+			return nil, 0, fmt.Errorf("batch dims of data %v and indices %v differ", ir.FormatList(data), ir.FormatList(indDims))
 		}
 	}
 	st := Strides(data)
@@ -664,7 +664,7 @@ func scatter(c *KernelContext, data, updates *ir.Tensor, targets []int) error {
 		return err
 	}
 	if updates.DType != data.DType || int(updates.Len()) != len(targets) {
-		return c.Errorf("updates %s%v do not match the %d indexed elements of %s data", updates.DType, updates.Dims, len(targets), data.DType)
+		return c.Errorf("updates %s%v do not match the %d indexed elements of %s data", updates.DType, ir.FormatList(updates.Dims), len(targets), data.DType)
 	}
 	red, err := scatterReduction(c.attrs, c.Opset)
 	if err != nil {
@@ -734,7 +734,7 @@ func runScatterElements(c *KernelContext) error {
 		return c.Errorf("%v", err)
 	}
 	if !sameStaticDims(it.Shape(), upd.Shape()) {
-		return c.Errorf("indices %v and updates %v differ in shape", it.Dims, upd.Dims)
+		return c.Errorf("indices %v and updates %v differ in shape", ir.FormatList(it.Dims), ir.FormatList(upd.Dims))
 	}
 	targets, err := elementsIndex(x.Dims, it.Dims, ind, axis)
 	if err != nil {
@@ -756,7 +756,7 @@ func runScatterND(c *KernelContext) error {
 	q := len(it.Dims)
 	want := append(append([]int64{}, it.Dims[:q-1]...), x.Dims[it.Dims[q-1]:]...)
 	if !sameStaticDims(ir.S(want...), upd.Shape()) {
-		return c.Errorf("updates have shape %v, want %v", upd.Dims, want)
+		return c.Errorf("updates have shape %v, want %v", ir.FormatList(upd.Dims), ir.FormatList(want))
 	}
 	targets := make([]int, 0, int64(len(offsets))*inner)
 	for _, off := range offsets {
@@ -888,7 +888,7 @@ func padArgs(rank int, pads, axes []int64) (begin, end []int64, err error) {
 		}
 	}
 	if len(pads) != 2*len(axes) {
-		return nil, nil, fmt.Errorf("pads %v has %d entries for %d axes", pads, len(pads), len(axes))
+		return nil, nil, fmt.Errorf("pads %v has %d entries for %d axes", ir.FormatList(pads), len(pads), len(axes))
 	}
 	norm, err := normAxes(axes, rank)
 	if err != nil {
@@ -1085,7 +1085,7 @@ func (c *KernelContext) PadSpec(d ir.DType, dims []int64) (*Pad, error) {
 	}
 	for a, n := range dims {
 		if n+begin[a]+end[a] < 0 {
-			return nil, c.Errorf("pads %v crop dim %d of %d below zero", pads, a, n)
+			return nil, c.Errorf("pads %v crop dim %d of %d below zero", ir.FormatList(pads), a, n)
 		}
 		if n == 0 && mode != "constant" && n+begin[a]+end[a] > 0 {
 			return nil, c.Errorf("cannot pad an empty axis in %s mode", mode)
@@ -1101,7 +1101,7 @@ func (c *KernelContext) PadSpec(d ir.DType, dims []int64) (*Pad, error) {
 	case c.In(2) != nil: // a backend may read it at run time instead
 		p.Fill = c.In(2)
 		if p.Fill.DType != d || p.Fill.Len() != 1 {
-			return nil, c.Errorf("constant_value is %s%v, want one %s", p.Fill.DType, p.Fill.Dims, d)
+			return nil, c.Errorf("constant_value is %s%v, want one %s", p.Fill.DType, ir.FormatList(p.Fill.Dims), d)
 		}
 	}
 	return p, nil
@@ -1223,7 +1223,7 @@ func planResize(r resizeAttrs, in ir.Shape, scalesT, sizesT *ir.Tensor) (*resize
 		return nil, fmt.Errorf("only one of scales and sizes may be given")
 	case scalesT != nil:
 		if !scalesT.DType.IsFloat() || scalesT.Len() != int64(len(axes)) {
-			return nil, fmt.Errorf("scales is %s%v, want %d floats", scalesT.DType, scalesT.Dims, len(axes))
+			return nil, fmt.Errorf("scales is %s%v, want %d floats", scalesT.DType, ir.FormatList(scalesT.Dims), len(axes))
 		}
 		for i, s := range Float64s(scalesT) {
 			ax := axes[i]
@@ -1245,7 +1245,7 @@ func planResize(r resizeAttrs, in ir.Shape, scalesT, sizesT *ir.Tensor) (*resize
 			return nil, err
 		}
 		if len(sizes) != len(axes) {
-			return nil, fmt.Errorf("sizes %v has %d entries for %d axes", sizes, len(sizes), len(axes))
+			return nil, fmt.Errorf("sizes %v has %d entries for %d axes", ir.FormatList(sizes), len(sizes), len(axes))
 		}
 		// keep_aspect_ratio_policy replaces the sizes by one common scale,
 		// the smallest (not_larger) or largest (not_smaller) of them.
@@ -1253,7 +1253,7 @@ func planResize(r resizeAttrs, in ir.Shape, scalesT, sizesT *ir.Tensor) (*resize
 		for i, sz := range sizes {
 			d := in.Dims[axes[i]]
 			if sz < 0 {
-				return nil, fmt.Errorf("sizes %v has a negative entry", sizes)
+				return nil, fmt.Errorf("sizes %v has a negative entry", ir.FormatList(sizes))
 			}
 			if !d.IsStatic() {
 				common = math.NaN()
@@ -1631,7 +1631,7 @@ func (c *KernelContext) ResizeSpec(dims []int64) (*Resize, error) {
 			}
 		}
 		if !roi.DType.IsFloat() || roi.Len() != 2*int64(len(axes)) {
-			return nil, c.Errorf("roi is %s%v, want %d floats", roi.DType, roi.Dims, 2*len(axes))
+			return nil, c.Errorf("roi is %s%v, want %d floats", roi.DType, ir.FormatList(roi.Dims), 2*len(axes))
 		}
 		v := Float64s(roi)
 		norm, err := normAxes(axes, rank)

@@ -110,6 +110,7 @@ func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir
 	c := NewInferContext(s, n, opset, types, consts)
 	c.Opsets = opsets
 	c.limits = lim
+	c.known, c.syms = known, syms
 	c.SymInputs = symIns
 	if err := s.Infer(c); err != nil {
 		return err
@@ -162,6 +163,52 @@ func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir
 		o.Type = merged
 	}
 	return nil
+}
+
+// inferBody types the values of a subgraph of c's node (an If branch, a
+// Loop or Scan body; name is its attribute) in place: its inputs get the
+// given types merged with those the model declares, then each of its
+// nodes, nested subgraphs included, is inferred as in the enclosing graph.
+// The body sees the values the enclosing graphs know (it reads them
+// directly) but adds none to them. It returns the values known in the
+// body.
+func inferBody(c *InferContext, name string, g *ir.Graph, inputs []ir.Type) (map[*ir.Value]*ir.Tensor, error) {
+	if c.Opsets == nil {
+		return nil, c.Errorf("no opsets to resolve the %s's ops", name)
+	}
+	lim := c.limits.OrDefaults()
+	known := make(map[*ir.Value]*ir.Tensor, len(c.known)+len(g.Initializers))
+	for v, t := range c.known {
+		known[v] = t
+	}
+	syms := make(map[*ir.Value]*SymTensor, len(c.syms))
+	for v, t := range c.syms {
+		syms[v] = t
+	}
+	for _, v := range g.Initializers {
+		if _, err := lim.CheckTensor(fmt.Sprintf("%s %s: initializer %q", c.Node, name, v.Name), v.Const.DType, v.Const.Dims); err != nil {
+			return nil, err
+		}
+		if v.Const.Len() <= maxFoldElements {
+			known[v] = v.Const
+		}
+	}
+	for i, v := range g.Inputs {
+		delete(known, v)
+		if i < len(inputs) {
+			t, err := MergeTypes(v.Type, inputs[i])
+			if err != nil {
+				return nil, c.Errorf("%s input %q: %v", name, v.Name, err)
+			}
+			v.Type = t
+		}
+	}
+	for _, n := range g.Nodes {
+		if err := inferNode(n, c.Opsets, lim, known, syms); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", c.Node, name, err)
+		}
+	}
+	return known, nil
 }
 
 // MergeTypes combines a declared type with an inferred one, keeping the

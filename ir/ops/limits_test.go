@@ -107,9 +107,9 @@ func TestOpsetNewerThanRegistry(t *testing.T) {
 	_, err := InferShapes(m)
 	var oe *UnsupportedError
 	require.True(t, errors.As(err, &oe), "got %v", err)
-	assert.Equal(t, `unsupported: opset 99 for domain "": kiln supports up to 23`, err.Error())
+	assert.Equal(t, `unsupported: opset 99 for domain "": kiln supports up to 26`, err.Error())
 
-	m.OpsetImports = []ir.OpsetImport{{Domain: "ai.onnx", Version: 23}, {Domain: ir.KilnDomain, Version: 2}}
+	m.OpsetImports = []ir.OpsetImport{{Domain: "ai.onnx", Version: 26}, {Domain: ir.KilnDomain, Version: 2}}
 	_, err = InferShapes(m)
 	assert.EqualError(t, err, `unsupported: opset 2 for domain "kiln": kiln supports up to 1`)
 

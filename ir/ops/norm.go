@@ -230,7 +230,7 @@ func runBatchNorm(c *KernelContext) error {
 	for i := range p {
 		in := c.In(i + 1)
 		if in.Len() != params {
-			return c.Errorf("input %d has shape %v, want %d values", i+1, in.Dims, params)
+			return c.Errorf("input %d has shape %v, want %d values", i+1, ir.FormatList(in.Dims), params)
 		}
 		p[i] = Float64s(in)
 	}
@@ -311,11 +311,11 @@ func runInstanceNorm(c *KernelContext) error {
 		return err
 	}
 	if len(x.Dims) < 3 {
-		return c.Errorf("input must be N x C x D1 x ..., has shape %v", x.Dims)
+		return c.Errorf("input must be N x C x D1 x ..., has shape %v", ir.FormatList(x.Dims))
 	}
 	channels := x.Dims[1]
 	if scale.Len() != channels || bias.Len() != channels {
-		return c.Errorf("scale %v and B %v must have %d values", scale.Dims, bias.Dims, channels)
+		return c.Errorf("scale %v and B %v must have %d values", ir.FormatList(scale.Dims), ir.FormatList(bias.Dims), channels)
 	}
 	s, b := Float64s(scale), Float64s(bias)
 	eps := float64(c.Float("epsilon"))
@@ -434,7 +434,7 @@ func runLayerNorm(c *KernelContext) error {
 			continue
 		}
 		if !broadcastsTo(t.Dims, normDims) {
-			return c.Errorf("input %d of shape %v does not broadcast to the normalized shape %v", 1+i, t.Dims, normDims)
+			return c.Errorf("input %d of shape %v does not broadcast to the normalized shape %v", 1+i, ir.FormatList(t.Dims), ir.FormatList(normDims))
 		}
 		vals := Float64s(t)
 		p[i] = make([]float64, ir.Product(normDims))

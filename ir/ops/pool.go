@@ -59,7 +59,7 @@ func poolShape(a attrs, x ir.Shape) (*windowSpec, ir.Shape, error) {
 	kernel := a.Ints("kernel_shape")
 	rank := len(kernel) + 2
 	if x.Ranked && x.Rank() != rank {
-		return nil, ir.Shape{}, fmt.Errorf("input has shape %s, want [N, C, %d spatial dims] for kernel_shape %v", x, len(kernel), kernel)
+		return nil, ir.Shape{}, fmt.Errorf("input has shape %s, want [N, C, %d spatial dims] for kernel_shape %v", x, len(kernel), ir.FormatList(kernel))
 	}
 	if len(kernel) == 0 {
 		return nil, ir.Shape{}, fmt.Errorf("kernel_shape is empty")
@@ -263,7 +263,7 @@ func inferGlobalPool(c *InferContext) error {
 func runGlobalPool(c *KernelContext) error {
 	x := c.In(0)
 	if len(x.Dims) < 2 {
-		return c.Errorf("input has shape %v, want [N, C, spatial...]", x.Dims)
+		return c.Errorf("input has shape %v, want [N, C, spatial...]", ir.FormatList(x.Dims))
 	}
 	dims := append([]int64{}, x.Dims...)
 	for i := 2; i < len(dims); i++ {

@@ -159,7 +159,7 @@ func inferDequantize(c *InferContext) error {
 // against the input where their shapes are static.
 func checkQuantParams(c *InferContext) error {
 	x, s := c.In(0).Shape, c.In(1).Shape
-	if c.HasInput(2) && s.Ranked && c.In(2).Shape.Ranked && !s.Equal(c.In(2).Shape) {
+	if c.HasInput(2) && s.Ranked && c.In(2).Shape.Ranked && !s.Equal(c.In(2).Shape) && !oneElement(s, c.In(2).Shape) {
 		return c.Errorf("scale is %s but the zero point %s", s, c.In(2).Shape)
 	}
 	xd, ok1 := x.Ints()
@@ -170,6 +170,15 @@ func checkQuantParams(c *InferContext) error {
 		}
 	}
 	return nil
+}
+
+// oneElement reports whether both shapes are static with one element: a
+// per-tensor scale and zero point, which ONNX's reference (and its node
+// tests) pair as a scalar and a [1] as well as two scalars.
+func oneElement(a, b ir.Shape) bool {
+	ad, ok1 := a.Ints()
+	bd, ok2 := b.Ints()
+	return ok1 && ok2 && ir.Product(ad) == 1 && ir.Product(bd) == 1
 }
 
 // QuantLayout is how QuantizeLinear's and DequantizeLinear's scale and
@@ -207,7 +216,7 @@ func quantLayout(a attrs, xd, sd []int64) (QuantLayout, error) {
 	}
 	if block == 0 {
 		if len(sd) != 1 || xd[ax] >= 0 && sd[0] != xd[ax] {
-			return QuantLayout{}, fmt.Errorf("scale has shape %v, want a scalar or [%d] for axis %d of %v", sd, xd[ax], ax, xd)
+			return QuantLayout{}, fmt.Errorf("scale has shape %v, want a scalar or [%d] for axis %d of %v", ir.FormatList(sd), xd[ax], ax, ir.FormatList(xd))
 		}
 		return QuantLayout{Axis: ax}, nil
 	}
@@ -220,7 +229,7 @@ func quantLayout(a attrs, xd, sd []int64) (QuantLayout, error) {
 		ok = want[i] < 0 || sd[i] == want[i]
 	}
 	if !ok {
-		return QuantLayout{}, fmt.Errorf("scale has shape %v, want %v for blocks of %d along axis %d of %v", sd, want, block, ax, xd)
+		return QuantLayout{}, fmt.Errorf("scale has shape %v, want %v for blocks of %d along axis %d of %v", ir.FormatList(sd), ir.FormatList(want), block, ax, ir.FormatList(xd))
 	}
 	return QuantLayout{Axis: ax, Block: block}, nil
 }
@@ -302,8 +311,8 @@ func runQuantize(c *KernelContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	if zp != nil && !slices.Equal(zp.Dims, scale.Dims) {
-		return c.Errorf("scale has shape %v but the zero point %v", scale.Dims, zp.Dims)
+	if zp != nil && !slices.Equal(zp.Dims, scale.Dims) && !oneElement(scale.Shape(), zp.Shape()) {
+		return c.Errorf("scale has shape %v but the zero point %v", ir.FormatList(scale.Dims), ir.FormatList(zp.Dims))
 	}
 	// The division runs in float32, rounded to float16/bfloat16 when that
 	// is the precision.
@@ -332,8 +341,8 @@ func runDequantize(c *KernelContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	if zp != nil && !slices.Equal(zp.Dims, scale.Dims) {
-		return c.Errorf("scale has shape %v but the zero point %v", scale.Dims, zp.Dims)
+	if zp != nil && !slices.Equal(zp.Dims, scale.Dims) && !oneElement(scale.Shape(), zp.Shape()) {
+		return c.Errorf("scale has shape %v but the zero point %v", ir.FormatList(scale.Dims), ir.FormatList(zp.Dims))
 	}
 	xv, sv, zv := Float64s(x), Float64s(scale), zeroPoints(zp)
 	y := make([]float64, len(xv))
@@ -420,7 +429,7 @@ func (c *KernelContext) QuantParamDims(i int, pd, xd []int64) ([]int64, error) {
 			a += len(xd)
 		}
 		if a < 0 || a >= len(xd) {
-			return nil, fmt.Errorf("%s of shape %v does not apply to shape %v", p.name, pd, xd)
+			return nil, fmt.Errorf("%s of shape %v does not apply to shape %v", p.name, ir.FormatList(pd), ir.FormatList(xd))
 		}
 		lay = make([]int64, len(xd))
 		for k := range lay {
@@ -434,7 +443,7 @@ func (c *KernelContext) QuantParamDims(i int, pd, xd []int64) ([]int64, error) {
 		ok = lay[k] == 1 || d < 0 || lay[k] == d
 	}
 	if !ok {
-		return nil, fmt.Errorf("%s of shape %v does not apply to shape %v", p.name, pd, xd)
+		return nil, fmt.Errorf("%s of shape %v does not apply to shape %v", p.name, ir.FormatList(pd), ir.FormatList(xd))
 	}
 	return lay, nil
 }

@@ -533,7 +533,7 @@ func topKCount(a attrs, kTensor *ir.Tensor) (k int64, known bool, err error) {
 			return 0, false, nil
 		}
 		if kTensor.Len() != 1 {
-			return 0, false, fmt.Errorf("K must hold one value, has shape %v", kTensor.Dims)
+			return 0, false, fmt.Errorf("K must hold one value, has shape %v", ir.FormatList(kTensor.Dims))
 		}
 		k = Int64s(kTensor)[0]
 	}
@@ -682,7 +682,7 @@ func inferCumSum(c *InferContext) error {
 
 func cumSumAxis(t *ir.Tensor, rank int) (int, error) {
 	if t.Len() != 1 {
-		return 0, fmt.Errorf("axis must hold one value, has shape %v", t.Dims)
+		return 0, fmt.Errorf("axis must hold one value, has shape %v", ir.FormatList(t.Dims))
 	}
 	return NormAxis(Int64s(t)[0], rank)
 }

@@ -167,14 +167,18 @@ func (e *UnsupportedError) Error() string {
 }
 
 // newestOpset is the newest opset version of each domain that kiln's rows
-// were written against: ONNX 1.18's opset 23 (whose changes to existing ops
-// are the quantization rows here and new element types kiln does not
-// compute with) and kiln's own opset 1. A model importing a newer version
-// may use semantics these rows do not implement, so it is refused rather
-// than run as if it were older. Raise an entry only after checking the
-// ONNX changelog's ops of the new version (TestNewestOpsetCoversRows keeps
-// the rows within it). ai.onnx.preview.training has had one version.
-var newestOpset = map[string]int64{"": 23, ir.KilnDomain: 1, TrainingDomain: 1}
+// were written against: ONNX 1.21's opset 26 and kiln's own opset 1. Of
+// the ops kiln implements, opset 23 changed the quantization rows here;
+// 24 added float8e8m0 and Cast's round_mode (its own row), and bfloat16
+// to TopK; 25 added int2 and uint2; 26 only added ops. New element types
+// share the older rows, whose kernels refuse the types they do not compute
+// with (TestOpsets24To26 holds each such version to that). A model
+// importing a newer version may use semantics these rows do not implement,
+// so it is refused rather than run as if it were older. Raise an entry
+// only after checking the ONNX changelog's ops of the new version
+// (TestNewestOpsetCoversRows keeps the rows within it).
+// ai.onnx.preview.training has had one version.
+var newestOpset = map[string]int64{"": 26, ir.KilnDomain: 1, TrainingDomain: 1}
 
 // NewestOpset returns the newest opset version kiln implements for a
 // domain ("" and "ai.onnx" are the same), and false for a domain it does
@@ -189,7 +193,7 @@ func NewestOpset(domain string) (int64, bool) {
 
 // CheckOpsets refuses an opset import newer than kiln implements, for the
 // domains it implements, with an *UnsupportedError whose Op is empty:
-// `unsupported: opset 99 for domain "": kiln supports up to 23`. Imports of
+// `unsupported: opset 99 for domain "": kiln supports up to 26`. Imports of
 // other domains pass: a node of such a domain is an *UnsupportedError when
 // it is looked up.
 func CheckOpsets(m *ir.Model) error {

@@ -141,7 +141,7 @@ func runRNN(cell *rnnCell) func(c *KernelContext) error {
 			return c.Errorf("%v", err)
 		}
 		if len(x.Dims) != 3 || len(w.Dims) != 3 || len(r.Dims) != 3 {
-			return c.Errorf("X, W and R must have rank 3, have shapes %v, %v and %v", x.Dims, w.Dims, r.Dims)
+			return c.Errorf("X, W and R must have rank 3, have shapes %v, %v and %v", ir.FormatList(x.Dims), ir.FormatList(w.Dims), ir.FormatList(r.Dims))
 		}
 		seq, batch, input := int(x.Dims[0]), int(x.Dims[1]), int(x.Dims[2])
 		major := batchMajor(c.attrs)
@@ -166,7 +166,7 @@ func runRNN(cell *rnnCell) func(c *KernelContext) error {
 				return make([]float64, n), nil
 			}
 			if t.Len() != int64(n) {
-				return nil, c.Errorf("input %d has shape %v, want %d values", i, t.Dims, n)
+				return nil, c.Errorf("input %d has shape %v, want %d values", i, ir.FormatList(t.Dims), n)
 			}
 			return Float64s(t), nil
 		}
@@ -193,7 +193,7 @@ func runRNN(cell *rnnCell) func(c *KernelContext) error {
 		}
 		if t := c.In(4); t != nil {
 			if t.Len() != int64(batch) || !t.DType.IsInt() {
-				return c.Errorf("sequence_lens must hold %d integers, is %s%v", batch, t.DType, t.Dims)
+				return c.Errorf("sequence_lens must hold %d integers, is %s%v", batch, t.DType, ir.FormatList(t.Dims))
 			}
 			lens = Int64s(t)
 			for _, n := range lens {

@@ -534,7 +534,7 @@ func runExpand(c *KernelContext) error {
 	}
 	for _, d := range shape {
 		if d < 0 {
-			return c.Errorf("shape %v has a negative dim", shape)
+			return c.Errorf("shape %v has a negative dim", ir.FormatList(shape))
 		}
 	}
 	dims, err := BroadcastDims(x.Dims, shape)
@@ -557,12 +557,12 @@ func transposePerm(a attrs, rank int) ([]int, error) {
 	}
 	p := a.Ints("perm")
 	if len(p) != rank {
-		return nil, fmt.Errorf("perm %v has %d entries for rank %d", p, len(p), rank)
+		return nil, fmt.Errorf("perm %v has %d entries for rank %d", ir.FormatList(p), len(p), rank)
 	}
 	seen := make([]bool, rank)
 	for i, v := range p {
 		if v < 0 || v >= int64(rank) || seen[v] {
-			return nil, fmt.Errorf("perm %v is not a permutation of 0..%d", p, rank-1)
+			return nil, fmt.Errorf("perm %v is not a permutation of 0..%d", ir.FormatList(p), rank-1)
 		}
 		seen[v] = true
 		perm[i] = int(v)
@@ -675,11 +675,11 @@ func runConcat(c *KernelContext) error {
 			return c.Errorf("input %d is missing", i)
 		}
 		if t.DType != first.DType || len(t.Dims) != len(first.Dims) {
-			return c.Errorf("input %d is %s%v, input 0 is %s%v", i, t.DType, t.Dims, first.DType, first.Dims)
+			return c.Errorf("input %d is %s%v, input 0 is %s%v", i, t.DType, ir.FormatList(t.Dims), first.DType, ir.FormatList(first.Dims))
 		}
 		for a := range dims {
 			if a != axis && t.Dims[a] != first.Dims[a] {
-				return c.Errorf("input %d has shape %v, input 0 has %v", i, t.Dims, first.Dims)
+				return c.Errorf("input %d has shape %v, input 0 has %v", i, ir.FormatList(t.Dims), ir.FormatList(first.Dims))
 			}
 		}
 		dims[axis] += t.Dims[axis]
@@ -710,17 +710,17 @@ func runConcat(c *KernelContext) error {
 func splitSizes(a attrs, sizes []int64, dim int64, nOut int) ([]int64, error) {
 	if sizes != nil {
 		if len(sizes) != nOut {
-			return nil, fmt.Errorf("split %v has %d entries for %d outputs", sizes, len(sizes), nOut)
+			return nil, fmt.Errorf("split %v has %d entries for %d outputs", ir.FormatList(sizes), len(sizes), nOut)
 		}
 		sum := int64(0)
 		for _, s := range sizes {
 			if s < 0 {
-				return nil, fmt.Errorf("split %v has a negative size", sizes)
+				return nil, fmt.Errorf("split %v has a negative size", ir.FormatList(sizes))
 			}
 			sum += s
 		}
 		if dim >= 0 && sum != dim {
-			return nil, fmt.Errorf("split %v sums to %d, the axis has %d", sizes, sum, dim)
+			return nil, fmt.Errorf("split %v sums to %d, the axis has %d", ir.FormatList(sizes), sum, dim)
 		}
 		return sizes, nil
 	}
@@ -915,14 +915,14 @@ func runTile(c *KernelContext) error {
 		return c.Errorf("%v", err)
 	}
 	if len(reps) != len(x.Dims) {
-		return c.Errorf("repeats %v has %d entries for rank %d", reps, len(reps), len(x.Dims))
+		return c.Errorf("repeats %v has %d entries for rank %d", ir.FormatList(reps), len(reps), len(x.Dims))
 	}
 	st := Strides(x.Dims)
 	dims := make([]int64, len(reps))
 	maps := make([][]int, len(reps))
 	for a, r := range reps {
 		if r < 0 {
-			return c.Errorf("repeats %v has a negative entry", reps)
+			return c.Errorf("repeats %v has a negative entry", ir.FormatList(reps))
 		}
 		dims[a] = x.Dims[a] * r
 		maps[a] = make([]int, dims[a])
@@ -938,24 +938,24 @@ func runTile(c *KernelContext) error {
 
 // fillValue is ConstantOfShape's value: a one-element tensor, float 0 by
 // default.
-func fillValue(a attrs) (*ir.Tensor, error) {
+func fillValue(a attrs, opset int64) (*ir.Tensor, error) {
 	v := a.Tensor("value")
 	if v == nil {
 		return ir.Scalar(ir.Float32, float32(0)), nil
 	}
 	if v.Len() != 1 {
-		return nil, fmt.Errorf("value has %d elements, want 1", v.Len())
+		return nil, fmt.Errorf("%s: value has %d elements, want 1", a.node, v.Len())
 	}
-	if !movable(v.DType) {
-		return nil, fmt.Errorf("value has unsupported type %s", v.DType)
+	if !movable(v.DType) { // the sub-byte types
+		return nil, &UnsupportedError{Domain: a.node.Domain, Op: a.node.OpType, Opset: opset, DType: v.DType}
 	}
 	return v, nil
 }
 
 func inferConstantOfShape(c *InferContext) error {
-	v, err := fillValue(c.attrs)
+	v, err := fillValue(c.attrs, c.Opset)
 	if err != nil {
-		return c.Errorf("%v", err)
+		return err
 	}
 	dims := c.SymInts(0)
 	if dims == nil {
@@ -974,9 +974,9 @@ func inferConstantOfShape(c *InferContext) error {
 }
 
 func runConstantOfShape(c *KernelContext) error {
-	v, err := fillValue(c.attrs)
+	v, err := fillValue(c.attrs, c.Opset)
 	if err != nil {
-		return c.Errorf("%v", err)
+		return err
 	}
 	dims, err := indexValues(c.In(0), "shape")
 	if err != nil {
@@ -984,7 +984,7 @@ func runConstantOfShape(c *KernelContext) error {
 	}
 	for _, d := range dims {
 		if d < 0 {
-			return c.Errorf("shape %v has a negative dim", dims)
+			return c.Errorf("shape %v has a negative dim", ir.FormatList(dims))
 		}
 	}
 	// Every element reads the value's only element.
@@ -1062,7 +1062,7 @@ func densify(s *ir.SparseTensor) (*ir.Tensor, error) {
 			for a := int64(0); a < rank; a++ {
 				v := ind[k*rank+a]
 				if v < 0 || v >= s.Dims[a] {
-					return nil, fmt.Errorf("sparse index %v is out of range for %v", ind[k*rank:(k+1)*rank], s.Dims)
+					return nil, fmt.Errorf("sparse index %v is out of range for %v", ir.FormatList(ind[k*rank:(k+1)*rank]), ir.FormatList(s.Dims))
 				}
 				flat += v * st[a]
 			}
@@ -1070,7 +1070,7 @@ func densify(s *ir.SparseTensor) (*ir.Tensor, error) {
 			return nil, fmt.Errorf("sparse indices have %d entries for %d values of rank %d", len(ind), nnz, rank)
 		}
 		if flat < 0 || flat >= int64(len(idx)) {
-			return nil, fmt.Errorf("sparse index %d is out of range for %v", flat, s.Dims)
+			return nil, fmt.Errorf("sparse index %d is out of range for %v", flat, ir.FormatList(s.Dims))
 		}
 		idx[flat] = int(k)
 	}
@@ -1107,7 +1107,7 @@ const maxRangeLen = 1 << 32
 func rangeLen(start, limit, delta *ir.Tensor) (int64, error) {
 	for i, t := range []*ir.Tensor{start, limit, delta} {
 		if t.Len() != 1 || t.DType != start.DType || !t.DType.IsFloat() && !t.DType.IsInt() {
-			return 0, fmt.Errorf("input %d is %s%v, want a scalar %s", i, t.DType, t.Dims, start.DType)
+			return 0, fmt.Errorf("input %d is %s%v, want a scalar %s", i, t.DType, ir.FormatList(t.Dims), start.DType)
 		}
 	}
 	var n int64

@@ -503,3 +503,29 @@ func TestShapeShapesGolden(t *testing.T) {
 		{op: "SpaceToDepth", opset: 13, ins: []ir.Type{sym(f, "N", "C", "2*H", "W")}, nOut: 1, attrs: []*ir.Attribute{ir.AttrI("blocksize", 2)}},
 	})
 }
+
+// TestLongPermErrorIsShort: a Transpose whose perm has 10^6 entries is
+// refused in a message that shows a few of them, not all.
+func TestLongPermErrorIsShort(t *testing.T) {
+	perm := make([]int64, 1_000_000)
+	for i := range perm {
+		perm[i] = int64(len(perm) - 1 - i)
+	}
+	for _, p := range [][]int64{perm, append([]int64{0, 0}, perm[2:]...)} {
+		s, err := Lookup("", "Transpose", 13)
+		require.NoError(t, err)
+		n := &ir.Node{OpType: "Transpose", Inputs: []*ir.Value{{}}, Outputs: []*ir.Value{{Name: "y"}}, Attrs: []*ir.Attribute{ir.AttrIs("perm", p...)}}
+		rank := 2
+		if p[0] == 0 {
+			rank = len(p) // the right length, not a permutation
+		}
+		dims := make([]int64, rank)
+		for i := range dims {
+			dims[i] = 1
+		}
+		err = s.Infer(NewInferContext(s, n, 13, []ir.Type{tt(ir.Float32, dims...)}, []*ir.Tensor{nil}))
+		require.Error(t, err)
+		assert.Less(t, len(err.Error()), 1024, "error: %.200s…", err)
+		assert.Contains(t, err.Error(), "(1000000 entries)")
+	}
+}

@@ -37,7 +37,7 @@ func BroadcastShape(shapes ...ir.Shape) (ir.Shape, error) {
 				*cur = d
 			case d.IsStatic() && cur.IsStatic():
 				if d.Value != cur.Value {
-					return ir.Shape{}, fmt.Errorf("shapes %v cannot broadcast (dim %d: %d vs %d)", shapes, off+i, cur.Value, d.Value)
+					return ir.Shape{}, fmt.Errorf("shapes %v cannot broadcast (dim %d: %d vs %d)", ir.FormatList(shapes), off+i, cur.Value, d.Value)
 				}
 			case d == *cur || ir.DimEqual(d, *cur):
 			case d.IsStatic():

@@ -117,11 +117,11 @@ func runLoss(c *KernelContext) error {
 		return c.Errorf("%v", err)
 	}
 	if len(x.Dims) < 2 || len(t.Dims) != len(x.Dims)-1 || t.Dims[0] != x.Dims[0] {
-		return c.Errorf("input %v and target %v: want [N, C, d1, ...] and [N, d1, ...]", x.Dims, t.Dims)
+		return c.Errorf("input %v and target %v: want [N, C, d1, ...] and [N, d1, ...]", ir.FormatList(x.Dims), ir.FormatList(t.Dims))
 	}
 	for i := 2; i < len(x.Dims); i++ {
 		if t.Dims[i-1] != x.Dims[i] {
-			return c.Errorf("input %v and target %v: want [N, C, d1, ...] and [N, d1, ...]", x.Dims, t.Dims)
+			return c.Errorf("input %v and target %v: want [N, C, d1, ...] and [N, d1, ...]", ir.FormatList(x.Dims), ir.FormatList(t.Dims))
 		}
 	}
 	n, classes := x.Dims[0], x.Dims[1]
@@ -147,7 +147,7 @@ func runLoss(c *KernelContext) error {
 	var weight []float64
 	if w := c.In(2); w != nil {
 		if len(w.Dims) != 1 || w.Dims[0] != classes {
-			return c.Errorf("weight has shape %v, want [%d]", w.Dims, classes)
+			return c.Errorf("weight has shape %v, want [%d]", ir.FormatList(w.Dims), classes)
 		}
 		weight = Float64s(w)
 	}
@@ -244,7 +244,7 @@ func runOptimizer(groups int) func(c *KernelContext) error {
 			return err
 		}
 		if c.In(0).Len() != 1 || c.In(1).Len() != 1 {
-			return c.Errorf("R and T must be scalars, got %v and %v", c.In(0).Dims, c.In(1).Dims)
+			return c.Errorf("R and T must be scalars, got %v and %v", ir.FormatList(c.In(0).Dims), ir.FormatList(c.In(1).Dims))
 		}
 		r, t := c.In(0).Float64At(0), Int64s(c.In(1))[0]
 		for i := 0; i < n; i++ {
@@ -253,7 +253,7 @@ func runOptimizer(groups int) func(c *KernelContext) error {
 			for g := range tensors {
 				tensors[g] = c.In(2 + g*n + i)
 				if !slices.Equal(tensors[g].Dims, tensors[0].Dims) {
-					return c.Errorf("input %d has shape %v but X has %v", 2+g*n+i, tensors[g].Dims, tensors[0].Dims)
+					return c.Errorf("input %d has shape %v but X has %v", 2+g*n+i, ir.FormatList(tensors[g].Dims), ir.FormatList(tensors[0].Dims))
 				}
 				vals[g] = Float64s(tensors[g])
 			}

@@ -206,7 +206,7 @@ func normAxes(axes []int64, rank int) ([]int, error) {
 			return nil, err
 		}
 		if seen[n] {
-			return nil, fmt.Errorf("axis %d appears twice in %v", a, axes)
+			return nil, fmt.Errorf("axis %d appears twice in %v", a, ir.FormatList(axes))
 		}
 		seen[n] = true
 		out[i] = n

@@ -17,6 +17,7 @@ var gradCases = []gradCase{
 	{op: "Where", args: []arg{tensor(ir.FromSlice(ir.Bool, []int64{3}, []uint8{1, 0, 1})), in(2, 3), in(3)}},
 	{op: "Identity", args: []arg{in(2, 2)}},
 	{op: "Cast", args: []arg{in(2, 3)}, attrs: []*ir.Attribute{ir.AttrI("to", int64(ir.Float64))}},
+	{op: "CastLike", opset: 19, args: []arg{in(2, 3), tensor(ir.FromSlice(ir.Float64, []int64{1}, []float64{0.5}))}},
 	{op: "Dropout", args: []arg{in(2, 3)}},
 	{op: "Clip", args: []arg{in(3, 4), tensor(ir.Scalar(ir.Float64, -0.5)), tensor(ir.Scalar(ir.Float64, 0.6))}},
 	{op: "Clip", opset: 10, args: []arg{in(3, 4)}, attrs: []*ir.Attribute{ir.AttrF("min", -0.3)}},

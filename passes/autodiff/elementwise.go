@@ -42,6 +42,12 @@ func init() {
 			}
 			return []*ir.Value{c.Cast(c.DY[0], c.X(0).Type.Elem)}, nil
 		},
+		"CastLike": func(c *Ctx) ([]*ir.Value, error) {
+			if !c.Y(0).Type.Elem.IsFloat() {
+				return nil, c.Fail("a cast to %s is not differentiable", c.Y(0).Type.Elem)
+			}
+			return []*ir.Value{c.Cast(c.DY[0], c.X(0).Type.Elem), nil}, nil // the like input gives only a type
+		},
 		"Dropout": dropoutRule,
 		"Clip":    clipRule,
 

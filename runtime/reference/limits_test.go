@@ -88,7 +88,7 @@ func TestCheckTensorOverflowingDims(t *testing.T) {
 func TestOpsetTooNew(t *testing.T) {
 	m := expandModel()
 	m.OpsetImports[0].Version = 99
-	if _, err := New(m); err == nil || !strings.Contains(err.Error(), `opset 99 for domain "": kiln supports up to 23`) {
+	if _, err := New(m); err == nil || !strings.Contains(err.Error(), `opset 99 for domain "": kiln supports up to 26`) {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -55,9 +55,8 @@ func NewWithin(m *ir.Model, lim ir.Limits) (*Executor, error) {
 	if err := Unsupported(m); err != nil {
 		return nil, err
 	}
+	e.resolveSchemas(m.Graph)
 	for i, n := range m.Graph.Nodes {
-		s, _ := e.opsets.Schema(n)
-		e.schemas[n] = s
 		for _, v := range n.Inputs {
 			e.lastUse[v] = i
 		}
@@ -72,6 +71,35 @@ func NewWithin(m *ir.Model, lim ir.Limits) (*Executor, error) {
 	}
 	e.feeds = m.Graph.Inputs
 	return e, nil
+}
+
+// resolveSchemas records the schema of every node of g and of its
+// subgraphs, at any depth.
+func (e *Executor) resolveSchemas(g *ir.Graph) {
+	for _, n := range g.Nodes {
+		s, _ := e.opsets.Schema(n)
+		e.schemas[n] = s
+		for _, sg := range n.Subgraphs() {
+			e.resolveSchemas(sg)
+		}
+	}
+}
+
+// scope is the values one graph's run has computed, and the scope of the
+// graph enclosing it: a subgraph reads its enclosing graphs' values
+// directly.
+type scope struct {
+	vals  map[*ir.Value]*ir.Tensor
+	outer *scope
+}
+
+func (sc *scope) get(v *ir.Value) *ir.Tensor {
+	for ; sc != nil; sc = sc.outer {
+		if t, ok := sc.vals[v]; ok {
+			return t
+		}
+	}
+	return nil
 }
 
 // UnsupportedErrors is every unsupported op, opset and dtype of a model.
@@ -163,8 +191,9 @@ func (e *Executor) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 	if err := e.bindInputs(inputs, env); err != nil {
 		return nil, err
 	}
+	sc := &scope{vals: env}
 	for i, n := range g.Nodes {
-		outs, err := e.runNode(n, env)
+		outs, err := e.runNode(n, sc)
 		if err != nil {
 			return nil, err
 		}
@@ -190,16 +219,54 @@ func (e *Executor) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 	return result, nil
 }
 
-func (e *Executor) runNode(n *ir.Node, env map[*ir.Value]*ir.Tensor) (outs []*ir.Tensor, err error) {
+// runGraph runs a subgraph (an If branch, a Loop or Scan body) on tensors
+// for its inputs, in a scope inside outer, and returns its outputs.
+func (e *Executor) runGraph(g *ir.Graph, inputs []*ir.Tensor, outer *scope) ([]*ir.Tensor, error) {
+	if len(inputs) != len(g.Inputs) {
+		return nil, fmt.Errorf("graph %q takes %d inputs, got %d", g.Name, len(g.Inputs), len(inputs))
+	}
+	sc := &scope{vals: make(map[*ir.Value]*ir.Tensor, len(g.Nodes)+len(g.Inputs)), outer: outer}
+	for _, v := range g.Initializers {
+		sc.vals[v] = v.Const
+	}
+	for i, v := range g.Inputs {
+		sc.vals[v] = inputs[i]
+	}
+	for _, n := range g.Nodes {
+		outs, err := e.runNode(n, sc)
+		if err != nil {
+			return nil, err
+		}
+		for k, o := range n.Outputs {
+			if o != nil {
+				sc.vals[o] = outs[k]
+			}
+		}
+	}
+	result := make([]*ir.Tensor, len(g.Outputs))
+	for i, v := range g.Outputs {
+		if result[i] = sc.get(v); result[i] == nil {
+			return nil, fmt.Errorf("graph %q: output %q was not computed", g.Name, v.Name)
+		}
+	}
+	return result, nil
+}
+
+func (e *Executor) runNode(n *ir.Node, sc *scope) (outs []*ir.Tensor, err error) {
 	s := e.schemas[n]
+	if s == nil {
+		return nil, fmt.Errorf("%s: no schema", n)
+	}
 	in := make([]*ir.Tensor, len(n.Inputs))
 	for i, v := range n.Inputs {
 		if v != nil {
-			in[i] = env[v]
+			in[i] = sc.get(v)
 		}
 	}
 	c := ops.NewKernelContext(s, n, e.opsets[n.Domain], in)
 	c.Opsets = e.opsets
+	c.Limits = e.limits
+	c.RunGraph = func(g *ir.Graph, inputs []*ir.Tensor) ([]*ir.Tensor, error) { return e.runGraph(g, inputs, sc) }
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: internal error in the reference kernel: %v\n%s", n, r, debug.Stack())

@@ -122,8 +122,14 @@ func (w *waiter) wait(spin time.Duration, ready func() bool) {
 		if ready() && w.parked.CompareAndSwap(true, false) {
 			return
 		}
-		<-w.wake // the waker cleared parked and owes us the token
-		return
+		// The waker cleared parked and sends the token. It may be stale:
+		// a waker of an earlier wait that ended by polling can still find
+		// this one parked (a worker's last signal of the run before, the
+		// caller's signal to a worker that had already taken the job). So
+		// the loop checks ready again: returning on such a token let a run
+		// return before its workers had finished, and a worker run a job
+		// twice.
+		<-w.wake
 	}
 }
 

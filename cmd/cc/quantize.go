@@ -294,6 +294,9 @@ func quantizeSummary(res *quantize.Result, opts quantize.Options) string {
 	} else if len(opts.Data) == 0 {
 		s += "; not checked against the float model (no --calib data)"
 	}
+	if res.UpgradedFrom != 0 {
+		s += fmt.Sprintf("; its ONNX opset %d raised to %d for QuantizeLinear's per-channel axis", res.UpgradedFrom, res.Model.Opset(""))
+	}
 	for _, k := range res.KeptFloat {
 		s += "\nkept in FP32, INT8 would be slower: " + k
 	}

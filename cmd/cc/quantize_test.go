@@ -241,3 +241,27 @@ func TestQuantizeDegenerateRanges(t *testing.T) {
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "--strict checks the INT8 model on the calibration data: it needs --calib DATA")
 }
+
+// A model at an opset before 13 (digits_cnn's import rewritten to 11) is
+// quantized per channel at 13, and the summary line says so.
+func TestQuantizeOldOpset(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	m, err := onnx.ReadFile(cnnModel)
+	require.NoError(t, err)
+	m.OpsetImports = []ir.OpsetImport{{Domain: "", Version: 11}}
+	buf, err := onnx.Write(m)
+	require.NoError(t, err)
+	model := filepath.Join(dir, "cnn11.onnx")
+	require.NoError(t, os.WriteFile(model, buf, 0o644))
+	out := filepath.Join(dir, "q.onnx")
+	r := cc(t, "quantize", model, "--calib", writeDigits(t, dir, 8), "-o", out)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "per-channel weights")
+	assert.Contains(t, r.stdout, "; its ONNX opset 11 raised to 13 for QuantizeLinear's per-channel axis")
+	q, err := onnx.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, int64(13), q.Opset(""))
+}

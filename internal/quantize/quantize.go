@@ -4,7 +4,9 @@
 // QuantizeLinear → DequantizeLinear pairs on the activations the integer
 // kernels read and write.
 //
-// The model is first cleaned up by the O2 pipeline's own passes
+// A model at an opset before 13 (QuantizeLinear's per-channel axis) is
+// first raised to 13, each node whose op changed rewritten to its new form
+// (upgrade.go). The model is then cleaned up by the O2 pipeline's own passes
 // (simplification, folding, BatchNormalization folded into the Conv before
 // it), so that weights are quantized as the kernels will use them and each
 // Conv/Gemm/MatMul sits directly between its pairs. Calibration compiles
@@ -93,12 +95,16 @@ type Result struct {
 	// KeptFloat describes each set of quantizable nodes left float
 	// because INT8 would be slower there (guard.go).
 	KeptFloat []string
+	// UpgradedFrom is the ONNX opset the model imported when cc quantize
+	// raised it to 13 (upgrade.go), else 0.
+	UpgradedFrom int64
 }
 
 // Quantize quantizes m, read from the file whose bytes are src (their hash
 // keys the calibration cache). It changes m.
 func Quantize(m *ir.Model, src []byte, opts Options) (*Result, error) {
-	if err := checkModel(m, opts.PerTensor); err != nil {
+	upgradedFrom, err := checkModel(m, opts.PerTensor)
+	if err != nil {
 		return nil, err
 	}
 	if opts.Strict && len(opts.Data) == 0 {
@@ -110,7 +116,7 @@ func Quantize(m *ir.Model, src []byte, opts Options) (*Result, error) {
 	if err := checkKeep(m.Graph, opts.KeepFP32); err != nil {
 		return nil, err
 	}
-	res := &Result{Model: m, Nodes: len(m.Graph.Nodes), Units: map[string]int{}}
+	res := &Result{Model: m, Nodes: len(m.Graph.Nodes), Units: map[string]int{}, UpgradedFrom: upgradedFrom}
 	data, err := readData(m, opts)
 	if err != nil {
 		return nil, err
@@ -194,21 +200,27 @@ func dataName(opts Options, res *Result) string {
 	return strings.Join(opts.Data, ", ")
 }
 
-// checkModel refuses models the QDQ form cannot express.
-func checkModel(m *ir.Model, perTensor bool) error {
-	opset := m.Opset("")
-	switch {
-	case opset < 10:
-		return fmt.Errorf("the model imports ONNX opset %d; QuantizeLinear needs 10 or later", opset)
-	case opset < 13 && !perTensor:
-		return fmt.Errorf("the model imports ONNX opset %d; per-channel weight scales need 13 or later (re-export it at opset 13, or quantize --per-tensor)", opset)
-	}
+// checkModel refuses models the QDQ form cannot express, and raises the
+// opset of those whose opset predates it (upgrade.go): QuantizeLinear
+// exists from 10, its per-channel axis from 13. It returns the opset the
+// model imported before ("" domain), or 0 when it kept it.
+func checkModel(m *ir.Model, perTensor bool) (int64, error) {
 	for _, n := range m.Graph.Nodes {
 		if n.Domain == "" && (n.OpType == "QuantizeLinear" || n.OpType == "DequantizeLinear" || n.OpType == "QLinearConv" || n.OpType == "QLinearMatMul") {
-			return fmt.Errorf("the model is quantized already (%s): cc build compiles it as it is", n)
+			return 0, fmt.Errorf("the model is quantized already (%s): cc build compiles it as it is", n)
 		}
 	}
-	return nil
+	opset := m.Opset("")
+	if opset >= qdqOpset || perTensor && opset >= 10 {
+		return 0, nil
+	}
+	if opset == 0 {
+		return 0, fmt.Errorf("the model imports no ONNX opset (default domain)")
+	}
+	if err := upgradeOpset(m, qdqOpset, perTensor); err != nil {
+		return 0, err
+	}
+	return opset, nil
 }
 
 // runPasses runs the named passes of the O2 pipeline, verifying after each.

@@ -21,7 +21,35 @@ type Tensor struct {
 	Strings []string
 	// DocString is ONNX's tensor doc_string.
 	DocString string
+	// Kind is SequenceKind or OptionalKind for the reference executor's
+	// values of those types (ONNX's SequenceProto and OptionalProto), which
+	// travel where tensors do (kernel inputs and outputs, subgraph
+	// arguments); the zero value is a plain tensor. Elems then holds the
+	// sequence's values in order, or the optional's value (none when it is
+	// empty); DType is their element type and Dims, Raw and Strings are
+	// unused.
+	Kind  TypeKind
+	Elems []*Tensor
 }
+
+// NewSequence makes a sequence value of elements of type dtype; it shares
+// elems.
+func NewSequence(dtype DType, elems []*Tensor) *Tensor {
+	return &Tensor{Kind: SequenceKind, DType: dtype, Elems: elems}
+}
+
+// NewOptional makes an optional value holding elem, or none when elem is
+// nil (dtype is then the type it would hold).
+func NewOptional(dtype DType, elem *Tensor) *Tensor {
+	t := &Tensor{Kind: OptionalKind, DType: dtype}
+	if elem != nil {
+		t.Elems = []*Tensor{elem}
+	}
+	return t
+}
+
+// IsTensor reports whether t is a plain tensor, not a sequence or optional.
+func (t *Tensor) IsTensor() bool { return t.Kind == UnknownKind || t.Kind == TensorKind }
 
 // Numeric is the set of Go types a tensor's elements can be viewed as.
 type Numeric interface {
@@ -122,8 +150,43 @@ func (t *Tensor) Len() int64 { return Product(t.Dims) }
 // Shape returns the tensor's static shape.
 func (t *Tensor) Shape() Shape { return S(t.Dims...) }
 
-// Type returns the tensor's type.
-func (t *Tensor) Type() Type { return TensorType(t.DType, t.Shape()) }
+// Type returns the tensor's type. A sequence's element type has the dims
+// its elements share (unknown where they differ, no rank where their ranks
+// do); an empty sequence's or optional's has no rank.
+func (t *Tensor) Type() Type {
+	if t.IsTensor() {
+		return TensorType(t.DType, t.Shape())
+	}
+	inner := TensorType(t.DType, Shape{})
+	for i, e := range t.Elems {
+		if i == 0 {
+			inner = e.Type()
+			continue
+		}
+		inner = commonType(inner, e.Type())
+	}
+	return Type{Kind: t.Kind, Inner: &inner}
+}
+
+// commonType is the type that holds a value of a or b, of the same element
+// type: dims equal in both stay.
+func commonType(a, b Type) Type {
+	if a.Kind != TensorKind || b.Kind != TensorKind {
+		return a // nested sequences: the first element's type
+	}
+	if !a.Shape.Ranked || !b.Shape.Ranked || len(a.Shape.Dims) != len(b.Shape.Dims) {
+		return TensorType(a.Elem, Shape{})
+	}
+	dims := make([]Dim, len(a.Shape.Dims))
+	for i, d := range a.Shape.Dims {
+		if d.IsStatic() && b.Shape.Dims[i].IsStatic() && d.Value == b.Shape.Dims[i].Value {
+			dims[i] = d
+		} else {
+			dims[i] = UnknownDim()
+		}
+	}
+	return TensorType(a.Elem, ShapeOf(dims...))
+}
 
 // Float32s views a float32 tensor's data.
 func (t *Tensor) Float32s() []float32 { return Data[float32](t) }
@@ -141,6 +204,12 @@ func (t *Tensor) Clone() *Tensor {
 	}
 	if t.Strings != nil {
 		c.Strings = append([]string{}, t.Strings...)
+	}
+	if t.Elems != nil {
+		c.Elems = make([]*Tensor, len(t.Elems))
+		for i, e := range t.Elems {
+			c.Elems[i] = e.Clone()
+		}
 	}
 	return &c
 }
@@ -210,8 +279,14 @@ func (t *Tensor) Equal(o *Tensor) bool {
 	if t == nil || o == nil {
 		return t == o
 	}
-	if t.Name != o.Name || t.DType != o.DType || t.DocString != o.DocString || len(t.Dims) != len(o.Dims) {
+	if t.Name != o.Name || t.DType != o.DType || t.DocString != o.DocString || len(t.Dims) != len(o.Dims) ||
+		t.IsTensor() != o.IsTensor() || !t.IsTensor() && t.Kind != o.Kind || len(t.Elems) != len(o.Elems) {
 		return false
+	}
+	for i := range t.Elems {
+		if !t.Elems[i].Equal(o.Elems[i]) {
+			return false
+		}
 	}
 	for i := range t.Dims {
 		if t.Dims[i] != o.Dims[i] {

@@ -227,9 +227,9 @@ func loadSet(m *ir.Model, set string, lim ir.Limits) (map[string]*ir.Tensor, []*
 		}
 	}
 	for _, v := range append(append([]*ir.Value{}, feeds...), m.Graph.Outputs...) {
-		if k := v.Type.Kind; k != ir.TensorKind && k != ir.UnknownKind {
+		if !readableType(v.Type) {
 			return nil, nil, unreadData(fmt.Sprintf(
-				"%q is %s: its data files hold SequenceProto, OptionalProto or MapProto messages, which kiln does not read (it computes with tensors)", v.Name, v.Type))
+				"%q is %s: its data files hold MapProto or SparseTensorProto messages, which kiln does not read (it computes with tensors, and sequences and optionals of them)", v.Name, v.Type))
 		}
 	}
 	inputs := map[string]*ir.Tensor{}
@@ -238,21 +238,33 @@ func loadSet(m *ir.Model, set string, lim ir.Limits) (map[string]*ir.Tensor, []*
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			continue // an optional input the test leaves out
 		}
-		t, err := onnx.ReadTensorFileWithin(path, lim)
+		t, err := onnx.ReadValueFileWithin(path, v.Type, lim)
 		if err != nil {
 			return nil, nil, err
 		}
 		inputs[v.Name] = asDeclared(t, v.Type.Elem)
 	}
 	var want []*ir.Tensor
-	for i := range m.Graph.Outputs {
-		t, err := onnx.ReadTensorFileWithin(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)), lim)
+	for i, v := range m.Graph.Outputs {
+		t, err := onnx.ReadValueFileWithin(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)), v.Type, lim)
 		if err != nil {
 			return nil, nil, err
 		}
 		want = append(want, asDeclared(t, m.Graph.Outputs[i].Type.Elem))
 	}
 	return inputs, want, nil
+}
+
+// readableType reports whether kiln reads test data of type t: tensors, and
+// sequences and optionals of readable types.
+func readableType(t ir.Type) bool {
+	switch t.Kind {
+	case ir.TensorKind, ir.UnknownKind:
+		return true
+	case ir.SequenceKind, ir.OptionalKind:
+		return t.Inner == nil || readableType(*t.Inner)
+	}
+	return false
 }
 
 // asDeclared reinterprets test data that older ONNX releases stored as
@@ -285,6 +297,9 @@ func compareOutputs(m *ir.Model, want []*ir.Tensor, got map[string]*ir.Tensor, t
 // Compare judges one output against the expected tensor and describes the
 // error (worst element, relative L2).
 func Compare(want, got *ir.Tensor, tol Tolerance) (string, bool) {
+	if !want.IsTensor() || !got.IsTensor() {
+		return compareCompound(want, got, tol)
+	}
 	if want.DType != got.DType {
 		return fmt.Sprintf("dtype %s, want %s", got.DType, want.DType), false
 	}
@@ -316,6 +331,31 @@ func Compare(want, got *ir.Tensor, tol Tolerance) (string, bool) {
 		return "exact", true
 	}
 	return compareFloats(ops.Float64s(want), ops.Float64s(got), tol)
+}
+
+// compareCompound judges a sequence or optional value element by element.
+func compareCompound(want, got *ir.Tensor, tol Tolerance) (string, bool) {
+	if want.IsTensor() != got.IsTensor() || !want.IsTensor() && want.Kind != got.Kind {
+		return fmt.Sprintf("%s, want %s", got.Type(), want.Type()), false
+	}
+	if len(want.Elems) != len(got.Elems) {
+		return fmt.Sprintf("%d elements, want %d", len(got.Elems), len(want.Elems)), false
+	}
+	if len(want.Elems) == 0 {
+		if want.DType != got.DType {
+			return fmt.Sprintf("empty, of %s, want %s", got.DType, want.DType), false
+		}
+		return "empty", true
+	}
+	details := make([]string, len(want.Elems))
+	for i := range want.Elems {
+		d, ok := Compare(want.Elems[i], got.Elems[i], tol)
+		if !ok {
+			return fmt.Sprintf("element %d: %s", i, d), false
+		}
+		details[i] = d
+	}
+	return "[" + strings.Join(details, "; ") + "]", true
 }
 
 func compareFloats(w, g []float64, tol Tolerance) (string, bool) {

@@ -43,6 +43,9 @@ func (b CPU) Prepare(m *ir.Model) (Runner, error) {
 	if b.Build == nil {
 		return nil, fmt.Errorf("the cpu backend needs the compiler (cc test --backend cpu)")
 	}
+	if err := tensorsOnly(m); err != nil {
+		return nil, err
+	}
 	src, err := onnx.Write(m)
 	if err != nil {
 		return nil, err
@@ -70,6 +73,17 @@ func (b CPU) Prepare(m *ir.Model) (Runner, error) {
 	}
 	r.shapes = r.shapeKey(static)
 	return r, nil
+}
+
+// tensorsOnly refuses a model whose inputs or outputs are not tensors
+// (sequences, optionals): engines bind tensors only.
+func tensorsOnly(m *ir.Model) error {
+	for _, v := range append(append([]*ir.Value{}, m.Graph.Inputs...), m.Graph.Outputs...) {
+		if k := v.Type.Kind; k != ir.TensorKind && k != ir.UnknownKind {
+			return &ops.UnsupportedError{Op: "value " + v.Name, Reason: "the cpu backend binds tensors only, not " + v.Type.String()}
+		}
+	}
+	return nil
 }
 
 type cpuRunner struct {

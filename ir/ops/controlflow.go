@@ -65,6 +65,10 @@ func unionTypes(a, b ir.Type) (ir.Type, error) {
 		if a.Equal(b) {
 			return a.Clone(), nil
 		}
+		if a.Kind == b.Kind && (a.Kind == ir.SequenceKind || a.Kind == ir.OptionalKind) && a.Inner != nil && b.Inner != nil {
+			inner, err := unionTypes(*a.Inner, *b.Inner)
+			return ir.Type{Kind: a.Kind, Inner: &inner}, err
+		}
 		return ir.Type{}, fmt.Errorf("%s and %s are different kinds of value", a, b)
 	}
 	if a.Elem != ir.Undefined && b.Elem != ir.Undefined && a.Elem != b.Elem {

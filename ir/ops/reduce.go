@@ -708,7 +708,19 @@ func (c *KernelContext) CumSumSpec(rank int) (*CumSum, error) {
 	return &CumSum{Axis: axis, Exclusive: c.Int("exclusive") != 0, Reverse: c.Int("reverse") != 0}, nil
 }
 
-func runCumSum(c *KernelContext) error {
+func runCumSum(c *KernelContext) error { return runCumulative(c, scanSum) }
+
+// scanOp is a running reduction along an axis: CumSum's sum, CumProd's
+// product. They share the axis, exclusive and reverse handling (scanLine).
+type scanOp struct {
+	identity int64 // the empty scan's value: what an exclusive scan starts from
+	f        func(a, b float64) float64
+	i        func(a, b int64) int64
+}
+
+var scanSum = scanOp{0, func(a, b float64) float64 { return a + b }, func(a, b int64) int64 { return a + b }}
+
+func runCumulative(c *KernelContext, op scanOp) error {
 	x := c.In(0)
 	if err := checkType(c, x.DType); err != nil {
 		return err
@@ -721,18 +733,19 @@ func runCumSum(c *KernelContext) error {
 	exclusive, reverse := spec.Exclusive, spec.Reverse
 	if x.DType.IsFloat() {
 		v := Float64s(x)
-		mapGroups(r, v, func(line []float64) { cumSum(line, exclusive, reverse) })
+		mapGroups(r, v, func(line []float64) { scanLine(line, exclusive, reverse, float64(op.identity), op.f) })
 		c.Set(0, FromFloat64s(x.DType, x.Dims, v))
 	} else {
+		// Wrapping int64 arithmetic is exact for every narrower integer
+		// type and for uint64 once wrapped back (FromInt64s).
 		v := Int64s(x)
-		mapGroups(r, v, func(line []int64) { cumSum(line, exclusive, reverse) })
+		mapGroups(r, v, func(line []int64) { scanLine(line, exclusive, reverse, op.identity, op.i) })
 		c.Set(0, FromInt64s(x.DType, x.Dims, v))
 	}
 	return nil
 }
 
-func cumSum[T float64 | int64](line []T, exclusive, reverse bool) {
-	var acc T
+func scanLine[T float64 | int64](line []T, exclusive, reverse bool, acc T, combine func(a, b T) T) {
 	for j := range line {
 		i := j
 		if reverse {
@@ -740,11 +753,11 @@ func cumSum[T float64 | int64](line []T, exclusive, reverse bool) {
 		}
 		x := line[i]
 		if !exclusive {
-			acc += x
+			acc = combine(acc, x)
 		}
 		line[i] = acc
 		if exclusive {
-			acc += x
+			acc = combine(acc, x)
 		}
 	}
 }

@@ -155,7 +155,7 @@ func Unsupported(m *ir.Model) error {
 		list = append(list, ue)
 	}
 	for _, v := range append(append([]*ir.Value{}, m.Graph.Inputs...), m.Graph.Outputs...) {
-		if v.Type.Kind != ir.TensorKind && v.Type.Kind != ir.UnknownKind {
+		if !executableType(v.Type) {
 			ue := &ops.UnsupportedError{Op: "value " + v.Name, Reason: "non-tensor type " + v.Type.String()}
 			list = append(list, ue)
 		}
@@ -164,6 +164,39 @@ func Unsupported(m *ir.Model) error {
 		return nil
 	}
 	return list
+}
+
+// executableType reports whether the executor takes or gives values of type
+// t: tensors, and sequences and optionals of them (not maps or sparse
+// tensors).
+func executableType(t ir.Type) bool {
+	switch t.Kind {
+	case ir.TensorKind, ir.UnknownKind:
+		return true
+	case ir.SequenceKind, ir.OptionalKind:
+		return t.Inner == nil || executableType(*t.Inner)
+	}
+	return false
+}
+
+// sameKind reports whether value t is of the kind (tensor, sequence,
+// optional) that type want says, with its element type, where want knows
+// them.
+func sameKind(want ir.Type, t *ir.Tensor) bool {
+	switch want.Kind {
+	case ir.UnknownKind:
+		return true
+	case ir.TensorKind:
+		return t.IsTensor()
+	}
+	if want.Kind != t.Kind {
+		return false
+	}
+	inner := want.Inner
+	for inner != nil && inner.Kind != ir.TensorKind {
+		inner = inner.Inner
+	}
+	return inner == nil || inner.Elem == ir.Undefined || inner.Elem == t.DType
 }
 
 // primaryType is the element type of a node's first input, or of its first
@@ -300,6 +333,9 @@ func (e *Executor) runNode(n *ir.Node, sc *scope) (outs []*ir.Tensor, err error)
 		if o.Type.Elem != ir.Undefined && t.DType != o.Type.Elem {
 			return nil, fmt.Errorf("%s: output %q is %s but was inferred %s", n, o.Name, t.DType, o.Type)
 		}
+		if !sameKind(o.Type, t) {
+			return nil, fmt.Errorf("%s: output %q is a %s but was inferred %s", n, o.Name, t.Type(), o.Type)
+		}
 	}
 	return c.Outputs, nil
 }
@@ -346,6 +382,9 @@ func CheckTensor(v *ir.Value, t *ir.Tensor, symbols map[string]int64) error {
 		return fmt.Errorf("input %q is nil", v.Name)
 	}
 	want := v.Type
+	if want.Kind == ir.SequenceKind || want.Kind == ir.OptionalKind || !t.IsTensor() {
+		return checkCompound(v, want, t)
+	}
 	if want.Elem != ir.Undefined && t.DType != want.Elem {
 		return fmt.Errorf("input %q: got %s%v, the model declares %s", v.Name, t.DType, t.Dims, want)
 	}
@@ -373,6 +412,34 @@ func CheckTensor(v *ir.Value, t *ir.Tensor, symbols map[string]int64) error {
 		return fmt.Errorf("input %q: %s%v: %w", v.Name, t.DType, t.Dims, err)
 	} else if t.DType != ir.String && size != int64(len(t.Raw)) {
 		return fmt.Errorf("input %q: %d bytes of data for %s%v", v.Name, len(t.Raw), t.DType, t.Dims)
+	}
+	return nil
+}
+
+// checkCompound checks a sequence or optional input against its declared
+// type: the kind, then each element as a tensor of the element type (whose
+// symbolic dims may differ from one element to the next).
+func checkCompound(v *ir.Value, want ir.Type, t *ir.Tensor) error {
+	if want.Kind == ir.UnknownKind {
+		return nil // an input the model does not type takes any value
+	}
+	if want.Kind != t.Kind {
+		return fmt.Errorf("input %q: got a %s, the model declares %s", v.Name, t.Type(), want)
+	}
+	if want.Inner == nil {
+		return nil
+	}
+	for i, e := range t.Elems {
+		elem := &ir.Value{Name: fmt.Sprintf("%s[%d]", v.Name, i), Type: *want.Inner}
+		if err := CheckTensor(elem, e, map[string]int64{}); err != nil {
+			return err
+		}
+	}
+	if t.IsTensor() || len(t.Elems) > 0 || want.Inner.Kind != ir.TensorKind {
+		return nil
+	}
+	if d := want.Inner.Elem; d != ir.Undefined && t.DType != d {
+		return fmt.Errorf("input %q: an empty %s of %s, the model declares %s", v.Name, t.Type(), t.DType, want)
 	}
 	return nil
 }

@@ -152,6 +152,44 @@ func Cosh(x *Expr) *Expr {
 	return Mul(num(x, 0.5), Add(e, Div(num(x, 1), e)))
 }
 
+// smallArg is where the inverse hyperbolic functions take their series:
+// log(1 + t) for a small t loses its relative precision (float64's cutoff
+// is lower, its series error being larger against its epsilon).
+func smallArg(x *Expr) *Expr {
+	if x.Type == ir.Float64 {
+		return num(x, 0.01)
+	}
+	return num(x, 0.1)
+}
+
+// logLarge is log(2a) for an a whose square would overflow: there
+// a + √(a²±1) is 2a to the type's precision.
+func logLarge(a *Expr) *Expr { return Add(Log(a), num(a, math.Ln2)) }
+
+// hugeArg is where a² overflows float32 (and is far past float64's
+// rounding of a + √(a²±1) to 2a).
+func hugeArg(x *Expr) *Expr { return num(x, 1e18) }
+
+// Asinh is sign(x)·log(|x| + √(x²+1)), by its series near 0.
+func Asinh(x *Expr) *Expr {
+	a, x2 := Abs(x), Mul(x, x)
+	series := Mul(x, Add(num(x, 1), Mul(x2, Add(num(x, -1.0/6), Mul(x2, Add(num(x, 3.0/40), Mul(x2, Add(num(x, -15.0/336), Mul(x2, num(x, 105.0/3456))))))))))
+	big := Select(Gt(a, hugeArg(x)), logLarge(a), Log(Add(a, Sqrt(Add(Mul(a, a), num(x, 1))))))
+	return Select(Lt(a, smallArg(x)), series, Select(Lt(x, num(x, 0)), Neg(big), big))
+}
+
+// Acosh is log(x + √(x²-1)) (NaN below 1).
+func Acosh(x *Expr) *Expr {
+	return Select(Gt(x, hugeArg(x)), logLarge(x), Log(Add(x, Sqrt(Sub(Mul(x, x), num(x, 1))))))
+}
+
+// Atanh is log((1+x)/(1-x))/2, by its series near 0.
+func Atanh(x *Expr) *Expr {
+	x2 := Mul(x, x)
+	series := Mul(x, Add(num(x, 1), Mul(x2, Add(num(x, 1.0/3), Mul(x2, Add(num(x, 1.0/5), Mul(x2, Add(num(x, 1.0/7), Mul(x2, num(x, 1.0/9))))))))))
+	return Select(Lt(Abs(x), smallArg(x)), series, Mul(num(x, 0.5), Log(Div(Add(num(x, 1), x), Sub(num(x, 1), x)))))
+}
+
 // Sign is -1, 0 or 1 (NaN stays NaN).
 func Sign(x *Expr) *Expr {
 	s := Select(Gt(x, num(x, 0)), num(x, 1), Select(Lt(x, num(x, 0)), num(x, -1), num(x, 0)))
@@ -186,18 +224,21 @@ func init() {
 
 	fl := func(f func(x *Expr) *Expr) *OpDef { return floatOp(floats, f) }
 	rows := map[string]*OpDef{
-		"Sqrt": fl(Sqrt),
-		"Exp":  fl(Exp),
-		"Log":  fl(Log),
-		"Sin":  fl(Sin),
-		"Cos":  fl(Cos),
-		"Tan":  fl(Tan),
-		"Asin": fl(Asin),
-		"Acos": fl(Acos),
-		"Atan": fl(Atan),
-		"Sinh": fl(Sinh),
-		"Cosh": fl(Cosh),
-		"Tanh": fl(Tanh),
+		"Sqrt":  fl(Sqrt),
+		"Exp":   fl(Exp),
+		"Log":   fl(Log),
+		"Sin":   fl(Sin),
+		"Cos":   fl(Cos),
+		"Tan":   fl(Tan),
+		"Asin":  fl(Asin),
+		"Acos":  fl(Acos),
+		"Atan":  fl(Atan),
+		"Sinh":  fl(Sinh),
+		"Cosh":  fl(Cosh),
+		"Asinh": fl(Asinh),
+		"Acosh": fl(Acosh),
+		"Atanh": fl(Atanh),
+		"Tanh":  fl(Tanh),
 		"Erf": unaryDef(numeric, func(_ *Ctx, x *Expr) *Expr {
 			if !x.Type.IsFloat() {
 				// The reference truncates erf computed in float64, which

@@ -73,6 +73,13 @@ func init() {
 		}),
 		"Sinh": unary(func(c *Ctx, x, y, dy *ir.Value) *ir.Value { return c.Mul(dy, c.Op("Cosh", []*ir.Value{x})) }),
 		"Cosh": unary(func(c *Ctx, x, y, dy *ir.Value) *ir.Value { return c.Mul(dy, c.Op("Sinh", []*ir.Value{x})) }),
+		"Asinh": unary(func(c *Ctx, x, y, dy *ir.Value) *ir.Value {
+			return c.Div(dy, c.Op("Sqrt", []*ir.Value{c.Add(c.Mul(x, x), c.k(x, 1))}))
+		}),
+		"Acosh": unary(func(c *Ctx, x, y, dy *ir.Value) *ir.Value {
+			return c.Div(dy, c.Op("Sqrt", []*ir.Value{c.Sub(c.Mul(x, x), c.k(x, 1))}))
+		}),
+		"Atanh": unary(func(c *Ctx, x, y, dy *ir.Value) *ir.Value { return c.Div(dy, c.Sub(c.k(x, 1), c.Mul(x, x))) }),
 		"Erf": unary(func(c *Ctx, x, y, dy *ir.Value) *ir.Value {
 			g := c.Op("Exp", []*ir.Value{c.Neg(c.Mul(x, x))})
 			return c.Mul(dy, c.Mul(g, c.k(x, 2/math.Sqrt(math.Pi))))

@@ -57,10 +57,10 @@ func OpenInside(dir, rel string) (*os.File, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	below, err := filepath.Rel(realDir, real)
-	if err != nil || !filepath.IsLocal(below) {
+	if !Inside(realDir, real) {
 		return nil, fmt.Errorf("%s resolves to %s, outside the folder %s (a symbolic link leads out of it)", path, real, realDir)
 	}
+	below, _ := filepath.Rel(realDir, real)
 	root, err := os.OpenRoot(realDir)
 	if err != nil {
 		return nil, err
@@ -69,6 +69,13 @@ func OpenInside(dir, rel string) (*os.File, error) {
 	return openRegular(path,
 		func() (fs.FileInfo, error) { return root.Stat(below) },
 		func(flag int) (*os.File, error) { return root.OpenFile(below, flag, 0) })
+}
+
+// Inside reports whether path is dir or below it, both resolved (no
+// symbolic links on them, so ".." in the relative path means outside).
+func Inside(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && filepath.IsLocal(rel)
 }
 
 // resolve is path made absolute, every symbolic link on it resolved (an

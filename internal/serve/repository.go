@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/kiln-ml/kiln/internal/readfile"
 )
 
 // EngineFile is the engine's name inside a version folder, as Triton's
@@ -85,7 +86,7 @@ func modelDir(root, dir, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("model %q: %w", name, err)
 	}
-	if !within(root, resolved) {
+	if !readfile.Inside(root, resolved) {
 		return "", fmt.Errorf("model %q: %s leads to %s, outside the repository %s; a model's folder must be inside the repository (copy or move it there)", name, given, resolved, root)
 	}
 	if st, err := os.Stat(resolved); err != nil || !st.IsDir() {
@@ -124,7 +125,7 @@ func engineFile(root, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !within(root, resolved) {
+	if !readfile.Inside(root, resolved) {
 		return "", fmt.Errorf("%s leads to %s, outside the repository %s; an engine must be inside the repository (copy it there)", path, resolved, root)
 	}
 	st, err := os.Stat(resolved)
@@ -135,12 +136,6 @@ func engineFile(root, path string) (string, error) {
 		return "", fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
 	}
 	return resolved, nil
-}
-
-// within reports whether path is root or inside it (both resolved).
-func within(root, path string) bool {
-	rel, err := filepath.Rel(root, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func enginePath(dir, name string, version int64) string {

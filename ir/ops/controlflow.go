@@ -42,7 +42,7 @@ var controlFlowOps = concatRows(
 	}),
 )
 
-func init() { register(controlFlowOps) }
+func init() { register(takingContainers(controlFlowOps)) }
 
 // versions builds one row per opset version from a template.
 func versions(since []int64, row func(v int64) *Schema) []*Schema {

@@ -14,7 +14,7 @@ import (
 
 var miscOps = []*Schema{
 	{Name: "Identity", Since: 1, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
-		Types: allTypes, Infer: SameAsInput, Run: runIdentity},
+		Types: allTypes, Infer: SameAsInput, Run: runIdentity, Containers: true},
 
 	// Cast-19 added saturate, which only concerns the float8 types kiln
 	// does not compute with; it is accepted and has no effect.

@@ -93,6 +93,9 @@ func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir
 	if err := s.CheckNode(n); err != nil {
 		return err
 	}
+	if err := checkTensorInputs(n, s); err != nil {
+		return err
+	}
 	types := make([]ir.Type, len(n.Inputs))
 	consts := make([]*ir.Tensor, len(n.Inputs))
 	symIns := make([]*SymTensor, len(n.Inputs))
@@ -209,6 +212,21 @@ func inferBody(c *InferContext, name string, g *ir.Graph, inputs []ir.Type) (map
 		}
 	}
 	return known, nil
+}
+
+// checkTensorInputs refuses a sequence, optional or map fed to an op that
+// computes on tensors only (its kernel would read the container as an
+// empty tensor).
+func checkTensorInputs(n *ir.Node, s *Schema) error {
+	if s.Containers {
+		return nil
+	}
+	for i, v := range n.Inputs {
+		if v != nil && v.Type.Kind != ir.TensorKind && v.Type.Kind != ir.UnknownKind {
+			return fmt.Errorf("%s: input %d (%s) is %s, but %s takes tensors only", n, i, ir.QuoteName(v.Name), v.Type, n.OpType)
+		}
+	}
+	return nil
 }
 
 // MergeTypes combines a declared type with an inferred one, keeping the

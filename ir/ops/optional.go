@@ -23,7 +23,7 @@ var optionalOps = []*Schema{
 		Types: controlFlowTypes, Infer: inferOptionalGetElement, Run: runOptionalGetElement},
 }
 
-func init() { register(optionalOps) }
+func init() { register(takingContainers(optionalOps)) }
 
 // OptionalType is the type of an optional holding a value of type elem.
 func OptionalType(elem ir.Type) ir.Type {

@@ -43,6 +43,19 @@ type Schema struct {
 	// elements at the same index (numpy broadcasting): fusion passes may
 	// chain them into one loop.
 	Elementwise bool
+
+	// Containers: the op takes sequence and optional values as well as
+	// tensors (the Sequence* and Optional* ops, control flow, Identity).
+	// Every other op's inputs must be tensors, which inference checks.
+	Containers bool
+}
+
+// takingContainers marks a family's rows Containers.
+func takingContainers(rows []*Schema) []*Schema {
+	for _, s := range rows {
+		s.Containers = true
+	}
+	return rows
 }
 
 // Elementwise reports whether node n is an elementwise op (Schema).

@@ -35,7 +35,7 @@ var sequenceOps = []*Schema{
 		Types: allTypes, Infer: inferConcatFromSequence, Run: runConcatFromSequence},
 }
 
-func init() { register(sequenceOps) }
+func init() { register(takingContainers(sequenceOps)) }
 
 // SequenceType is the type of a sequence of elem.
 func SequenceType(elem ir.Type) ir.Type {

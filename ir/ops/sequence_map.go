@@ -13,7 +13,7 @@ var sequenceMapOps = []*Schema{
 		Types: controlFlowTypes, Infer: inferSequenceMap, Run: runSequenceMap},
 }
 
-func init() { register(sequenceMapOps) }
+func init() { register(takingContainers(sequenceMapOps)) }
 
 func inferSequenceMap(c *InferContext) error {
 	body := c.Attr("body").G

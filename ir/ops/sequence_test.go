@@ -326,3 +326,21 @@ func TestSequenceOfStrings(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, x.Equal(stacked), "unstack then stack")
 }
+
+// A sequence fed to an op that computes on tensors is refused by
+// inference, naming the node and the value, instead of reaching a kernel
+// that would read it as an empty tensor.
+func TestSequenceIntoTensorOpRefused(t *testing.T) {
+	g := ir.NewGraph("g")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2)))
+	s := g.Apply("SequenceConstruct", []*ir.Value{x})
+	g.SetOutputs(g.Apply("Relu", []*ir.Value{s}))
+	_, err := InferShapes(ir.NewModel(g, 17))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Relu takes tensors only")
+	g2 := ir.NewGraph("g2")
+	x2 := g2.AddInput("x", ir.TensorType(ir.Float32, ir.S(2)))
+	g2.SetOutputs(g2.Apply("Identity", []*ir.Value{g2.Apply("SequenceConstruct", []*ir.Value{x2})}))
+	_, err = InferShapes(ir.NewModel(g2, 17))
+	assert.NoError(t, err, "Identity passes a sequence through")
+}

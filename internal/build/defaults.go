@@ -24,16 +24,18 @@ func (o *Options) declareInputs(m *ir.Model) error {
 	if o.OverridableInitializers {
 		o.defaults = keepDefaults(m.Graph)
 	} else {
-		o.folded = foldDefaults(m.Graph)
+		o.folded = FoldDefaults(m.Graph)
 	}
 	var err error
 	o.profile, o.pinned, err = o.Shapes.apply(m)
 	return err
 }
 
-// foldDefaults makes g's inputs with initializer defaults plain
-// initializers and returns their names.
-func foldDefaults(g *ir.Graph) []string {
+// FoldDefaults makes g's inputs with initializer defaults plain
+// initializers and returns their names (cc build's default, and what
+// cc quantize does before calibrating: a weight that is an input would
+// not quantize as a constant).
+func FoldDefaults(g *ir.Graph) []string {
 	var names []string
 	g.Inputs = slices.DeleteFunc(g.Inputs, func(v *ir.Value) bool {
 		if v.Const != nil {

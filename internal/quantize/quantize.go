@@ -110,6 +110,10 @@ func Quantize(m *ir.Model, src []byte, opts Options) (*Result, error) {
 	if opts.Strict && len(opts.Data) == 0 {
 		return nil, fmt.Errorf("strict: checking the quantized model needs calibration data (--calib), also with a calibration cache")
 	}
+	// Weights that are also graph inputs (Caffe2-era models) are the
+	// constants cc build compiles them as by default; as inputs none would
+	// quantize. The QDQ model has them as plain initializers.
+	build.FoldDefaults(m.Graph)
 	if err := runPasses(m, opts.Build.Limits, "infer", "simplify", "fold", "conv-bn", "dce", "infer-final"); err != nil {
 		return nil, err
 	}

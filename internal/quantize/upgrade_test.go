@@ -174,13 +174,19 @@ func TestUpsampleBecomesResize(t *testing.T) {
 // The digits CNN (Conv, Relu, MaxPool, Flatten, Gemm), its opset import
 // rewritten to 9 and to 11, quantizes per channel at 13 and keeps the
 // float model's top-1 accuracy on the held-out digits and its agreement
-// on the calibration data.
+// on the calibration data; so does it written as Caffe2-era exporters
+// write (IR version 3, every initializer also a graph input), whose
+// weights must still quantize as constants.
 func TestDigitsAtOldOpsets(t *testing.T) {
 	const data = "../../testdata/data"
 	src, err := os.ReadFile("../../testdata/models/digits_cnn.onnx")
 	require.NoError(t, err)
-	for _, opset := range []int64{9, 11} {
-		t.Run(fmt.Sprint("opset ", opset), func(t *testing.T) {
+	for _, c := range []struct {
+		opset  int64
+		caffe2 bool
+	}{{9, false}, {11, false}, {9, true}} {
+		opset := c.opset
+		t.Run(fmt.Sprint("opset ", opset, " caffe2 ", c.caffe2), func(t *testing.T) {
 			_, m := modelBytesOf(t, src)
 			m.OpsetImports = []ir.OpsetImport{{Domain: "", Version: opset}}
 			if opset < 10 { // MaxPool-8 has no ceil_mode; the model's is the default
@@ -190,8 +196,12 @@ func TestDigitsAtOldOpsets(t *testing.T) {
 					}
 				}
 			}
-			old, m := modelBytes(t, m)
 			_, float := modelBytes(t, m)
+			if c.caffe2 {
+				m.IRVersion = 3
+				m.Graph.Inputs = append(m.Graph.Inputs, m.Graph.Initializers...)
+			}
+			old, m := modelBytes(t, m)
 			res := quantizeOnReference(t, m, old, Options{Data: []string{filepath.Join(data, "digits_calib", "x.pb")}})
 			assert.Equal(t, opset, res.UpgradedFrom)
 			assert.Equal(t, int64(qdqOpset), res.Model.Opset(""))

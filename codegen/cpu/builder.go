@@ -9,7 +9,7 @@ import (
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
-	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/llvm"
 )
 
 // Shorthand LLVM types.
@@ -292,13 +292,13 @@ func (k *kfn) fma(a, b, c value.Value) value.Value {
 
 // kf returns the kernel layer's builder at k's current block, for its
 // math (which adds no blocks): one implementation of each function.
-func (k *kfn) kf() *kernel.Fn {
-	f := kernel.NewFn(k.g.mod, k.f, k.tid, k.nth, nil, k.g.decls)
+func (k *kfn) kf() *llvm.Fn {
+	f := llvm.NewFn(k.g.mod, k.f, k.tid, k.nth, nil, k.g.decls)
 	f.B = k.b
 	return f
 }
 
-// fmax and fmin propagate NaN from either operand (kernel.Fn.FMax).
+// fmax and fmin propagate NaN from either operand (llvm.Fn.FMax).
 func (k *kfn) fmax(x, y value.Value) value.Value { return k.kf().FMax(x, y) }
 func (k *kfn) fmin(x, y value.Value) value.Value { return k.kf().FMin(x, y) }
 

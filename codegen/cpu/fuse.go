@@ -8,6 +8,7 @@ import (
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/llvm"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 )
@@ -272,9 +273,9 @@ func pointwise(e *kernel.Expr) bool {
 // evalHole computes pointwise expression e of the vector v (its hole "y")
 // in the current block.
 func (k *kfn) evalHole(e *kernel.Expr, v value.Value) value.Value {
-	f := kernel.NewFn(k.g.mod, k.f, k.tid, k.nth, kernelHost{g: k.g, k: k}, k.g.decls)
+	f := llvm.NewFn(k.g.mod, k.f, k.tid, k.nth, kernelHost{g: k.g, k: k}, k.g.decls)
 	f.B = k.b
-	p := kernel.NewPoint(f, nil)
+	p := llvm.NewPoint(f, nil)
 	p.VL = int(v.Type().(*types.VectorType).Len)
 	p.Holes = map[string]value.Value{"y": v}
 	r := p.EvalVec(e)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/llvm"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
@@ -168,7 +169,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 
 // declare returns an external function (an LLVM intrinsic).
 func (g *gen) declare(name string, ret types.Type, params ...types.Type) *ll.Func {
-	return kernel.Declare(g.mod, g.decls, name, ret, params...)
+	return llvm.Declare(g.mod, g.decls, name, ret, params...)
 }
 
 func dimsOf(v *ir.Value) []int64 {
@@ -397,7 +398,7 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 		// where EntryPtr puts the pointer computed from it.
 		off := ll.NewLoad(i64, k.g.derivedBaseGlobal())
 		gp := ll.NewGetElementPtr(i8, k.w, off)
-		cast := kernel.EntryPtr(k.f, gp, nil, 0, l.off, k.sample, l.stride, types.NewPointer(et))
+		cast := llvm.EntryPtr(k.f, gp, nil, 0, l.off, k.sample, l.stride, types.NewPointer(et))
 		entry := k.f.Blocks[0]
 		entry.Insts = append([]ll.Instruction{off, gp}, entry.Insts...)
 		k.bases[key] = cast
@@ -406,7 +407,7 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 	default:
 		slots = k.io
 	}
-	cast := kernel.EntryPtr(k.f, base, slots, int64(l.io), l.off, k.sample, l.stride, types.NewPointer(et))
+	cast := llvm.EntryPtr(k.f, base, slots, int64(l.io), l.off, k.sample, l.stride, types.NewPointer(et))
 	k.bases[key] = cast
 	return cast
 }
@@ -711,9 +712,9 @@ func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Fun
 		for j := i; j < end; j++ {
 			allSerial = allSerial && g.steps[j].serial
 		}
-		kf := kernel.NewFn(g.mod, f, x.tid, x.nth, entryHost{g: g, io: x.io}, g.decls)
+		kf := llvm.NewFn(g.mod, f, x.tid, x.nth, entryHost{g: g, io: x.io}, g.decls)
 		kf.B = b
-		n := kernel.NewPoint(kf, nil).Eval(st.samples)
+		n := llvm.NewPoint(kf, nil).Eval(st.samples)
 		b = kf.B
 		var t0 value.Value
 		if p != nil {
@@ -783,11 +784,11 @@ type entryHost struct {
 	io value.Value
 }
 
-func (h entryHost) Ptr(*kernel.Fn, *kernel.Buffer) value.Value {
+func (h entryHost) Ptr(*llvm.Fn, *kernel.Buffer) value.Value {
 	panic("codegen/cpu: an entry point reads no buffers")
 }
 
-func (h entryHost) Sym(f *kernel.Fn, name string) value.Value {
+func (h entryHost) Sym(f *llvm.Fn, name string) value.Value {
 	slot := f.B.NewLoad(i8p, f.B.NewGetElementPtr(i8p, h.io, c64(int64(h.g.symSlot()))))
 	table := f.B.NewBitCast(slot, i64p)
 	return f.B.NewLoad(i64, f.B.NewGetElementPtr(i64, table, c64(int64(h.g.symIndex[name]))))

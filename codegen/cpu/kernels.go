@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/llvm"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/llir/llvm/ir/constant"
@@ -137,9 +138,9 @@ func (g *gen) emitKernel(kern *kernel.Kernel, temps map[*kernel.Buffer]int64) {
 		s = g.opts.schedule(kern, s)
 	}
 	g.step(kern.Name, !s.Parallel, func(k *kfn) {
-		f := kernel.NewFn(g.mod, k.f, k.tid, k.nth, kernelHost{g: g, k: k, temps: temps}, g.decls)
+		f := llvm.NewFn(g.mod, k.f, k.tid, k.nth, kernelHost{g: g, k: k, temps: temps}, g.decls)
 		f.B = k.b
-		kernel.EmitCPU(f, kern, s)
+		llvm.EmitCPU(f, kern, s)
 		k.b = f.B
 	})
 }
@@ -158,16 +159,16 @@ func (h kernelHost) Fast(t types.Type) bool {
 	return ok && vt.Len == 16 && vt.ElemType.Equal(f32) && !h.g.arm64() && hasFeature(h.g.feats, "avx512f")
 }
 
-func (h kernelHost) Scale(f *kernel.Fn, x, n value.Value) value.Value {
+func (h kernelHost) Scale(f *llvm.Fn, x, n value.Value) value.Value {
 	return f.Call("llvm.x86.avx512.mask.scalef.ps.512", x.Type(), x, n, x, constant.NewInt(types.I16, -1), c32(4))
 }
 
-func (h kernelHost) RecipEstimate(f *kernel.Fn, x value.Value) value.Value {
+func (h kernelHost) RecipEstimate(f *llvm.Fn, x value.Value) value.Value {
 	return f.Call("llvm.x86.avx512.rcp14.ps.512", x.Type(), x, x, constant.NewInt(types.I16, -1))
 }
 
-func (h kernelHost) Ptr(_ *kernel.Fn, b *kernel.Buffer) value.Value {
-	mt := kernel.MemType(b.DType)
+func (h kernelHost) Ptr(_ *llvm.Fn, b *kernel.Buffer) value.Value {
+	mt := llvm.MemType(b.DType)
 	if b.Data != nil {
 		return h.k.locPtr(h.g.constLoc(b.Data), mt)
 	}
@@ -182,7 +183,7 @@ func (h kernelHost) Ptr(_ *kernel.Fn, b *kernel.Buffer) value.Value {
 	return h.k.locPtr(h.g.locOf(h.g.bufVals[b.ID]), mt)
 }
 
-func (h kernelHost) Sym(_ *kernel.Fn, name string) value.Value { return h.k.symValue(name) }
+func (h kernelHost) Sym(_ *llvm.Fn, name string) value.Value { return h.k.symValue(name) }
 
 // Fusible reports whether node n computes in a fused elementwise loop on
 // this backend: its kernel-layer definition is elementwise (the fusion

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/llvm"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/value"
 )
@@ -96,14 +97,14 @@ func (g *gen) rowEval(k *kfn, e *kernel.Expr, dims []int64, r value.Value) func(
 		rest = k.div(rest, c64(dims[d]))
 	}
 	return func(col value.Value, valid int, y value.Value) value.Value {
-		f := kernel.NewFn(g.mod, k.f, k.tid, k.nth, kernelHost{g: g, k: k}, g.decls)
+		f := llvm.NewFn(g.mod, k.f, k.tid, k.nth, kernelHost{g: g, k: k}, g.decls)
 		f.B = k.b
 		vars[rank-1] = col
 		var mask value.Value
 		if valid < g.vl {
 			mask = maskConst(g.vl, valid)
 		}
-		p := kernel.NewPoint(f, vars).Vector(rank-1, false, g.vl, mask)
+		p := llvm.NewPoint(f, vars).Vector(rank-1, false, g.vl, mask)
 		p.Holes = map[string]value.Value{"y": y}
 		v := p.EvalVec(e)
 		k.b = f.B

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/llvm"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
@@ -406,8 +407,8 @@ func (g *gen) emitKernel(k *kernel.Kernel, temps map[*kernel.Buffer]int64) error
 		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp))
 	body.Linkage = enum.LinkageInternal
 	body.FuncAttrs = append(body.FuncAttrs, enum.FuncAttrAlwaysInline)
-	f := kernel.NewFn(g.mod, body, body.Params[0], body.Params[1], host{g: g, w: body.Params[2], a: body.Params[3], io: body.Params[4], temps: temps, ptrs: map[string]value.Value{}}, g.decls)
-	kernel.EmitGPU(f, k)
+	f := llvm.NewFn(g.mod, body, body.Params[0], body.Params[1], host{g: g, w: body.Params[2], a: body.Params[3], io: body.Params[4], temps: temps, ptrs: map[string]value.Value{}}, g.decls)
+	llvm.EmitGPU(f, k)
 	f.B.NewRet(nil)
 	if g.opts.Sim {
 		g.drivers = append(g.drivers, g.simDriver(name, body, grid, block))
@@ -434,7 +435,7 @@ func (g *gen) gpuEntry(name string, body *ll.Func) {
 }
 
 func (g *gen) declare(name string, ret types.Type, params ...types.Type) *ll.Func {
-	return kernel.Declare(g.mod, g.decls, name, ret, params...)
+	return llvm.Declare(g.mod, g.decls, name, ret, params...)
 }
 
 // host binds the kernel layer's buffers to a body's memory.
@@ -445,8 +446,8 @@ type host struct {
 	ptrs     map[string]value.Value // by place and type: one per body
 }
 
-func (h host) Ptr(f *kernel.Fn, b *kernel.Buffer) value.Value {
-	mt := types.NewPointer(kernel.MemType(b.DType))
+func (h host) Ptr(f *llvm.Fn, b *kernel.Buffer) value.Value {
+	mt := types.NewPointer(llvm.MemType(b.DType))
 	var p place
 	switch {
 	case b.Data != nil:
@@ -472,12 +473,12 @@ func (h host) Ptr(f *kernel.Fn, b *kernel.Buffer) value.Value {
 	default:
 		slots = h.io
 	}
-	cast := kernel.EntryPtr(f.F, base, slots, int64(p.slot), p.off, nil, 0, mt)
+	cast := llvm.EntryPtr(f.F, base, slots, int64(p.slot), p.off, nil, 0, mt)
 	h.ptrs[key] = cast
 	return cast
 }
 
-func (h host) Sym(*kernel.Fn, string) value.Value {
+func (h host) Sym(*llvm.Fn, string) value.Value {
 	panic("codegen/cuda: a dynamic dim in a static build")
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/llvm"
 	"github.com/kiln-ml/kiln/runtime/cudacode"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -181,6 +182,6 @@ func (t *thread) shared(s *sharedBuf, idx value.Value) value.Value {
 // ptr is a pointer to buffer b's first element (a kernel-layer buffer
 // bound as in the layer's kernels).
 func (p *prog) ptr(b *kernel.Buffer) value.Value {
-	fn := &kernel.Fn{F: p.f}
+	fn := &llvm.Fn{F: p.f}
 	return p.ptrs.Ptr(fn, b)
 }

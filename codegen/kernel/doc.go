@@ -26,21 +26,19 @@
 // # Schedules
 //
 // A schedule cannot change a result beyond the reassociation of a
-// reduction. CPUSchedule (cpu.go) picks the axis in vector lanes (the
+// reduction. CPUSchedule (schedule.go) picks the axis in vector lanes (the
 // innermost, or the innermost reduction axis when that is contiguous and
 // the output's is not) and whether the engine's threads split the rows;
-// EmitCPU writes the loop nest as LLVM IR through github.com/llir/llvm,
-// with masked tails, gathers for loads that are not contiguous along the
-// lane axis, and stores that skip lanes outside the space. Expressions are
-// evaluated lane-wise (emit.go): values that do not depend on the lane
-// axis stay scalars.
+// GPUSchedule gives every point a thread. This package imports no code
+// generator: codegen/llvm writes a kernel under its schedule as LLVM IR.
 //
 // # Numerics
 //
 // Float16 and BFloat16 data compute in float32 (loads widen, stores round
-// to nearest even). Float functions are polynomials (math.go) that call no
-// library; float64 Exp and Log are double precision, the other float64
-// functions single precision (about 1e-7 relative). Max and Min propagate
+// to nearest even). Float functions are polynomials (codegen/llvm's
+// math.go) that call no library; float64 Exp and Log are double
+// precision, the other float64 functions single precision (about 1e-7
+// relative). Max and Min propagate
 // NaN from either operand. Integer division and remainder by zero give 0
 // (the reference refuses them), MinInt / -1 wraps; shifts of a type's
 // width or more give 0; float to integer conversions truncate toward zero

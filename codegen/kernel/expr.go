@@ -132,8 +132,8 @@ func (b *Buffer) Static() ([]int64, bool) { return StaticInts(b.Dims) }
 // Numel is the number of elements.
 func (b *Buffer) Numel() *Expr { return Product(b.Dims) }
 
-// computeType is the type a value of memory type d computes as.
-func computeType(d ir.DType) ir.DType {
+// ComputeType is the type a value of memory type d computes as.
+func ComputeType(d ir.DType) ir.DType {
 	if d == ir.Float16 || d == ir.BFloat16 {
 		return ir.Float32
 	}
@@ -157,7 +157,7 @@ func Ints(vs ...int64) []*Expr {
 // Const returns the constant v of type d (a float for float types, else
 // truncated to an integer; Bool is v != 0).
 func Const(d ir.DType, v float64) *Expr {
-	d = computeType(d)
+	d = ComputeType(d)
 	switch {
 	case d.IsFloat():
 		if d == ir.Float32 {
@@ -221,7 +221,7 @@ func Load(b *Buffer, idx ...*Expr) *Expr {
 	if len(idx) != b.Rank() {
 		panic(fmt.Sprintf("kernel: load of %s (rank %d) with %d indices", b.Name, b.Rank(), len(idx)))
 	}
-	return &Expr{Op: OpLoad, Type: computeType(b.DType), Buf: b, Args: idx}
+	return &Expr{Op: OpLoad, Type: ComputeType(b.DType), Buf: b, Args: idx}
 }
 
 // LoadOr reads b at idx where cond holds and is other elsewhere; where
@@ -230,7 +230,7 @@ func LoadOr(cond *Expr, b *Buffer, other *Expr, idx ...*Expr) *Expr {
 	if len(idx) != b.Rank() {
 		panic(fmt.Sprintf("kernel: load of %s (rank %d) with %d indices", b.Name, b.Rank(), len(idx)))
 	}
-	t := computeType(b.DType)
+	t := ComputeType(b.DType)
 	return &Expr{Op: OpLoadOr, Type: t, Buf: b, Args: append([]*Expr{cond, CastTo(other, t)}, idx...)}
 }
 

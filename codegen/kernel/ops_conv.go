@@ -90,7 +90,7 @@ func defConv(c *Ctx) error {
 		xIdx = append(xIdx, pos)
 		extents = append(extents, C(k))
 	}
-	t := computeType(y.DType)
+	t := ComputeType(y.DType)
 	wIdx := append([]*Expr{Var(1)}, RVars(len(wd)-1)...)
 	xv := Load(x, xIdx...)
 	if inside.Op != OpConst {
@@ -193,7 +193,7 @@ func newConvT(c *Ctx) (*convT, error) {
 	if err != nil {
 		return nil, c.Unsupported("%v", err)
 	}
-	return &convT{c: c, xd: xd, wd: wd, yd: yd, win: win, t: computeType(c.Out[0].DType)}, nil
+	return &convT{c: c, xd: xd, wd: wd, yd: yd, win: win, t: ComputeType(c.Out[0].DType)}, nil
 }
 
 // emit emits the kernels: one per phase, or one gathering.

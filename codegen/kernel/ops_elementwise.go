@@ -58,7 +58,7 @@ func Elementwise(out *Buffer, f func(xs []*Expr) *Expr, ins ...*Buffer) *Kernel 
 // StoreAs converts v for storing as type d: Float16 and BFloat16 outputs
 // take float32 values (the store rounds them).
 func StoreAs(v *Expr, d ir.DType) *Expr {
-	if computeType(d) == v.Type {
+	if ComputeType(d) == v.Type {
 		return v
 	}
 	return CastTo(v, d)
@@ -409,7 +409,7 @@ func concat(sets ...[]ir.DType) []ir.DType {
 // may be read at run time: y = u >= ratio ? x/(1-ratio) : 0.
 func defDropout(c *Ctx) error {
 	x, y := c.In[0], c.Out[0]
-	t := computeType(x.DType)
+	t := ComputeType(x.DType)
 	xv := Load(x, Vars(x.Rank())...)
 	keep := Bool(true)
 	v := xv
@@ -440,7 +440,7 @@ func defDropout(c *Ctx) error {
 	}
 	c.Emit(copyOf(y, StoreAs(v, y.DType)))
 	if m := c.Output(1); m != nil {
-		c.Emit(copyOf(m, StoreAs(CastTo(keep, computeType(m.DType)), m.DType)))
+		c.Emit(copyOf(m, StoreAs(CastTo(keep, ComputeType(m.DType)), m.DType)))
 	}
 	return nil
 }

@@ -115,7 +115,7 @@ func defPad(c *Ctx) error {
 		c.Emit(copyOf(out, Load(in, idx...)))
 		return nil
 	}
-	t := computeType(in.DType)
+	t := ComputeType(in.DType)
 	fill := Const(t, 0)
 	switch f, ok := c.Scalar(2, t); {
 	case ok: // constant_value, known or read at run time
@@ -219,7 +219,7 @@ func defTrilu(c *Ctx) error {
 	if c.Int("upper") != 0 {
 		keep = Ge(d, k)
 	}
-	t := computeType(in.DType)
+	t := ComputeType(in.DType)
 	c.Emit(copyOf(out, Select(keep, Load(in, Vars(r)...), Const(t, 0))))
 	return nil
 }
@@ -227,7 +227,7 @@ func defTrilu(c *Ctx) error {
 func defEyeLike(c *Ctx) error {
 	out := c.Out[0]
 	k := C(c.Int("k"))
-	t := computeType(out.DType)
+	t := ComputeType(out.DType)
 	v := Select(Eq(Sub(Var(1), Var(0)), k), Const(t, 1), Const(t, 0))
 	c.Emit(copyOf(out, v))
 	return nil
@@ -235,7 +235,7 @@ func defEyeLike(c *Ctx) error {
 
 func defRange(c *Ctx) error {
 	out := c.Out[0]
-	t := computeType(out.DType)
+	t := ComputeType(out.DType)
 	start, _ := c.Scalar(0, t)
 	delta, _ := c.Scalar(2, t)
 	c.Emit(copyOf(out, Add(start, Mul(CastTo(Var(0), t), delta))))
@@ -244,7 +244,7 @@ func defRange(c *Ctx) error {
 
 func defConstantOfShape(c *Ctx) error {
 	out := c.Out[0]
-	t := computeType(out.DType)
+	t := ComputeType(out.DType)
 	v := Const(t, 0)
 	if tv := c.Tensor("value"); tv != nil && tv.Len() == 1 {
 		if t.IsFloat() {
@@ -431,7 +431,7 @@ func defResize(c *Ctx) error {
 			cur = next
 			continue
 		}
-		if t := computeType(in.DType); !t.IsFloat() {
+		if t := ComputeType(in.DType); !t.IsFloat() {
 			// Interpolated integers round to nearest, ties away from zero,
 			// and saturate (ops.RoundSaturate).
 			half := Const(ir.Float64, 0.5)

@@ -14,7 +14,7 @@ import (
 
 // accType is the type products of d accumulate in.
 func accType(d ir.DType) ir.DType {
-	if t := computeType(d); t.IsFloat() {
+	if t := ComputeType(d); t.IsFloat() {
 		return t
 	}
 	return ir.Int64
@@ -83,7 +83,7 @@ func defMatMul(c *Ctx) error {
 	}
 	t := accType(out.DType)
 	c.Emit(sumOfProducts(out, t, []*Expr{a.Dims[ar-1]}, []*Expr{Load(a, aIdx...), Load(b, bIdx...)},
-		func(acc *Expr) *Expr { return CastTo(acc, computeType(out.DType)) }))
+		func(acc *Expr) *Expr { return CastTo(acc, ComputeType(out.DType)) }))
 	return nil
 }
 
@@ -107,7 +107,7 @@ func defGemm(c *Ctx) error {
 		bias = Load(cb, Broadcast(cb, out.Dims)...)
 	}
 	t := accType(out.DType)
-	ct := computeType(out.DType)
+	ct := ComputeType(out.DType)
 	post := func(acc *Expr) *Expr {
 		if t.IsFloat() {
 			v := acc
@@ -186,7 +186,7 @@ func defEinsum(c *Ctx) error {
 	}
 	out := c.Out[0]
 	c.Emit(sumOfProducts(out, accType(out.DType), extents, loads,
-		func(acc *Expr) *Expr { return CastTo(acc, computeType(out.DType)) }))
+		func(acc *Expr) *Expr { return CastTo(acc, ComputeType(out.DType)) }))
 	return nil
 }
 

@@ -50,7 +50,7 @@ func defBatchNorm(c *Ctx) error {
 		}
 		return c.Unsupported("%v", err)
 	}
-	t := computeType(x.DType)
+	t := ComputeType(x.DType)
 	xv, np, ni := perChannel(x, spec.Spatial)
 	for i := 1; i < 5; i++ {
 		if !sameSize(c.In[i].Numel(), np) {
@@ -73,7 +73,7 @@ func defBatchNorm(c *Ctx) error {
 		for k, pair := range [][2]*Expr{{mean, bmv}, {variance, bvv}} {
 			if o := output(c, 1+k); o != nil {
 				run := Add(Mul(pair[0], mom), Mul(pair[1], Sub(Const(t, 1), mom)))
-				c.Emit(&Kernel{Out: view(o, []*Expr{np}), Space: []*Expr{np}, Value: StoreAs(CastTo(run, computeType(o.DType)), o.DType)})
+				c.Emit(&Kernel{Out: view(o, []*Expr{np}), Space: []*Expr{np}, Value: StoreAs(CastTo(run, ComputeType(o.DType)), o.DType)})
 			}
 		}
 		mean, variance = bmv, bvv
@@ -129,7 +129,7 @@ func defInstanceNorm(c *Ctx) error {
 			return c.Unsupported("input %d has %s values, want %s", i, c.In[i].Numel(), x.Dims[1])
 		}
 	}
-	t := computeType(x.DType)
+	t := ComputeType(x.DType)
 	xv, _, _ := perChannel(x, true)
 	l := &layout{in: xv, dims: xv.Dims, red: []bool{false, false, true}}
 	space, ch := l.kept(), Var(1)
@@ -161,7 +161,7 @@ func defLayerNorm(c *Ctx) error {
 	if err != nil {
 		return c.Unsupported("%v", err)
 	}
-	t := computeType(x.DType)
+	t := ComputeType(x.DType)
 	s := ir.Float32
 	if t == ir.Float64 || spec.Stash == ir.Float64 {
 		s = ir.Float64
@@ -186,7 +186,7 @@ func defLayerNorm(c *Ctx) error {
 		tmp := c.Temp(s, outer)
 		if o != nil {
 			copies = append(copies, &Kernel{Out: view(o, []*Expr{outer}), Space: []*Expr{outer},
-				Value: StoreAs(CastTo(Load(tmp, Var(0)), computeType(o.DType)), o.DType)})
+				Value: StoreAs(CastTo(Load(tmp, Var(0)), ComputeType(o.DType)), o.DType)})
 		}
 		return tmp
 	}
@@ -259,7 +259,7 @@ func blockIndex(b *Buffer, dims []*Expr, v *Expr) *Expr {
 	for i := range idx {
 		idx[i] = Subst(idx[i], coord)
 	}
-	return offset(b, idx)
+	return Offset(b, idx)
 }
 
 // defLRN divides each element by (bias + α/size · the sum of squares over
@@ -271,7 +271,7 @@ func defLRN(c *Ctx) error {
 	if err != nil {
 		return c.Unsupported("%v", err)
 	}
-	t := computeType(x.DType)
+	t := ComputeType(x.DType)
 	xv, nc, _ := perChannel(x, true)
 	ch := Add(Sub(Var(1), C(spec.Below)), RVar(0))
 	inside := And(Ge(ch, C(0)), Lt(ch, nc))

@@ -66,8 +66,8 @@ func defMaxPool(c *Ctx) error {
 		return err
 	}
 	x, y := c.In[0], c.Out[0]
-	t := computeType(x.DType)
-	lowest := identity(MaxOp, t)
+	t := ComputeType(x.DType)
+	lowest := Identity(MaxOp, t)
 	extents := Ints(p.win.Kernel...)
 	c.Emit(&Kernel{Out: y, Space: y.Dims, Value: p.tapLoad(x, RVars(len(extents)), lowest),
 		Reduce: &Reduce{Op: MaxOp, Extents: extents}})
@@ -116,7 +116,7 @@ func defAveragePool(c *Ctx) error {
 		return err
 	}
 	x, y := c.In[0], c.Out[0]
-	t := computeType(x.DType)
+	t := ComputeType(x.DType)
 	includePad := c.Node.Attr("count_include_pad") != nil && c.Int("count_include_pad") != 0
 	counts := ops.AveragePoolCounts(p.win, p.xd[2:], includePad)
 	div := Const(t, 1)

@@ -236,7 +236,7 @@ func qParamAt(c *Ctx, i int, xd []int64, idx []*Expr, cond *Expr) (*Expr, error)
 		}
 	}
 	if cond != nil && len(lay) > 0 {
-		return LoadOr(cond, b, Const(computeType(b.DType), 0), at...), nil
+		return LoadOr(cond, b, Const(ComputeType(b.DType), 0), at...), nil
 	}
 	return Load(b, at...), nil
 }

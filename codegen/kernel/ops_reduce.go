@@ -153,7 +153,7 @@ type reduceFn struct {
 func (r reduceFn) accType(d ir.DType) ir.DType {
 	switch {
 	case d.IsFloat():
-		return computeType(d)
+		return ComputeType(d)
 	case r.viaFloat:
 		return ir.Float64
 	case r.wide && d != ir.Uint64:
@@ -202,7 +202,7 @@ func defReduce(c *Ctx) error {
 	if fn.post != nil {
 		post = fn.post(post, CastTo(l.count(), t))
 	}
-	post = StoreAs(CastTo(post, computeType(out.DType)), out.DType)
+	post = StoreAs(CastTo(post, ComputeType(out.DType)), out.DType)
 	if post.Op == OpAcc {
 		post = nil
 	}
@@ -219,7 +219,7 @@ func defLogSumExp(c *Ctx, l *layout, x *Expr) error {
 	mv := Load(m, Vars(len(l.kept()))...)
 	inf := Eq(Abs(mv), Const(x.Type, math.Inf(1)))
 	post := Select(inf, mv, Add(mv, Log(Acc(x.Type))))
-	c.Emit(l.reduce(out, SumOp, Exp(Sub(x, mv)), StoreAs(CastTo(post, computeType(out.DType)), out.DType)))
+	c.Emit(l.reduce(out, SumOp, Exp(Sub(x, mv)), StoreAs(CastTo(post, ComputeType(out.DType)), out.DType)))
 	return nil
 }
 
@@ -296,7 +296,7 @@ func defSoftmax(c *Ctx) error {
 	if err != nil {
 		return err
 	}
-	t := computeType(out.DType)
+	t := ComputeType(out.DType)
 	m := c.Temp(t, l.kept()...)
 	c.Emit(l.reduce(m, MaxOp, l.x(), nil))
 	e := out
@@ -322,7 +322,7 @@ func defLogSoftmax(c *Ctx) error {
 	if err != nil {
 		return err
 	}
-	t := computeType(out.DType)
+	t := ComputeType(out.DType)
 	nk := len(l.kept())
 	m := c.Temp(t, l.kept()...)
 	c.Emit(l.reduce(m, MaxOp, l.x(), nil))
@@ -347,7 +347,7 @@ func defHardmax(c *Ctx) error {
 	if n, ok := l.dims[line].IntValue(); ok && n == 0 {
 		return nil // no elements, nothing to store
 	}
-	t := computeType(out.DType)
+	t := ComputeType(out.DType)
 	best := c.Temp(ir.Int64, l.kept()...)
 	c.Emit(l.reduce(best, ArgMaxOp, l.x(), nil))
 	c.Emit(l.each(out, func(idx []*Expr) *Expr {
@@ -367,7 +367,7 @@ func defGlobalPool(c *Ctx) error {
 		reduced[a] = true
 	}
 	l := newLayout(in, reduced)
-	t := computeType(in.DType)
+	t := ComputeType(in.DType)
 	if c.Node.OpType == "GlobalMaxPool" {
 		c.Emit(l.reduce(out, MaxOp, l.x(), nil))
 		return nil

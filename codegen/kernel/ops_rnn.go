@@ -79,7 +79,7 @@ func defRNN(c *Ctx) error {
 	if x.Rank() != 3 || len(wd) != 3 || len(rd) != 3 {
 		return c.Unsupported("X, W and R must have rank 3")
 	}
-	n := &rnn{c: c, op: c.Node.OpType, t: computeType(x.DType), b: c.Input(3), lens: c.Input(4), h0: c.Input(5), c0: c.Input(6), p: c.Input(7), x: x, w: w, r: r}
+	n := &rnn{c: c, op: c.Node.OpType, t: ComputeType(x.DType), b: c.Input(3), lens: c.Input(4), h0: c.Input(5), c0: c.Input(6), p: c.Input(7), x: x, w: w, r: r}
 	n.gates = map[string]int64{"RNN": 1, "GRU": 3, "LSTM": 4}[n.op]
 	n.major = c.Node.Attr("layout") != nil && c.Int("layout") != 0
 	seqAxis := 0

@@ -1,7 +1,8 @@
-package kernel
+package llvm
 
 import (
 	"fmt"
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"math"
 
 	"github.com/kiln-ml/kiln/ir"
@@ -11,16 +12,6 @@ import (
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 )
-
-// axisRef names an iteration axis: OpVar or OpRVar with its index.
-type axisRef struct {
-	op Op
-	i  int64
-}
-
-func (a axisRef) is(e *Expr) bool { return e.Op == a.op && e.Int == a.i }
-
-var noAxis = axisRef{op: OpConst, i: -1}
 
 // Point evaluates expressions at one point of an iteration space, in the
 // function's current block. One axis may be in lanes: its coordinate is
@@ -36,26 +27,26 @@ type Point struct {
 	Holes map[string]value.Value
 	Acc   value.Value
 
-	vec    axisRef
-	memo   map[*Expr]value.Value
+	vec    kernel.AxisRef
+	memo   map[*kernel.Expr]value.Value
 	parent *Point // values computed before this scope began
 	lane0  *Point // the same point with the vector axis at lane 0, scalar
-	varies map[*Expr]bool
+	varies map[*kernel.Expr]bool
 }
 
 // NewPoint returns a scalar point.
 func NewPoint(f *Fn, vars []value.Value) *Point {
-	return &Point{F: f, Vars: vars, vec: noAxis, memo: map[*Expr]value.Value{}, varies: map[*Expr]bool{}}
+	return &Point{F: f, Vars: vars, vec: kernel.NoAxis, memo: map[*kernel.Expr]value.Value{}, varies: map[*kernel.Expr]bool{}}
 }
 
 // Vector puts axis Var(i) (or RVar(i) when reduction is set) in vl lanes.
 func (p *Point) Vector(i int, reduction bool, vl int, mask value.Value) *Point {
 	q := p.Scope()
-	q.vec = axisRef{OpVar, int64(i)}
+	q.vec = kernel.AxisRef{Op: kernel.OpVar, I: int64(i)}
 	if reduction {
-		q.vec.op = OpRVar
+		q.vec.Op = kernel.OpRVar
 	}
-	q.VL, q.Mask, q.memo, q.varies, q.lane0 = vl, mask, map[*Expr]value.Value{}, map[*Expr]bool{}, nil
+	q.VL, q.Mask, q.memo, q.varies, q.lane0 = vl, mask, map[*kernel.Expr]value.Value{}, map[*kernel.Expr]bool{}, nil
 	q.parent = nil // scalar values of the outer point stay valid, but in a new lane layout none are reused
 	return q
 }
@@ -64,7 +55,7 @@ func (p *Point) Vector(i int, reduction bool, vl int, mask value.Value) *Point {
 // computes are not visible to p, while p's are visible to it.
 func (p *Point) Scope() *Point {
 	q := *p
-	q.memo = map[*Expr]value.Value{}
+	q.memo = map[*kernel.Expr]value.Value{}
 	q.parent = p
 	q.lane0 = nil
 	q.Vars = append([]value.Value(nil), p.Vars...)
@@ -72,7 +63,7 @@ func (p *Point) Scope() *Point {
 	return &q
 }
 
-func (p *Point) lookup(e *Expr) (value.Value, bool) {
+func (p *Point) lookup(e *kernel.Expr) (value.Value, bool) {
 	for q := p; q != nil; q = q.parent {
 		if v, ok := q.memo[e]; ok {
 			return v, true
@@ -82,7 +73,7 @@ func (p *Point) lookup(e *Expr) (value.Value, bool) {
 }
 
 // Varies reports whether e depends on the axis in lanes.
-func (p *Point) Varies(e *Expr) bool {
+func (p *Point) Varies(e *kernel.Expr) bool {
 	if p.VL == 0 {
 		return false
 	}
@@ -91,7 +82,7 @@ func (p *Point) Varies(e *Expr) bool {
 	}
 	// A reduction's result (Acc, in Post) varies when it was reduced in
 	// lanes.
-	v := p.vec.is(e) || e.Op == OpAcc && p.Acc != nil && lanes(p.Acc) > 0
+	v := p.vec.Is(e) || e.Op == kernel.OpAcc && p.Acc != nil && lanes(p.Acc) > 0
 	for _, a := range e.Args {
 		v = v || p.Varies(a)
 	}
@@ -107,7 +98,7 @@ func (p *Point) scalar() *Point {
 	}
 	if p.lane0 == nil {
 		q := *p
-		q.VL, q.Mask, q.vec, q.memo, q.parent, q.lane0, q.varies = 0, nil, noAxis, map[*Expr]value.Value{}, nil, nil, map[*Expr]bool{}
+		q.VL, q.Mask, q.vec, q.memo, q.parent, q.lane0, q.varies = 0, nil, kernel.NoAxis, map[*kernel.Expr]value.Value{}, nil, nil, map[*kernel.Expr]bool{}
 		p.lane0 = &q
 	}
 	return p.lane0
@@ -115,7 +106,7 @@ func (p *Point) scalar() *Point {
 
 // Eval emits e's value: a scalar when it does not vary across lanes, else a
 // vector of VL lanes.
-func (p *Point) Eval(e *Expr) value.Value {
+func (p *Point) Eval(e *kernel.Expr) value.Value {
 	if v, ok := p.lookup(e); ok {
 		return v
 	}
@@ -125,7 +116,7 @@ func (p *Point) Eval(e *Expr) value.Value {
 }
 
 // EvalVec is Eval widened to VL lanes (splatting a uniform value).
-func (p *Point) EvalVec(e *Expr) value.Value {
+func (p *Point) EvalVec(e *kernel.Expr) value.Value {
 	v := p.Eval(e)
 	if p.VL > 0 && lanes(v) == 0 {
 		return p.F.Splat(v, p.VL)
@@ -134,7 +125,7 @@ func (p *Point) EvalVec(e *Expr) value.Value {
 }
 
 // args evaluates e's operands, widened to lanes when any varies.
-func (p *Point) args(e *Expr) []value.Value {
+func (p *Point) args(e *kernel.Expr) []value.Value {
 	vals := make([]value.Value, len(e.Args))
 	wide := false
 	for i, a := range e.Args {
@@ -151,10 +142,10 @@ func (p *Point) args(e *Expr) []value.Value {
 	return vals
 }
 
-func (p *Point) eval(e *Expr) value.Value {
+func (p *Point) eval(e *kernel.Expr) value.Value {
 	f := p.F
 	switch e.Op {
-	case OpConst:
+	case kernel.OpConst:
 		switch {
 		case e.Type == ir.Bool:
 			return constant.NewBool(e.Int != 0)
@@ -162,37 +153,37 @@ func (p *Point) eval(e *Expr) value.Value {
 			return constant.NewFloat(RegType(e.Type).(*types.FloatType), e.Float)
 		}
 		return constant.NewInt(RegType(e.Type).(*types.IntType), e.Int)
-	case OpVar, OpRVar:
+	case kernel.OpVar, kernel.OpRVar:
 		vs := p.Vars
-		if e.Op == OpRVar {
+		if e.Op == kernel.OpRVar {
 			vs = p.RVars
 		}
 		if int(e.Int) >= len(vs) || vs[e.Int] == nil {
 			panic(fmt.Sprintf("kernel: %s has no coordinate here", e))
 		}
-		if p.vec.is(e) {
+		if p.vec.Is(e) {
 			return f.Iota(vs[e.Int], p.VL)
 		}
 		return vs[e.Int]
-	case OpSym:
+	case kernel.OpSym:
 		return f.Host.Sym(f, e.Name)
-	case OpHole:
+	case kernel.OpHole:
 		v, ok := p.Holes[e.Name]
 		if !ok {
 			panic(fmt.Sprintf("kernel: hole %q is not filled", e.Name))
 		}
 		return v
-	case OpAcc:
+	case kernel.OpAcc:
 		if p.Acc == nil {
 			panic("kernel: acc outside a reduction's post")
 		}
 		return p.Acc
-	case OpLoad, OpLoadOr:
+	case kernel.OpLoad, kernel.OpLoadOr:
 		return p.load(e)
-	case OpSelect:
+	case kernel.OpSelect:
 		a := p.args(e)
 		return f.B.NewSelect(a[0], a[1], a[2])
-	case OpCast:
+	case kernel.OpCast:
 		if clampedToInt32(e) {
 			return f.castInRange(p.Eval(e.Args[0]), e.Type)
 		}
@@ -207,70 +198,15 @@ func (p *Point) eval(e *Expr) value.Value {
 
 // ---- memory ----
 
-// offset is the linear element offset of idx in b (row-major).
-func offset(b *Buffer, idx []*Expr) *Expr {
-	off := C(0)
-	stride := C(1)
-	for i := len(idx) - 1; i >= 0; i-- {
-		off = Add(off, Mul(idx[i], stride))
-		stride = Mul(stride, b.Dims[i])
-	}
-	return off
-}
-
-// coef returns how much e grows per step of axis a when that is a
-// compile-time constant (e is affine in a).
-func coef(e *Expr, a axisRef) (int64, bool) {
-	switch {
-	case a.is(e):
-		return 1, true
-	case !dependsOn(e, a):
-		return 0, true
-	}
-	switch e.Op {
-	case OpAdd, OpSub:
-		x, ok1 := coef(e.Args[0], a)
-		y, ok2 := coef(e.Args[1], a)
-		if e.Op == OpSub {
-			y = -y
-		}
-		return x + y, ok1 && ok2
-	case OpMul:
-		if c, ok := e.Args[0].IntValue(); ok {
-			x, ok := coef(e.Args[1], a)
-			return c * x, ok
-		}
-		if c, ok := e.Args[1].IntValue(); ok {
-			x, ok := coef(e.Args[0], a)
-			return c * x, ok
-		}
-	}
-	return 0, false
-}
-
-func dependsOn(e *Expr, a axisRef) bool {
-	// A reduction's result (Acc, in Post) may vary along any axis: it was
-	// reduced in lanes when the space axis is in them.
-	if a.is(e) || e.Op == OpAcc {
-		return true
-	}
-	for _, x := range e.Args {
-		if dependsOn(x, a) {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *Point) load(e *Expr) value.Value {
+func (p *Point) load(e *kernel.Expr) value.Value {
 	f := p.F
 	b := e.Buf
 	idx := e.Args
-	var cond, other *Expr
-	if e.Op == OpLoadOr {
+	var cond, other *kernel.Expr
+	if e.Op == kernel.OpLoadOr {
 		cond, other, idx = e.Args[0], e.Args[1], e.Args[2:]
 	}
-	off := offset(b, idx)
+	off := kernel.Offset(b, idx)
 	base := f.Host.Ptr(f, b)
 	mt := MemType(b.DType)
 	varies := p.Varies(off) || cond != nil && p.Varies(cond)
@@ -285,7 +221,7 @@ func (p *Point) load(e *Expr) value.Value {
 		if lanes(alt) > 0 { // the fallback varies: select per lane
 			v := f.IfValue(c, func() value.Value {
 				return f.widen(f.B.NewLoad(mt, f.B.NewGetElementPtr(mt, base, o)), b.DType)
-			}, func() value.Value { return constant.NewZeroInitializer(RegType(computeType(b.DType))) })
+			}, func() value.Value { return constant.NewZeroInitializer(RegType(kernel.ComputeType(b.DType))) })
 			return f.B.NewSelect(f.Splat(c, p.VL), f.Splat(v, p.VL), alt)
 		}
 		return f.IfValue(c, func() value.Value {
@@ -303,7 +239,7 @@ func (p *Point) load(e *Expr) value.Value {
 		}
 	}
 	var raw value.Value
-	if c, ok := coef(off, p.vec); ok && c == 1 {
+	if c, ok := kernel.Coef(off, p.vec); ok && c == 1 {
 		o := p.scalar().Eval(off)
 		ptr := f.B.NewBitCast(f.B.NewGetElementPtr(mt, base, o), types.NewPointer(vecOf(mt, p.VL)))
 		if mask == nil {
@@ -386,9 +322,9 @@ func (f *Fn) bf16Bits(v value.Value) value.Value {
 // Store writes v (a scalar, or a vector when the point has lanes) to b at
 // idx. A vector store needs idx contiguous or scattered along the lane
 // axis; mask (or the point's) limits the lanes written.
-func (p *Point) Store(b *Buffer, idx []*Expr, v value.Value, mask value.Value) {
+func (p *Point) Store(b *kernel.Buffer, idx []*kernel.Expr, v value.Value, mask value.Value) {
 	f := p.F
-	off := offset(b, idx)
+	off := kernel.Offset(b, idx)
 	base := f.Host.Ptr(f, b)
 	mt := MemType(b.DType)
 	if mask == nil {
@@ -403,7 +339,7 @@ func (p *Point) Store(b *Buffer, idx []*Expr, v value.Value, mask value.Value) {
 		f.B.NewStore(data, f.B.NewGetElementPtr(mt, base, o))
 		return
 	}
-	if c, ok := coef(off, p.vec); ok && c == 1 {
+	if c, ok := kernel.Coef(off, p.vec); ok && c == 1 {
 		o := p.scalar().Eval(off)
 		ptr := f.B.NewBitCast(f.B.NewGetElementPtr(mt, base, o), types.NewPointer(vecOf(mt, p.VL)))
 		if mask == nil {
@@ -426,37 +362,37 @@ func (p *Point) Store(b *Buffer, idx []*Expr, v value.Value, mask value.Value) {
 
 // ---- arithmetic ----
 
-func (f *Fn) unaryOp(op Op, t ir.DType, x value.Value) value.Value {
+func (f *Fn) unaryOp(op kernel.Op, t ir.DType, x value.Value) value.Value {
 	ty := x.Type()
 	if t.IsFloat() {
 		switch op {
-		case OpNeg:
+		case kernel.OpNeg:
 			return f.B.NewFNeg(x)
-		case OpAbs:
+		case kernel.OpAbs:
 			return f.intrinsic1("fabs", x)
-		case OpSqrt:
+		case kernel.OpSqrt:
 			return f.intrinsic1("sqrt", x)
-		case OpFloor:
+		case kernel.OpFloor:
 			return f.intrinsic1("floor", x)
-		case OpCeil:
+		case kernel.OpCeil:
 			return f.intrinsic1("ceil", x)
-		case OpRound:
+		case kernel.OpRound:
 			return f.intrinsic1("rint", x) // the default rounding mode: half to even
-		case OpIsNaN:
+		case kernel.OpIsNaN:
 			return f.B.NewFCmp(enum.FPredUNO, x, x)
 		}
-		fn := map[Op]func(value.Value) value.Value{OpExp: f.Exp, OpLog: f.Log, OpSin: f.Sin, OpCos: f.Cos,
-			OpAtan: f.Atan, OpTanh: f.Tanh, OpErf: f.Erf, OpSigmoid: f.Sigmoid}[op]
+		fn := map[kernel.Op]func(value.Value) value.Value{kernel.OpExp: f.Exp, kernel.OpLog: f.Log, kernel.OpSin: f.Sin, kernel.OpCos: f.Cos,
+			kernel.OpAtan: f.Atan, kernel.OpTanh: f.Tanh, kernel.OpErf: f.Erf, kernel.OpSigmoid: f.Sigmoid}[op]
 		if fn == nil {
 			panic(fmt.Sprintf("kernel: %s on %s", op, t))
 		}
-		if t == ir.Float64 && op == OpExp {
+		if t == ir.Float64 && op == kernel.OpExp {
 			return f.Exp64(x)
 		}
-		if t == ir.Float64 && op == OpLog {
+		if t == ir.Float64 && op == kernel.OpLog {
 			return f.Log64(x)
 		}
-		if t == ir.Float64 && op == OpSigmoid {
+		if t == ir.Float64 && op == kernel.OpSigmoid {
 			return f.Sigmoid(x)
 		}
 		if t == ir.Float64 { // the other polynomials are single precision: ~1e-7 relative
@@ -466,80 +402,80 @@ func (f *Fn) unaryOp(op Op, t ir.DType, x value.Value) value.Value {
 		return fn(x)
 	}
 	switch op {
-	case OpNeg:
+	case kernel.OpNeg:
 		return f.B.NewSub(intConstLike(ty, 0), x)
-	case OpAbs:
+	case kernel.OpAbs:
 		if t.IsUnsigned() || t == ir.Bool {
 			return x
 		}
 		return f.B.NewSelect(f.B.NewICmp(enum.IPredSLT, x, intConstLike(ty, 0)), f.B.NewSub(intConstLike(ty, 0), x), x)
-	case OpNot:
+	case kernel.OpNot:
 		return f.B.NewXor(x, intConstLike(ty, -1))
 	}
 	panic(fmt.Sprintf("kernel: %s on %s", op, t))
 }
 
-func (f *Fn) binaryOp(op Op, t ir.DType, x, y value.Value) value.Value {
+func (f *Fn) binaryOp(op kernel.Op, t ir.DType, x, y value.Value) value.Value {
 	ty := x.Type()
 	if t.IsFloat() {
 		switch op {
-		case OpAdd:
+		case kernel.OpAdd:
 			return f.B.NewFAdd(x, y)
-		case OpSub:
+		case kernel.OpSub:
 			return f.B.NewFSub(x, y)
-		case OpMul:
+		case kernel.OpMul:
 			return f.B.NewFMul(x, y)
-		case OpDiv:
+		case kernel.OpDiv:
 			if isOneConst(x) {
 				return f.Recip(y)
 			}
 			return f.B.NewFDiv(x, y)
-		case OpRem:
+		case kernel.OpRem:
 			return f.fmod(x, y)
-		case OpMax:
+		case kernel.OpMax:
 			return f.FMax(x, y)
-		case OpMin:
+		case kernel.OpMin:
 			return f.FMin(x, y)
-		case OpPow:
+		case kernel.OpPow:
 			return f.Pow(x, y)
-		case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
-			pred := map[Op]enum.FPred{OpEq: enum.FPredOEQ, OpNe: enum.FPredUNE, OpLt: enum.FPredOLT,
-				OpLe: enum.FPredOLE, OpGt: enum.FPredOGT, OpGe: enum.FPredOGE}[op]
+		case kernel.OpEq, kernel.OpNe, kernel.OpLt, kernel.OpLe, kernel.OpGt, kernel.OpGe:
+			pred := map[kernel.Op]enum.FPred{kernel.OpEq: enum.FPredOEQ, kernel.OpNe: enum.FPredUNE, kernel.OpLt: enum.FPredOLT,
+				kernel.OpLe: enum.FPredOLE, kernel.OpGt: enum.FPredOGT, kernel.OpGe: enum.FPredOGE}[op]
 			return f.B.NewFCmp(pred, x, y)
 		}
 		panic(fmt.Sprintf("kernel: %s on %s", op, t))
 	}
 	signed := t.IsSigned()
 	switch op {
-	case OpAdd:
+	case kernel.OpAdd:
 		return f.B.NewAdd(x, y)
-	case OpSub:
+	case kernel.OpSub:
 		return f.B.NewSub(x, y)
-	case OpMul:
+	case kernel.OpMul:
 		return f.B.NewMul(x, y)
-	case OpDiv, OpRem:
+	case kernel.OpDiv, kernel.OpRem:
 		return f.intDiv(op, signed, x, y)
-	case OpMax, OpMin:
+	case kernel.OpMax, kernel.OpMin:
 		if t == ir.Bool {
-			if op == OpMax {
+			if op == kernel.OpMax {
 				return f.B.NewOr(x, y)
 			}
 			return f.B.NewAnd(x, y)
 		}
-		pred := map[bool]map[Op]enum.IPred{true: {OpMax: enum.IPredSGT, OpMin: enum.IPredSLT}, false: {OpMax: enum.IPredUGT, OpMin: enum.IPredULT}}[signed][op]
+		pred := map[bool]map[kernel.Op]enum.IPred{true: {kernel.OpMax: enum.IPredSGT, kernel.OpMin: enum.IPredSLT}, false: {kernel.OpMax: enum.IPredUGT, kernel.OpMin: enum.IPredULT}}[signed][op]
 		return f.B.NewSelect(f.B.NewICmp(pred, x, y), x, y)
-	case OpAnd:
+	case kernel.OpAnd:
 		return f.B.NewAnd(x, y)
-	case OpOr:
+	case kernel.OpOr:
 		return f.B.NewOr(x, y)
-	case OpXor:
+	case kernel.OpXor:
 		return f.B.NewXor(x, y)
-	case OpShl, OpShr:
+	case kernel.OpShl, kernel.OpShr:
 		bits := int64(elemOf(ty).(*types.IntType).BitSize)
 		over := f.B.NewICmp(enum.IPredUGE, y, intConstLike(ty, bits))
 		var r value.Value
 		switch {
-		case op == OpShl:
+		case op == kernel.OpShl:
 			r = f.B.NewShl(x, y)
 		case signed:
 			r = f.B.NewAShr(x, y)
@@ -547,12 +483,12 @@ func (f *Fn) binaryOp(op Op, t ir.DType, x, y value.Value) value.Value {
 			r = f.B.NewLShr(x, y)
 		}
 		return f.B.NewSelect(over, intConstLike(ty, 0), r)
-	case OpPow:
+	case kernel.OpPow:
 		return f.intPow(x, y)
-	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
-		pred := map[Op]enum.IPred{OpEq: enum.IPredEQ, OpNe: enum.IPredNE, OpLt: enum.IPredULT, OpLe: enum.IPredULE, OpGt: enum.IPredUGT, OpGe: enum.IPredUGE}[op]
+	case kernel.OpEq, kernel.OpNe, kernel.OpLt, kernel.OpLe, kernel.OpGt, kernel.OpGe:
+		pred := map[kernel.Op]enum.IPred{kernel.OpEq: enum.IPredEQ, kernel.OpNe: enum.IPredNE, kernel.OpLt: enum.IPredULT, kernel.OpLe: enum.IPredULE, kernel.OpGt: enum.IPredUGT, kernel.OpGe: enum.IPredUGE}[op]
 		if signed {
-			pred = map[Op]enum.IPred{OpEq: enum.IPredEQ, OpNe: enum.IPredNE, OpLt: enum.IPredSLT, OpLe: enum.IPredSLE, OpGt: enum.IPredSGT, OpGe: enum.IPredSGE}[op]
+			pred = map[kernel.Op]enum.IPred{kernel.OpEq: enum.IPredEQ, kernel.OpNe: enum.IPredNE, kernel.OpLt: enum.IPredSLT, kernel.OpLe: enum.IPredSLE, kernel.OpGt: enum.IPredSGT, kernel.OpGe: enum.IPredSGE}[op]
 		}
 		return f.B.NewICmp(pred, x, y)
 	}
@@ -561,7 +497,7 @@ func (f *Fn) binaryOp(op Op, t ir.DType, x, y value.Value) value.Value {
 
 // intDiv divides integers without trapping: a zero divisor gives 0 and
 // MinInt / -1 wraps, where the hardware would fault.
-func (f *Fn) intDiv(op Op, signed bool, x, y value.Value) value.Value {
+func (f *Fn) intDiv(op kernel.Op, signed bool, x, y value.Value) value.Value {
 	ty := x.Type()
 	zero := f.B.NewICmp(enum.IPredEQ, y, intConstLike(ty, 0))
 	bad := value.Value(zero)
@@ -577,16 +513,16 @@ func (f *Fn) intDiv(op Op, signed bool, x, y value.Value) value.Value {
 	safe := f.B.NewSelect(bad, intConstLike(ty, 1), y)
 	var r value.Value
 	switch {
-	case op == OpDiv && signed:
+	case op == kernel.OpDiv && signed:
 		r = f.B.NewSDiv(x, safe)
-	case op == OpDiv:
+	case op == kernel.OpDiv:
 		r = f.B.NewUDiv(x, safe)
 	case signed:
 		r = f.B.NewSRem(x, safe)
 	default:
 		r = f.B.NewURem(x, safe)
 	}
-	if op == OpDiv {
+	if op == kernel.OpDiv {
 		// MinInt / -1 divided by 1 above gives MinInt: the wrapped quotient.
 		return f.B.NewSelect(zero, intConstLike(ty, 0), r)
 	}
@@ -687,13 +623,13 @@ func (f *Fn) cast(x value.Value, from, to ir.DType, round ir.DType) value.Value 
 // value is then a NaN or in range, so castInRange gives what cast does
 // without cast's 64-bit saturating conversion, which LLVM does not
 // vectorize.
-func clampedToInt32(e *Expr) bool {
+func clampedToInt32(e *kernel.Expr) bool {
 	x := e.Args[0]
-	if !x.Type.IsFloat() || !e.Type.IsInt() || RegType(e.Type).(*types.IntType).BitSize > 32 || x.Op != OpMin || x.Args[0].Op != OpMax {
+	if !x.Type.IsFloat() || !e.Type.IsInt() || RegType(e.Type).(*types.IntType).BitSize > 32 || x.Op != kernel.OpMin || x.Args[0].Op != kernel.OpMax {
 		return false
 	}
 	lo, hi := x.Args[0].Args[1], x.Args[1]
-	return lo.Op == OpConst && hi.Op == OpConst && lo.Float >= math.MinInt32 && hi.Float <= math.MaxInt32
+	return lo.Op == kernel.OpConst && hi.Op == kernel.OpConst && lo.Float >= math.MinInt32 && hi.Float <= math.MaxInt32
 }
 
 // castInRange converts a float that is NaN or within int32 to integer type

@@ -1,8 +1,7 @@
-package kernel
+package llvm
 
 import (
-	"math"
-
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
@@ -10,125 +9,8 @@ import (
 	"github.com/llir/llvm/ir/value"
 )
 
-// Schedule says how a kernel's loops run on a CPU: which axis is in vector
-// lanes and how many, and whether the engine's threads split the work.
-// Loops run in the space's order, the lane axis innermost, reduction axes
-// inside the point they reduce for.
-type Schedule struct {
-	// VL is the number of lanes (0: scalar code).
-	VL int
-	// Axis is the space axis in lanes, or with Reduction the reduction
-	// axis (its partial results combine across lanes at the end); -1 when
-	// scalar.
-	Axis      int
-	Reduction bool
-	// Parallel splits the work across the engine's threads (else thread 0
-	// runs it all).
-	Parallel bool
-}
-
-// parallelWork is the work (points × reduced elements) from which a
-// kernel's loops are split across threads: below it, meeting at the
-// barrier costs more than the split saves.
-const parallelWork = 1 << 15
-
-// CPUSchedule picks a schedule for k on a CPU whose float32 vectors hold
-// vl lanes.
-func CPUSchedule(k *Kernel, vl int) Schedule {
-	s := Schedule{Axis: -1}
-	work := int64(math.MaxInt64)
-	if pts, ok := k.Points().IntValue(); ok {
-		work = pts
-		if r := k.Reduce; r != nil {
-			if n, ok := Product(r.Extents).IntValue(); ok {
-				work = pts * max(n, 1)
-			}
-		}
-		if t := k.TopK; t != nil {
-			if n, ok := t.N.IntValue(); ok {
-				work = pts * max(n, 1)
-			}
-		}
-	}
-	s.Parallel = !k.Serial && work >= parallelWork
-	if k.Serial || k.TopK != nil || k.Combine != None {
-		return s
-	}
-	inner := innerAxis(k.Space, -1)
-	if k.Scan != nil {
-		inner = innerAxis(k.Space, k.Scan.Axis)
-	}
-	wide := func(e *Expr) bool {
-		n, ok := e.IntValue()
-		return !ok || n >= 4
-	}
-	if r := k.Reduce; r != nil {
-		last := len(r.Extents) - 1
-		arg := r.Op == ArgMaxOp || r.Op == ArgMinOp
-		switch {
-		case inner >= 0 && wide(k.Space[inner]) && (arg || contiguous(k, axisRef{OpVar, int64(inner)})):
-			s.VL, s.Axis = vl, inner
-		case !arg && last >= 0 && wide(r.Extents[last]) && contiguous(k, axisRef{OpRVar, int64(last)}):
-			s.VL, s.Axis, s.Reduction = vl, last, true
-		}
-		return s
-	}
-	if inner >= 0 && wide(k.Space[inner]) {
-		s.VL, s.Axis = vl, inner
-	}
-	return s
-}
-
-// innerAxis is the last axis of space (other than skip) that is not of
-// static extent 1, or -1.
-func innerAxis(space []*Expr, skip int) int {
-	for i := len(space) - 1; i >= 0; i-- {
-		if n, ok := space[i].IntValue(); (ok && n == 1) || i == skip {
-			continue
-		}
-		return i
-	}
-	return -1
-}
-
-// contiguous reports whether every load of k's value reads along axis a
-// contiguously (or not at all), so that lanes along a are plain vector
-// loads.
-func contiguous(k *Kernel, a axisRef) bool {
-	ok := true
-	walk(k.Value, func(e *Expr) {
-		if e.Op == OpLoad || e.Op == OpLoadOr {
-			idx := e.Args
-			if e.Op == OpLoadOr {
-				idx = idx[2:]
-			}
-			if c, known := coef(offset(e.Buf, idx), a); !known || c > 1 || c < 0 {
-				ok = false
-			}
-		}
-	})
-	return ok
-}
-
-// walk calls fn on every node of e's DAG once.
-func walk(e *Expr, fn func(*Expr)) {
-	seen := map[*Expr]bool{}
-	var rec func(*Expr)
-	rec = func(e *Expr) {
-		if e == nil || seen[e] {
-			return
-		}
-		seen[e] = true
-		for _, a := range e.Args {
-			rec(a)
-		}
-		fn(e)
-	}
-	rec(e)
-}
-
 // EmitCPU emits k's loop nest under schedule s at f's current block.
-func EmitCPU(f *Fn, k *Kernel, s Schedule) {
+func EmitCPU(f *Fn, k *kernel.Kernel, s kernel.Schedule) {
 	space := make([]value.Value, len(k.Space))
 	p := NewPoint(f, make([]value.Value, len(k.Space)))
 	for i, e := range k.Space {
@@ -176,14 +58,14 @@ func EmitCPU(f *Fn, k *Kernel, s Schedule) {
 // axes as rows split across threads when parallel. With too few rows to
 // keep the threads busy (a 1-D tensor, a batch of one), threads also split
 // the rows into pieces of whole vectors.
-func emitLanes(f *Fn, p *Point, k *Kernel, space []value.Value, lane, vl int, parallel bool, body func(q *Point)) {
+func emitLanes(f *Fn, p *Point, k *kernel.Kernel, space []value.Value, lane, vl int, parallel bool, body func(q *Point)) {
 	inner := lane
 	if inner < 0 && !f.gpu && k.Reduce == nil {
 		// A scalar inner loop per row, for LLVM to vectorize. Each
 		// point of a reduction is a loop of its own, so there every
 		// axis is a row: threads then split a global pool's channels,
 		// not its batch of 1.
-		inner = innerAxis(k.Space, -1)
+		inner = kernel.InnerAxis(k.Space, -1)
 	}
 	rows, blocked := space, gatherRows(f, k, space, lane, vl)
 	if blocked >= 0 {
@@ -236,13 +118,13 @@ const gatherBlock = 16
 // next rows read the other floats of those lines, so the block keeps them
 // in L1 instead of walking a whole row first (ConvNeXt's NHWC → NCHW
 // Transposes of 28×28×96: 0.055 → 0.017 ms at 1 thread).
-func gatherRows(f *Fn, k *Kernel, space []value.Value, lane, vl int) int {
-	if f.gpu || vl == 0 || lane < 0 || k.Reduce != nil || contiguous(k, axisRef{OpVar, int64(lane)}) {
+func gatherRows(f *Fn, k *kernel.Kernel, space []value.Value, lane, vl int) int {
+	if f.gpu || vl == 0 || lane < 0 || k.Reduce != nil || kernel.Contiguous(k, kernel.AxisRef{Op: kernel.OpVar, I: int64(lane)}) {
 		return -1
 	}
 	for r := len(space) - 1; r >= 0; r-- {
 		n, ok := intConst(space[r])
-		if r != lane && (!ok || n >= 2*gatherBlock) && contiguous(k, axisRef{OpVar, int64(r)}) {
+		if r != lane && (!ok || n >= 2*gatherBlock) && kernel.Contiguous(k, kernel.AxisRef{Op: kernel.OpVar, I: int64(r)}) {
 			return r
 		}
 	}
@@ -322,7 +204,7 @@ func laneLoop(f *Fn, q *Point, inner, vl int, lo, hi value.Value, body func(q *P
 // space axes other than inner and skip (which the body loops over itself)
 // and of the pieces (0 to pieces-1) each row is cut into, split across
 // threads when parallel. Axes of extent 1 are coordinate 0.
-func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, parallel bool, pieces int64, body func(q *Point, piece value.Value)) {
+func emitRows(f *Fn, p *Point, k *kernel.Kernel, space []value.Value, inner, skip int, parallel bool, pieces int64, body func(q *Point, piece value.Value)) {
 	var axes []int
 	for i := range space {
 		if i == inner || i == skip {
@@ -384,14 +266,14 @@ func emitRows(f *Fn, p *Point, k *Kernel, space []value.Value, inner, skip int, 
 }
 
 // emitStore writes a point's value to the kernel's output.
-func emitStore(q *Point, k *Kernel, v value.Value) {
+func emitStore(q *Point, k *kernel.Kernel, v value.Value) {
 	f := q.F
 	idx := k.Store
 	if idx == nil {
-		idx = Vars(len(k.Space))
+		idx = kernel.Vars(len(k.Space))
 	}
-	if k.Combine != None {
-		old := q.Eval(Load(k.Out, idx...))
+	if k.Combine != kernel.None {
+		old := q.Eval(kernel.Load(k.Out, idx...))
 		v = combine(f, k.Combine, k.Value.Type, old, widenTo(f, q, v, old))
 	}
 	if k.When == nil {
@@ -417,76 +299,33 @@ func widenTo(f *Fn, q *Point, v, like value.Value) value.Value {
 	return v
 }
 
-// identity is the value a reduction starts from, of compute type t.
-func identity(op ReduceOp, t ir.DType) *Expr {
-	switch op {
-	case SumOp:
-		return Const(t, 0)
-	case ProdOp:
-		return Const(t, 1)
-	case MaxOp:
-		switch {
-		case t.IsFloat():
-			return Const(t, math.Inf(-1))
-		case t == ir.Bool:
-			return Bool(false)
-		case t.IsUnsigned():
-			return IntConst(t, 0)
-		}
-		return IntConst(t, minInt(t))
-	case MinOp:
-		switch {
-		case t.IsFloat():
-			return Const(t, math.Inf(1))
-		case t == ir.Bool:
-			return Bool(true)
-		case t.IsUnsigned():
-			return IntConst(t, -1) // all ones
-		}
-		return IntConst(t, -minInt(t)-1)
-	}
-	return Const(t, 0)
-}
-
-func minInt(t ir.DType) int64 {
-	switch t {
-	case ir.Int8:
-		return math.MinInt8
-	case ir.Int16:
-		return math.MinInt16
-	case ir.Int32:
-		return math.MinInt32
-	}
-	return math.MinInt64
-}
-
 // combine merges x into acc. Bools add as or and multiply as and (the
 // reference computes them as 0/1 integers and stores x != 0).
-func combine(f *Fn, op ReduceOp, t ir.DType, acc, x value.Value) value.Value {
+func combine(f *Fn, op kernel.ReduceOp, t ir.DType, acc, x value.Value) value.Value {
 	if t == ir.Bool {
 		switch op {
-		case SumOp, MaxOp:
+		case kernel.SumOp, kernel.MaxOp:
 			return f.B.NewOr(acc, x)
-		case ProdOp, MinOp:
+		case kernel.ProdOp, kernel.MinOp:
 			return f.B.NewAnd(acc, x)
 		}
 	}
 	switch op {
-	case SumOp:
-		return f.binaryOp(OpAdd, t, acc, x)
-	case ProdOp:
-		return f.binaryOp(OpMul, t, acc, x)
-	case MaxOp:
-		return f.binaryOp(OpMax, t, x, acc)
-	case MinOp:
-		return f.binaryOp(OpMin, t, x, acc)
+	case kernel.SumOp:
+		return f.binaryOp(kernel.OpAdd, t, acc, x)
+	case kernel.ProdOp:
+		return f.binaryOp(kernel.OpMul, t, acc, x)
+	case kernel.MaxOp:
+		return f.binaryOp(kernel.OpMax, t, x, acc)
+	case kernel.MinOp:
+		return f.binaryOp(kernel.OpMin, t, x, acc)
 	}
 	return x
 }
 
 // emitReduce reduces the kernel's value over the reduction axes at point q
 // and returns Post's value.
-func emitReduce(q *Point, k *Kernel, s Schedule) value.Value {
+func emitReduce(q *Point, k *kernel.Kernel, s kernel.Schedule) value.Value {
 	f := q.F
 	r := k.Reduce
 	t := k.Value.Type
@@ -496,14 +335,14 @@ func emitReduce(q *Point, k *Kernel, s Schedule) value.Value {
 	}
 	q.RVars = make([]value.Value, len(r.Extents))
 	var acc value.Value
-	if r.Op == ArgMaxOp || r.Op == ArgMinOp {
+	if r.Op == kernel.ArgMaxOp || r.Op == kernel.ArgMinOp {
 		acc = emitArg(q, k, ext[0])
 	} else {
-		init := q.EvalVec(identity(r.Op, t))
+		init := q.EvalVec(kernel.Identity(r.Op, t))
 		hlane := -1
 		if s.Reduction && s.VL > 0 {
 			hlane = s.Axis
-			init = f.Splat(q.Eval(identity(r.Op, t)), s.VL)
+			init = f.Splat(q.Eval(kernel.Identity(r.Op, t)), s.VL)
 		}
 		var nest func(d int, q *Point, acc value.Value) value.Value
 		nest = func(d int, q *Point, acc value.Value) value.Value {
@@ -568,7 +407,7 @@ func emitReduce(q *Point, k *Kernel, s Schedule) value.Value {
 // emitArg finds the index of the best value along the single reduction
 // axis (ArgMax/ArgMin, as the reference: the first of equals, or the
 // last; a NaN wins and stays).
-func emitArg(q *Point, k *Kernel, n value.Value) value.Value {
+func emitArg(q *Point, k *kernel.Kernel, n value.Value) value.Value {
 	f := q.F
 	r := k.Reduce
 	t := k.Value.Type
@@ -584,13 +423,13 @@ func emitArg(q *Point, k *Kernel, n value.Value) value.Value {
 		c.RVars[0] = i
 		x := c.EvalVec(k.Value)
 		var better value.Value
-		gt := OpGt
-		if r.Op == ArgMinOp {
-			gt = OpLt
+		gt := kernel.OpGt
+		if r.Op == kernel.ArgMinOp {
+			gt = kernel.OpLt
 		}
 		better = f.binaryOp(gt, t, x, a[0])
 		if r.Last {
-			better = f.B.NewOr(better, f.binaryOp(OpEq, t, x, a[0]))
+			better = f.B.NewOr(better, f.binaryOp(kernel.OpEq, t, x, a[0]))
 		}
 		if t.IsFloat() {
 			better = f.B.NewOr(better, f.B.NewFCmp(enum.FPredUNO, x, x))
@@ -607,11 +446,11 @@ func emitArg(q *Point, k *Kernel, n value.Value) value.Value {
 
 // emitScan runs the scan along its axis at row q (vectorized along the lane
 // axis when q has lanes).
-func emitScan(q *Point, k *Kernel, n value.Value) {
+func emitScan(q *Point, k *kernel.Kernel, n value.Value) {
 	f := q.F
 	sc := k.Scan
 	t := k.Value.Type
-	init := q.EvalVec(identity(sc.Op, t))
+	init := q.EvalVec(kernel.Identity(sc.Op, t))
 	f.LoopAcc(I64(0), n, 1, []value.Value{init}, func(i value.Value, a []value.Value) []value.Value {
 		c := q.Scope()
 		j := i
@@ -625,7 +464,7 @@ func emitScan(q *Point, k *Kernel, n value.Value) {
 		if sc.Exclusive {
 			out = a[0]
 		}
-		c.Store(k.Out, Vars(len(k.Space)), out, nil)
+		c.Store(k.Out, kernel.Vars(len(k.Space)), out, nil)
 		return []value.Value{next}
 	})
 }
@@ -633,7 +472,7 @@ func emitScan(q *Point, k *Kernel, n value.Value) {
 // emitTopK selects the K best candidates at row q: the r-th pick is the
 // best candidate ranked after the (r-1)-th in the order (value, then
 // index), so no scratch is needed and equal values keep their order.
-func emitTopK(q *Point, k *Kernel) {
+func emitTopK(q *Point, k *kernel.Kernel) {
 	f := q.F
 	tk := k.TopK
 	t := k.Value.Type
@@ -641,12 +480,12 @@ func emitTopK(q *Point, k *Kernel) {
 	n := q.Eval(tk.N)
 	// before(a, i, b, j): candidate (a, i) ranks before (b, j).
 	before := func(a, i, b, j value.Value) value.Value {
-		gt, lt := OpGt, OpLt
+		gt, lt := kernel.OpGt, kernel.OpLt
 		if !tk.Largest {
-			gt, lt = OpLt, OpGt
+			gt, lt = kernel.OpLt, kernel.OpGt
 		}
 		ahead := f.binaryOp(gt, t, a, b)
-		tie := f.binaryOp(OpEq, t, a, b)
+		tie := f.binaryOp(kernel.OpEq, t, a, b)
 		if t.IsFloat() {
 			an, bn := f.B.NewFCmp(enum.FPredUNO, a, a), f.B.NewFCmp(enum.FPredUNO, b, b)
 			// NaN ranks below every number: last when largest, first when not.
@@ -660,7 +499,7 @@ func emitTopK(q *Point, k *Kernel) {
 		_ = lt
 		return f.B.NewOr(ahead, f.B.NewAnd(tie, f.B.NewICmp(enum.IPredSLT, i, j)))
 	}
-	zero := q.Eval(Const(t, 0))
+	zero := q.Eval(kernel.Const(t, 0))
 	f.LoopAcc(I64(0), kOut, 1, []value.Value{zero, I64(-1)}, func(r value.Value, prev []value.Value) []value.Value {
 		// found, bestV, bestI over the candidates ranked after prev.
 		res := f.LoopAcc(I64(0), n, 1, []value.Value{constant.False, zero, I64(0)}, func(j value.Value, a []value.Value) []value.Value {
@@ -673,7 +512,7 @@ func emitTopK(q *Point, k *Kernel) {
 		})
 		c := q.Scope()
 		c.Vars[tk.Axis] = r
-		idx := Vars(len(k.Space))
+		idx := kernel.Vars(len(k.Space))
 		c.Store(k.Out, idx, res[1], nil)
 		c.Store(tk.Indices, idx, res[2], nil)
 		return []value.Value{res[1], res[2]}

@@ -1,9 +1,11 @@
-package kernel
+package llvm
 
 import (
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/value"
+
+	"github.com/kiln-ml/kiln/codegen/kernel"
 )
 
 // The GPU schedule: every point of a kernel's space (a reduction's output
@@ -16,40 +18,12 @@ import (
 // cuda-sim runs the same code on the CPU, the block and thread indices
 // becoming loop counters.
 
-// GPUSchedule is the schedule of k on a GPU.
-func GPUSchedule(k *Kernel) Schedule {
-	return Schedule{Axis: -1, Parallel: !k.Serial}
-}
-
 // EmitGPU emits k's loop nest under the GPU schedule at f's current
 // block; f.Tid and f.Nth are the global thread index and count.
-func EmitGPU(f *Fn, k *Kernel) {
+func EmitGPU(f *Fn, k *kernel.Kernel) {
 	f.gpu = true
 	defer func() { f.gpu = false }()
-	EmitCPU(f, k, GPUSchedule(k))
-}
-
-// GPURows is the number of rows k's threads share (static shapes only):
-// the threads worth launching.
-func GPURows(k *Kernel) (int64, bool) {
-	skip := -1
-	switch {
-	case k.TopK != nil:
-		skip = k.TopK.Axis
-	case k.Scan != nil:
-		skip = k.Scan.Axis
-	}
-	rows := int64(1)
-	for i, e := range k.Space {
-		n, ok := e.IntValue()
-		if !ok {
-			return 0, false
-		}
-		if i != skip {
-			rows *= n
-		}
-	}
-	return rows, true
+	EmitCPU(f, k, kernel.GPUSchedule(k))
 }
 
 // strided returns a loop over this thread's rows of n: tid, tid+nth, ...

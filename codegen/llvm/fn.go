@@ -1,8 +1,9 @@
-package kernel
+package llvm
 
 import (
 	"fmt"
 
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -16,7 +17,7 @@ import (
 type Host interface {
 	// Ptr returns a pointer to b's first element, of type MemType(b.DType)*,
 	// valid anywhere in f (emitted in f's entry block).
-	Ptr(f *Fn, b *Buffer) value.Value
+	Ptr(f *Fn, b *kernel.Buffer) value.Value
 	// Sym returns the value (i64) of a dimension known at run time.
 	Sym(f *Fn, name string) value.Value
 }

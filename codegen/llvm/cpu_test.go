@@ -1,4 +1,4 @@
-package kernel
+package llvm
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"github.com/llir/llvm/ir/value"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -52,17 +53,17 @@ func TestRowPiece(t *testing.T) {
 // lanes, short axes and no contiguous axis leave the rows alone.
 func TestGatherRows(t *testing.T) {
 	f := &Fn{}
-	x := NewBuffer("x", ir.Float32, 28, 28, 96)   // NHWC, batch dropped
-	out := NewBuffer("y", ir.Float32, 96, 28, 28) // NCHW
-	transposed := &Kernel{Out: out, Space: out.Dims, Value: Load(x, Var(1), Var(2), Var(0))}
+	x := kernel.NewBuffer("x", ir.Float32, 28, 28, 96)   // NHWC, batch dropped
+	out := kernel.NewBuffer("y", ir.Float32, 96, 28, 28) // NCHW
+	transposed := &kernel.Kernel{Out: out, Space: out.Dims, Value: kernel.Load(x, kernel.Var(1), kernel.Var(2), kernel.Var(0))}
 	space := []value.Value{I64(96), I64(28), I64(28)}
 	assert.Equal(t, 0, gatherRows(f, transposed, space, 2, 16), "channels: contiguous in x")
 	assert.Equal(t, -1, gatherRows(f, transposed, space, 2, 0), "scalar lanes")
 	assert.Equal(t, -1, gatherRows(f, transposed, []value.Value{I64(20), I64(28), I64(28)}, 2, 16), "20 channels: under two blocks")
 
-	copied := &Kernel{Out: x, Space: x.Dims, Value: Load(x, Var(0), Var(1), Var(2))}
+	copied := &kernel.Kernel{Out: x, Space: x.Dims, Value: kernel.Load(x, kernel.Var(0), kernel.Var(1), kernel.Var(2))}
 	assert.Equal(t, -1, gatherRows(f, copied, []value.Value{I64(28), I64(28), I64(96)}, 2, 16), "contiguous lanes")
 
-	strided := &Kernel{Out: out, Space: out.Dims, Value: Load(x, Var(1), Var(2), Mul(Var(0), Const(ir.Int64, 2)))}
+	strided := &kernel.Kernel{Out: out, Space: out.Dims, Value: kernel.Load(x, kernel.Var(1), kernel.Var(2), kernel.Mul(kernel.Var(0), kernel.Const(ir.Int64, 2)))}
 	assert.Equal(t, -1, gatherRows(f, strided, space, 2, 16), "no axis reads contiguously")
 }

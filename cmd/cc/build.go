@@ -29,7 +29,9 @@ with ld.lld and run with an arm64 infer: make build-arm64; cuda engines hold PTX
 ptxas (make deps-cuda), a cubin per --gpu, and run with an infer built with -tags cuda;
 cuda-sim engines run the CUDA kernels on this CPU) and writes one engine file that
 bin/infer runs. --emit stops at an
-earlier level: ir (the optimized graph as .onnxtxt), llvm (.ll), obj (.o) or engine.
+earlier level: ir (the optimized graph as .onnxtxt), kernels (the CUDA targets' lowered
+program: each step with its kernels, micro-kernels and fused epilogues), llvm (.ll),
+obj (.o) or engine.
 
 Every file the build writes (the output, --dump-after files, the timing cache) is
 written atomically, so a failed or interrupted build leaves an existing file as it
@@ -39,7 +41,7 @@ such a build is refused before it starts.`,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		out := fs.String("o", "", "output file (default: MODEL with the emitted kind's extension; MODEL.opt.onnxtxt for --emit ir of a .onnxtxt MODEL)")
-		emit := fs.String("emit", "engine", "what to write: ir, llvm, obj (CPU targets), ptx (--target cuda) or engine")
+		emit := fs.String("emit", "engine", "what to write: ir, kernels (CUDA targets), llvm, obj (CPU targets), ptx (--target cuda) or engine")
 		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512, icelake-server for AVX-512 VNNI, sapphirerapids for VNNI and AMX tiles; for aarch64-linux-gnu: generic (the default there), cortex-a76, neoverse-n1, apple-m1, ...)")
 		target := fs.String("target", "", "target `TRIPLE`: x86_64-linux-gnu or aarch64-linux-gnu (default: this machine's), cuda (NVIDIA GPUs: PTX and a cubin per --gpu), or cuda-sim (the CUDA kernels on this CPU, for testing)")
 		gpuList := fs.String("gpu", "sm_80", "`ARCHS` for --target cuda: the GPU architectures to build cubins for (sm_80,sm_90); the PTX targets the lowest")
@@ -64,9 +66,9 @@ such a build is refused before it starts.`,
 		quant := addQuantizeFlags(fs)
 		train := addTrainFlags(fs)
 		return func(env *cli.Env, args []string) error {
-			ext := map[string]string{"ir": ".onnxtxt", "llvm": ".ll", "obj": ".o", "ptx": ".ptx", "engine": ".kiln"}[*emit]
+			ext := map[string]string{"ir": ".onnxtxt", "kernels": ".kernels.txt", "llvm": ".ll", "obj": ".o", "ptx": ".ptx", "engine": ".kiln"}[*emit]
 			if ext == "" {
-				return cli.Usagef("--emit must be ir, llvm, obj, ptx or engine, not %q", *emit)
+				return cli.Usagef("--emit must be ir, kernels, llvm, obj, ptx or engine, not %q", *emit)
 			}
 			key, err := signingKey(*sign, *emit)
 			if err != nil {
@@ -102,6 +104,9 @@ such a build is refused before it starts.`,
 			}
 			if *emit == "obj" && build.IsCUDA(*target) || *emit == "ptx" && *target != build.TargetCUDA {
 				return cli.Usagef("--emit ptx is --target cuda's (and obj the CPU targets')")
+			}
+			if *emit == "kernels" && !build.IsCUDA(*target) {
+				return cli.Usagef("--emit kernels is the CUDA targets' (cuda, cuda-sim): the CPU backend's hand-written kernels are not lowered through the shared program yet")
 			}
 			opts := build.Options{CPU: *cpuName, Target: *target, GPUs: gpus, OptLevel: *opt, Disabled: split(*disable),
 				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache,
@@ -184,6 +189,8 @@ such a build is refused before it starts.`,
 			}
 			var data []byte
 			switch {
+			case *emit == "kernels":
+				data = []byte(res.GPU.Program.String())
 			case *emit == "llvm" && res.GPU != nil:
 				data = []byte(res.GPU.LLVMIR)
 			case *emit == "ptx":

@@ -107,7 +107,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "usage: cc SUBCOMMAND"},
 		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`},
-		{[]string{"build", "--emit", "asm", mlpModel}, "--emit must be ir, llvm, obj, ptx or engine"},
+		{[]string{"build", "--emit", "asm", mlpModel}, "--emit must be ir, kernels, llvm, obj, ptx or engine"},
 		{[]string{"build"}, "cc build: wants MODEL, got 0 arguments"},
 		{[]string{"passes", "extra"}, "cc passes"},
 		{[]string{"inspect"}, "cc inspect: wants MODEL|ENGINE, got 0 arguments"},

@@ -28,10 +28,12 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/runtime/cudacode"
+	ll "github.com/llir/llvm/ir"
 )
 
 // Options select the GPUs.
@@ -48,6 +50,9 @@ type Options struct {
 	LLC, PTXAS string
 	// Limits bound every value's size and the arena.
 	Limits ir.Limits
+	// Dump, when set, receives the lowered program after each of the
+	// driver's stages (lower.Stages).
+	Dump func(stage string, p *lower.Program)
 }
 
 // IO is an engine input or output.
@@ -63,7 +68,10 @@ type IO struct {
 
 // Result is a compiled model.
 type Result struct {
-	LLVMIR string
+	// Program is the lowered program the code runs (cc build --emit
+	// kernels prints it).
+	Program *lower.Program
+	LLVMIR  string
 	// Module and Code are a GPU build's code section (Code is Module
 	// marshalled); SharedObject a cuda-sim build's.
 	Module       *cudacode.Module
@@ -81,29 +89,12 @@ type Result struct {
 
 // UnsupportedErrors lists what the CUDA backend cannot compile in a
 // model; errors.As finds each *ops.UnsupportedError.
-type UnsupportedErrors []*ops.UnsupportedError
+type UnsupportedErrors = ops.UnsupportedErrors
 
-func (u UnsupportedErrors) Error() string {
-	msgs := make([]string, len(u))
-	for i, e := range u {
-		msgs[i] = e.Error()
-	}
-	return "codegen/cuda: " + strings.Join(msgs, "; ")
-}
-
-// Unwrap lets errors.As find each *ops.UnsupportedError.
-func (u UnsupportedErrors) Unwrap() []error {
-	errs := make([]error, len(u))
-	for i, e := range u {
-		errs[i] = e
-	}
-	return errs
-}
-
-// DisabledPasses are the O2 passes a CUDA build skips: their fusion groups
-// are the CPU's hand-written kernels' (epilogues, integer kernels, fused
-// loops); the GPU runs each node's own kernels.
-var DisabledPasses = []string{"fuse-qdq", "fuse-epilogue", "fuse-elementwise"}
+// DisabledPasses are the O2 passes a CUDA build skips: fuse-qdq's groups
+// are the CPU's integer kernels (the GPU computes QDQ models in float).
+// The other fusion groups run as one step each (codegen/lower).
+var DisabledPasses = []string{"fuse-qdq"}
 
 // ParseGPUs reads --gpu's list (sm_80,sm_90), sorted and without repeats.
 func ParseGPUs(list string) ([]string, error) {
@@ -158,32 +149,17 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, ErrNoLLC
 	}
-	g, err := newGen(m, opts)
+	g := &gen{opts: opts, mod: ll.NewModule(), decls: map[string]*ll.Func{}}
+	g.prog, err = lower.Build(m, target{g}, lower.Options{Limits: opts.Limits, Dump: opts.Dump})
 	if err != nil {
 		return nil, err
 	}
-	outSet := map[*ir.Value]bool{}
-	for _, v := range m.Graph.Outputs {
-		outSet[v] = true
-	}
-	if err := g.check(outSet); err != nil {
+	g.slots()
+	if err := g.lower(); err != nil {
 		return nil, err
 	}
-	if err := g.plan(outSet); err != nil {
-		return nil, err
-	}
-	if err := opts.Limits.CheckArena("the engine's arena", g.arenaBytes); err != nil {
-		return nil, err
-	}
-	if err := g.lower(outSet); err != nil {
-		return nil, err
-	}
-	if len(g.launches) == 0 {
-		// Every output was a view or known: one copy kernel keeps the plan
-		// non-empty.
-		return nil, errors.New("codegen/cuda: the model computes nothing at run time")
-	}
-	res := &Result{Weights: g.weights, ArenaBytes: g.arenaBytes, TensorBytes: g.tensorBytes, Inputs: g.inputs, Outputs: g.outputs}
+	weights := g.prog.Weights.Bytes()
+	res := &Result{Program: g.prog, Weights: weights, ArenaBytes: g.prog.ArenaBytes, TensorBytes: g.prog.TensorBytes, Inputs: g.inputs, Outputs: g.outputs}
 	for _, l := range g.launches {
 		res.Kernels = append(res.Kernels, l.Name)
 	}
@@ -201,8 +177,8 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	mod := &cudacode.Module{Version: cudacode.Version, PTXArch: arch, PTX: ptx, WeightsBytes: int64(len(g.weights)),
-		ArenaBytes: g.arenaBytes, Kernels: g.launches}
+	mod := &cudacode.Module{Version: cudacode.Version, PTXArch: arch, PTX: ptx, WeightsBytes: int64(len(weights)),
+		ArenaBytes: g.prog.ArenaBytes, Kernels: g.launches}
 	for _, io := range append(append([]IO{}, g.inputs...), g.outputs...) {
 		mod.Slots = append(mod.Slots, cudacode.Slot{Name: io.Name, Output: io.Index >= len(g.inputs), DType: io.DType.String(),
 			Dims: io.Dims, Bytes: io.Bytes, Offset: io.Offset})

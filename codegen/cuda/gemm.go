@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/value"
 )
@@ -25,17 +26,22 @@ type gemmSpec struct {
 	name       string
 	M, N, K, B int64
 	// loadA and loadB read A[b](m, k) and B[b](k, n), called only in
-	// bounds; store writes C[b](m, n).
+	// bounds; value is the node's output from C[b](m, n) (a bias added;
+	// nil: C itself), index its element in the output.
 	loadA func(p *prog, b, m, k value.Value) value.Value
 	loadB func(p *prog, b, k, n value.Value) value.Value
-	store func(p *prog, b, m, n, acc value.Value)
+	value func(p *prog, b, m, n, acc value.Value) value.Value
+	index func(p *prog, b, m, n value.Value) value.Value
 }
 
 // gemmWorth is the work from which the tiled GEMM beats the kernel
 // layer's thread-per-output reduction.
 const gemmWorth = 1 << 16
 
-func (g *gen) emitGemm(s gemmSpec) {
+// emitGemm emits micro-kernel mk, a tiled GEMM (its Data a *gemmSpec),
+// storing through its epilogue.
+func (g *gen) emitGemm(mk *lower.Micro) {
+	s := *mk.Data.(*gemmSpec)
 	mt, nt, kt := (s.M+tileM-1)/tileM, (s.N+tileN-1)/tileN, (s.K+tileK-1)/tileK
 	as, bs := &sharedBuf{tileK * tileM}, &sharedBuf{tileK * tileN}
 	acc := &localVar{perM * perN}
@@ -102,7 +108,11 @@ func (g *gen) emitGemm(s gemmSpec) {
 					m, n := p.B.NewAdd(m0, p.B.NewAdd(ty, c64(i))), p.B.NewAdd(n0, p.B.NewAdd(tx, c64(j)))
 					in := p.B.NewAnd(p.B.NewICmp(enum.IPredSLT, m, c64(s.M)), p.B.NewICmp(enum.IPredSLT, n, c64(s.N)))
 					p.ifThen(in, func() {
-						s.store(p, b, m, n, p.B.NewLoad(f32, t.local(acc, i*perN+j)))
+						v := value.Value(p.B.NewLoad(f32, t.local(acc, i*perN+j)))
+						if s.value != nil {
+							v = s.value(p, b, m, n, v)
+						}
+						p.result(mk, s.index(p, b, m, n), v)
 					})
 				}
 			}

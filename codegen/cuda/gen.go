@@ -2,13 +2,11 @@ package cuda
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/llvm"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/ir"
-	"github.com/kiln-ml/kiln/ir/ops"
-	"github.com/kiln-ml/kiln/passes"
 	"github.com/kiln-ml/kiln/runtime/cudacode"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -17,47 +15,21 @@ import (
 	"github.com/llir/llvm/ir/value"
 )
 
-// space says where a buffer lives.
-type space int
-
-const (
-	inWeights space = iota
-	inArena
-	inIO // cuda-sim only: the io array's slot (on the GPU, io is in the arena)
-)
-
-type place struct {
-	space space
-	off   int64
-	slot  int
-}
-
-// gen holds one compilation.
+// gen holds one compilation: the program the shared driver lowered
+// (codegen/lower) and the module its steps are written into.
 type gen struct {
-	opts   Options
-	model  *ir.Model
-	opsets ops.Opsets
-	known  map[*ir.Value]*ir.Tensor
+	opts Options
+	prog *lower.Program
 
 	mod   *ll.Module
 	decls map[string]*ll.Func
 
-	weights []byte
-	wOff    map[*ir.Tensor]int64
-	places  map[*ir.Value]place
-	skip    map[*ir.Node]bool
-	alias   map[*ir.Value]*ir.Value
-	ctxs    map[*ir.Node]*kernel.Ctx
-	scratch map[*ir.Node]int64
-
-	bufs    map[*ir.Value]*kernel.Buffer
-	bufVals []*ir.Value
-
-	arenaBytes, ioBytes, tensorBytes int64
-	inputs, outputs                  []IO
-	launches                         []cudacode.Launch
+	inputs, outputs []IO
+	launches        []cudacode.Launch
 	// drivers are cuda-sim's per-kernel functions, in launch order.
 	drivers []*ll.Func
+	// temp places the current step's scratch buffers.
+	temp func(b *kernel.Buffer) (int64, bool)
 }
 
 var (
@@ -74,288 +46,57 @@ func c64(v int64) *constant.Int { return constant.NewInt(i64, v) }
 // granule (and a cache line on the CPU).
 const align = 256
 
-func alignUp(n int64) int64 { return (n + align - 1) &^ (align - 1) }
+// target is what the shared driver asks of this backend.
+type target struct{ g *gen }
 
-func newGen(m *ir.Model, opts Options) (*gen, error) {
-	if err := m.Verify(); err != nil {
-		return nil, err
-	}
-	known, err := ops.InferShapesWithin(m, opts.Limits)
-	if err != nil {
-		return nil, err
-	}
-	return &gen{opts: opts, model: m, opsets: ops.OpsetsOf(m), known: known, mod: ll.NewModule(), decls: map[string]*ll.Func{},
-		wOff: map[*ir.Tensor]int64{}, places: map[*ir.Value]place{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{},
-		ctxs: map[*ir.Node]*kernel.Ctx{}, scratch: map[*ir.Node]int64{}, bufs: map[*ir.Value]*kernel.Buffer{}}, nil
-}
-
-// constOf is v's value when known at compile time (not a graph input's).
-func (g *gen) constOf(v *ir.Value) *ir.Tensor {
-	if v == nil {
-		return nil
-	}
-	for _, in := range g.model.Graph.Inputs {
-		if in == v {
-			return nil
-		}
-	}
-	if v.Const != nil {
-		return v.Const
-	}
-	return g.known[v]
-}
-
-func (g *gen) addWeights(t *ir.Tensor) int64 {
-	if off, ok := g.wOff[t]; ok {
-		return off
-	}
-	off := alignUp(int64(len(g.weights)))
-	g.weights = append(g.weights, make([]byte, off-int64(len(g.weights)))...)
-	g.weights = append(g.weights, t.Raw...)
-	g.wOff[t] = off
-	return off
-}
-
-// placeOf is where v's data lives.
-func (g *gen) placeOf(v *ir.Value) place {
-	for g.alias[v] != nil {
-		v = g.alias[v]
-	}
-	if p, ok := g.places[v]; ok {
-		return p
-	}
-	if t := g.constOf(v); t != nil {
-		p := place{space: inWeights, off: g.addWeights(t)}
-		g.places[v] = p
-		return p
-	}
-	panic(fmt.Sprintf("codegen/cuda: value %q has no place", v.Name))
-}
-
-// buffer is v's kernel-layer buffer.
-func (g *gen) buffer(v *ir.Value) *kernel.Buffer {
-	if v == nil {
-		return nil
-	}
-	if b, ok := g.bufs[v]; ok {
-		return b
-	}
-	d, _ := v.Type.Shape.Ints()
-	b := &kernel.Buffer{Name: v.Name, DType: v.Type.Elem, Dims: kernel.Ints(d...), ID: len(g.bufVals)}
-	g.bufs[v] = b
-	g.bufVals = append(g.bufVals, v)
-	return b
-}
-
-// isView reports whether n only reinterprets its input's bytes.
-func isView(n *ir.Node) bool {
-	return ops.MovementOf(n) == ops.View && n.Input(0) != nil && n.Output(0) != nil && n.Input(0).Type.Elem == n.Output(0).Type.Elem
-}
-
-// check marks the nodes folded at compile time and builds every other
-// node's kernels, collecting what the backend cannot compile.
-func (g *gen) check(outSet map[*ir.Value]bool) error {
-	var list UnsupportedErrors
-	seen := map[string]bool{}
-	report := func(ue *ops.UnsupportedError) {
-		if !seen[ue.Error()] {
-			seen[ue.Error()] = true
-			list = append(list, ue)
-		}
-	}
-	for _, n := range g.model.Graph.Nodes {
-		allKnown := true
-		for _, o := range n.Outputs {
-			if o != nil && (g.known[o] == nil || outSet[o]) {
-				allKnown = false
-			}
-		}
-		if allKnown {
-			g.skip[n] = true
-			continue
-		}
-		if n.OpType == "Constant" && n.Domain == "" && !outSet[n.Outputs[0]] {
-			if t := n.Attr("value"); t != nil && t.T != nil {
-				g.known[n.Outputs[0]] = t.T
-				g.skip[n] = true
-				continue
-			}
-		}
-		for _, o := range n.Outputs {
-			if o != nil && !o.Type.Shape.IsStatic() {
-				report(&ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain],
-					Reason: "an output's shape is not static (the CUDA backend needs static shapes: cc build --shape)"})
-			}
-		}
-		if isView(n) {
-			continue
-		}
-		if n.Domain == ir.KilnDomain && n.OpType == ops.FusionGroup {
-			report(&ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain], Reason: "fusion groups are not lowered for CUDA"})
-			continue
-		}
-		in := make([]*kernel.Buffer, len(n.Inputs))
-		consts := make([]*ir.Tensor, len(n.Inputs))
-		for i, v := range n.Inputs {
-			in[i], consts[i] = g.buffer(v), g.constOf(v)
-		}
-		out := make([]*kernel.Buffer, len(n.Outputs))
-		for i, v := range n.Outputs {
-			out[i] = g.buffer(v)
-		}
-		c, err := kernel.NewCtx(n, g.opsets, in, out, consts)
-		if err == nil {
-			err = kernel.Build(c)
-		}
-		if err != nil {
-			ue, ok := err.(*ops.UnsupportedError)
-			if !ok {
-				ue = &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain], Reason: err.Error()}
-			}
-			report(ue)
-			continue
-		}
-		g.ctxs[n] = c
-	}
-	if len(list) > 0 {
-		return list
+func (target) Name() string         { return "codegen/cuda" }
+func (target) Align() int64         { return align }
+func (t target) SlotsInArena() bool { return !t.g.opts.Sim }
+func (t target) Micro(n *ir.Node, c *kernel.Ctx, in []*kernel.Buffer, out *kernel.Buffer) any {
+	if s := tiledFor(n, c, in, out); s != nil {
+		return s
 	}
 	return nil
 }
 
-// tempBytes is a kernel scratch buffer's size.
-func tempBytes(b *kernel.Buffer) int64 {
-	n, _ := kernel.EvalInt(b.Numel(), nil)
-	return alignUp(int64(ir.RawLen(b.DType, n)))
+// slots records the program's inputs and outputs as the engine's IO.
+func (g *gen) slots() {
+	for _, s := range g.prog.Inputs {
+		g.inputs = append(g.inputs, g.ioOf(s))
+	}
+	for _, s := range g.prog.Outputs {
+		g.outputs = append(g.outputs, g.ioOf(s))
+	}
 }
 
-// plan places the inputs and outputs (in the io array for cuda-sim, at
-// the arena's start on the GPU) and the intermediates (passes.PlanMemory:
-// buffers reused once dead; views share their input's bytes).
-func (g *gen) plan(outSet map[*ir.Value]bool) error {
-	gr := g.model.Graph
-	slot := 0
-	var ioOff int64
-	addIO := func(v *ir.Value, output bool) {
-		d, _ := v.Type.Shape.Ints()
-		bytes := int64(ir.RawLen(v.Type.Elem, ir.Product(d)))
-		io := IO{Name: v.Name, DType: v.Type.Elem, Dims: d, Index: slot, Bytes: bytes}
-		if g.opts.Sim {
-			g.places[v] = place{space: inIO, slot: slot}
-		} else {
-			io.Offset = ioOff
-			g.places[v] = place{space: inArena, off: ioOff}
-			ioOff += alignUp(bytes)
-		}
-		if output {
-			g.outputs = append(g.outputs, io)
-		} else {
-			g.inputs = append(g.inputs, io)
-		}
-		slot++
+func (g *gen) ioOf(s lower.Slot) IO {
+	d, _ := s.Value.Type.Shape.Ints()
+	io := IO{Name: s.Value.Name, DType: s.Value.Type.Elem, Dims: d, Index: s.Index, Bytes: s.Bytes}
+	if pl := g.prog.Places[s.Value]; pl.Space == lower.InArena {
+		io.Offset = pl.Off
 	}
-	for _, v := range gr.Inputs {
-		if !v.Type.Shape.IsStatic() {
-			return fmt.Errorf("codegen/cuda: input %q has shape %s: the CUDA backend needs static shapes (cc build --shape)", v.Name, v.Type)
-		}
-		addIO(v, false)
-	}
-	seen := map[*ir.Value]bool{}
-	for _, v := range gr.Outputs {
-		if seen[v] || g.isInput(v) {
-			return fmt.Errorf("codegen/cuda: output %q is a graph input or repeated; not supported", v.Name)
-		}
-		seen[v] = true
-		addIO(v, true)
-	}
-	g.ioBytes = ioOff
-	var nodes []*ir.Node
-	for _, n := range gr.Nodes {
-		if !g.skip[n] {
-			nodes = append(nodes, n)
-		}
-	}
-	p, err := passes.PlanMemory(nodes, passes.MemoryHooks{
-		Limits:  g.opts.Limits,
-		InArena: func(v *ir.Value) bool { return !outSet[v] },
-		View:    isView,
-		Scratch: func(n *ir.Node) int64 {
-			var s int64
-			if c := g.ctxs[n]; c != nil {
-				for _, t := range c.Temps {
-					s += tempBytes(t)
-				}
-			}
-			return s
-		},
-	})
-	if err != nil {
-		return err
-	}
-	for v, in := range p.Aliases {
-		g.alias[v] = in
-	}
-	for _, b := range p.Buffers {
-		if b.Value != nil {
-			g.places[b.Value] = place{space: inArena, off: g.ioBytes + b.Offset}
-		} else {
-			g.scratch[b.Node] = g.ioBytes + b.Offset
-		}
-	}
-	g.arenaBytes = g.ioBytes + p.ArenaBytes
-	g.tensorBytes = g.ioBytes + p.TensorBytes
-	return nil
+	return io
 }
 
-func (g *gen) isInput(v *ir.Value) bool {
-	for _, in := range g.model.Graph.Inputs {
-		if in == v {
-			return true
-		}
-	}
-	return false
-}
-
-// lower emits every node's kernels in order.
-func (g *gen) lower(outSet map[*ir.Value]bool) error {
-	for _, n := range g.model.Graph.Nodes {
-		if g.skip[n] {
-			continue
-		}
-		if isView(n) {
-			if g.alias[n.Outputs[0]] != nil {
-				continue // shares its input's bytes
-			}
-			if err := g.emitCopy(n); err != nil {
+// lower emits every step's parts in order.
+func (g *gen) lower() error {
+	for _, st := range g.prog.Steps {
+		g.temp = st.TempOffsets(align)
+		if st.Copy {
+			if err := g.emitCopy(st.Node); err != nil {
 				return err
 			}
 			continue
 		}
-		if tiled := g.tiledFor(n); tiled != nil {
-			tiled()
-			continue
-		}
-		c := g.ctxs[n]
-		temps := map[*kernel.Buffer]int64{}
-		off := g.scratch[n]
-		for _, t := range c.Temps {
-			temps[t] = off
-			off += tempBytes(t)
-		}
-		for _, k := range c.Kernels {
-			if err := g.emitKernel(k, temps); err != nil {
-				return fmt.Errorf("codegen/cuda: %s: %w", n, err)
+		for _, pt := range st.Parts {
+			var err error
+			if pt.Micro != nil {
+				g.emitGemm(pt.Micro)
+			} else {
+				err = g.emitKernel(pt.Kernel)
 			}
-		}
-	}
-	// Graph outputs known at compile time are copied from the weights.
-	for _, v := range g.model.Graph.Outputs {
-		if t := g.constOf(v); t != nil && (v.Producer == nil || g.skip[v.Producer]) {
-			src := &kernel.Buffer{Name: v.Name + "_const", DType: v.Type.Elem, Dims: g.buffer(v).Dims, ID: -1, Data: t}
-			dst := g.buffer(v)
-			k := &kernel.Kernel{Name: "const_out", Out: dst, Space: dst.Dims, Value: kernel.Load(src, kernel.Vars(len(dst.Dims))...)}
-			if err := g.emitKernel(k, nil); err != nil {
-				return err
+			if err != nil {
+				return fmt.Errorf("codegen/cuda: %s: %w", st.Node, err)
 			}
 		}
 	}
@@ -365,12 +106,12 @@ func (g *gen) lower(outSet map[*ir.Value]bool) error {
 // emitCopy writes a view's output where it cannot share its input's
 // bytes (a graph output): a flat copy, the layouts being the same.
 func (g *gen) emitCopy(n *ir.Node) error {
-	in, out := n.Inputs[0], n.Outputs[0]
-	num := kernel.Ints(ir.Product(dimsOf(out)))
-	src := &kernel.Buffer{Name: in.Name, DType: in.Type.Elem, Dims: num, ID: g.buffer(in).ID}
-	dst := &kernel.Buffer{Name: out.Name, DType: out.Type.Elem, Dims: num, ID: g.buffer(out).ID}
+	in, out := g.prog.Buffer(n.Inputs[0]), g.prog.Buffer(n.Outputs[0])
+	num := kernel.Ints(ir.Product(dimsOf(n.Outputs[0])))
+	src := &kernel.Buffer{Name: in.Name, DType: in.DType, Dims: num, ID: in.ID}
+	dst := &kernel.Buffer{Name: out.Name, DType: out.DType, Dims: num, ID: out.ID}
 	k := &kernel.Kernel{Name: n.OpType, Out: dst, Space: num, Value: kernel.Load(src, kernel.Var(0))}
-	return g.emitKernel(k, nil)
+	return g.emitKernel(k)
 }
 
 func dimsOf(v *ir.Value) []int64 {
@@ -389,7 +130,7 @@ const maxGrid = 1 << 16
 // nest for global thread tid of nth), and the GPU entry that computes tid
 // from the block and thread indices, or cuda-sim's driver that loops over
 // them.
-func (g *gen) emitKernel(k *kernel.Kernel, temps map[*kernel.Buffer]int64) error {
+func (g *gen) emitKernel(k *kernel.Kernel) error {
 	rows, ok := kernel.GPURows(k)
 	if !ok {
 		return fmt.Errorf("kernel %s has a dynamic space", k.Name)
@@ -402,12 +143,12 @@ func (g *gen) emitKernel(k *kernel.Kernel, temps map[*kernel.Buffer]int64) error
 	if k.Serial {
 		grid, block = 1, 1
 	}
-	name := fmt.Sprintf("k%03d_%s", len(g.launches), sanitize(k.Name))
+	name := fmt.Sprintf("k%03d_%s", len(g.launches), lower.SymbolName(k.Name))
 	body := g.mod.NewFunc(name+"_body", types.Void, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
 		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp))
 	body.Linkage = enum.LinkageInternal
 	body.FuncAttrs = append(body.FuncAttrs, enum.FuncAttrAlwaysInline)
-	f := llvm.NewFn(g.mod, body, body.Params[0], body.Params[1], host{g: g, w: body.Params[2], a: body.Params[3], io: body.Params[4], temps: temps, ptrs: map[string]value.Value{}}, g.decls)
+	f := llvm.NewFn(g.mod, body, body.Params[0], body.Params[1], host{g: g, w: body.Params[2], a: body.Params[3], io: body.Params[4], ptrs: map[string]value.Value{}}, g.decls)
 	llvm.EmitGPU(f, k)
 	f.B.NewRet(nil)
 	if g.opts.Sim {
@@ -442,57 +183,48 @@ func (g *gen) declare(name string, ret types.Type, params ...types.Type) *ll.Fun
 type host struct {
 	g        *gen
 	w, a, io value.Value
-	temps    map[*kernel.Buffer]int64
 	ptrs     map[string]value.Value // by place and type: one per body
 }
 
 func (h host) Ptr(f *llvm.Fn, b *kernel.Buffer) value.Value {
 	mt := types.NewPointer(llvm.MemType(b.DType))
-	var p place
-	switch {
-	case b.Data != nil:
-		p = place{space: inWeights, off: h.g.addWeights(b.Data)}
-	case b.ID < 0:
-		off, ok := h.temps[b]
-		if !ok {
-			panic(fmt.Sprintf("codegen/cuda: scratch %s has no place", b.Name))
-		}
-		p = place{space: inArena, off: off}
-	default:
-		p = h.g.placeOf(h.g.bufVals[b.ID])
+	p, err := h.place(b)
+	if err != nil {
+		panic(fmt.Sprintf("codegen/cuda: %v", err)) // lower.Program.Check placed every buffer
 	}
-	key := fmt.Sprintf("%d/%d/%d/%s", p.space, p.off, p.slot, mt)
+	key := fmt.Sprintf("%d/%d/%d/%s", p.Space, p.Off, p.Slot, mt)
 	if v, ok := h.ptrs[key]; ok {
 		return v
 	}
 	base, slots := h.a, value.Value(nil)
-	switch p.space {
-	case inWeights:
+	switch p.Space {
+	case lower.InWeights:
 		base = h.w
-	case inArena:
+	case lower.InArena:
 	default:
 		slots = h.io
 	}
-	cast := llvm.EntryPtr(f.F, base, slots, int64(p.slot), p.off, nil, 0, mt)
+	cast := llvm.EntryPtr(f.F, base, slots, int64(p.Slot), p.Off, nil, 0, mt)
 	h.ptrs[key] = cast
 	return cast
 }
 
-func (h host) Sym(*llvm.Fn, string) value.Value {
-	panic("codegen/cuda: a dynamic dim in a static build")
+// place is where buffer b lives: a table in the weights, a scratch buffer
+// in the step's scratch, a value where the program put it.
+func (h host) place(b *kernel.Buffer) (lower.Place, error) {
+	switch {
+	case b.Data != nil:
+		return lower.Place{Space: lower.InWeights, Off: h.g.prog.Weights.Add(b.Data)}, nil
+	}
+	if off, ok := h.g.temp(b); ok {
+		return lower.Place{Space: lower.InArena, Off: off}, nil
+	}
+	if b.ID < 0 {
+		return lower.Place{}, fmt.Errorf("scratch %s has no place", b.Name)
+	}
+	return h.g.prog.PlaceOf(h.g.prog.ValueOf(b))
 }
 
-func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() > 40 {
-		return b.String()[:40]
-	}
-	return b.String()
+func (h host) Sym(*llvm.Fn, string) value.Value {
+	panic("codegen/cuda: a dynamic dim in a static build")
 }

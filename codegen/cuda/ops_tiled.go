@@ -1,11 +1,15 @@
 package cuda
 
 import (
+	"slices"
+
+	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/llvm"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/value"
-	"slices"
 )
 
 // The nodes the tiled GEMM computes (gemm.go): MatMul, Gemm and 2-D
@@ -15,13 +19,31 @@ import (
 
 var zero32 = constant.NewFloat(f32, 0)
 
-// at loads element idx of the float buffer of v.
-func (p *prog) at(v *ir.Value, idx value.Value) value.Value {
-	return p.B.NewLoad(f32, p.B.NewGetElementPtr(f32, p.ptr(p.g.buffer(v)), idx))
+// at loads element idx of float buffer b.
+func (p *prog) at(b *kernel.Buffer, idx value.Value) value.Value {
+	return p.B.NewLoad(f32, p.B.NewGetElementPtr(f32, p.ptr(b), idx))
 }
 
-func (p *prog) put(v *ir.Value, idx, x value.Value) {
-	p.B.NewStore(x, p.B.NewGetElementPtr(f32, p.ptr(p.g.buffer(v)), idx))
+// result stores x, the micro-kernel's value at element idx of its node's
+// output, through the epilogue fused into it (lower.Micro) when there is
+// one: evaluated at idx's coordinates with x for the hole.
+func (p *prog) result(m *lower.Micro, idx, x value.Value) {
+	if m.Epilogue != nil {
+		dims, _ := m.Out.Static()
+		vars := make([]value.Value, len(dims))
+		rest := idx
+		for i := len(dims) - 1; i >= 0; i-- {
+			vars[i] = p.B.NewSRem(rest, c64(dims[i]))
+			rest = p.B.NewSDiv(rest, c64(dims[i]))
+		}
+		f := llvm.NewFn(p.g.mod, p.f, nil, nil, p.ptrs, p.g.decls)
+		f.B = p.B
+		pt := llvm.NewPoint(f, vars)
+		pt.Holes = map[string]value.Value{lower.AccHole: x}
+		x = pt.Eval(m.Epilogue)
+		p.B = f.B
+	}
+	p.B.NewStore(x, p.B.NewGetElementPtr(f32, p.ptr(m.Out), idx))
 }
 
 // madd is x·c + y on i64.
@@ -29,9 +51,10 @@ func (p *prog) madd(x value.Value, c int64, y value.Value) value.Value {
 	return p.B.NewAdd(p.B.NewMul(x, c64(c)), y)
 }
 
-// tiledFor returns node n's tiled lowering, or nil.
-func (g *gen) tiledFor(n *ir.Node) func() {
-	if n.Domain != "" && n.Domain != "ai.onnx" || len(n.Outputs) != 1 || n.Output(0) == nil {
+// tiledFor returns node n's tiled GEMM (c its kernel-layer context, in
+// and out its buffers), or nil.
+func tiledFor(n *ir.Node, c *kernel.Ctx, in []*kernel.Buffer, out *kernel.Buffer) *gemmSpec {
+	if n.Domain != "" && n.Domain != "ai.onnx" || len(n.Outputs) != 1 || n.Output(0) == nil || out.DType != ir.Float32 {
 		return nil
 	}
 	for _, v := range n.Inputs {
@@ -42,22 +65,22 @@ func (g *gen) tiledFor(n *ir.Node) func() {
 	var s *gemmSpec
 	switch n.OpType {
 	case "MatMul":
-		s = g.matMulSpec(n)
+		s = matMulSpec(n, in)
 	case "Gemm":
-		s = g.gemmOpSpec(n)
+		s = gemmOpSpec(n, in)
 	case "Conv":
-		s = g.convSpec(n)
+		s = convSpec(n, c, in)
 	}
 	if s == nil || s.B*s.M*s.N*s.K < gemmWorth {
 		return nil
 	}
 	s.name = n.OpType
-	return func() { g.emitGemm(*s) }
+	return s
 }
 
-func (g *gen) matMulSpec(n *ir.Node) *gemmSpec {
-	a, b, y := n.Inputs[0], n.Inputs[1], n.Outputs[0]
-	ad, bd, od := dimsOf(a), dimsOf(b), dimsOf(y)
+func matMulSpec(n *ir.Node, in []*kernel.Buffer) *gemmSpec {
+	a, b := in[0], in[1]
+	ad, bd, od := dimsOf(n.Inputs[0]), dimsOf(n.Inputs[1]), dimsOf(n.Outputs[0])
 	if len(ad) < 2 || len(bd) < 2 || len(od) < 2 {
 		return nil
 	}
@@ -87,15 +110,18 @@ func (g *gen) matMulSpec(n *ir.Node) *gemmSpec {
 		loadB: func(p *prog, bi, k, nn value.Value) value.Value {
 			return p.at(b, p.B.NewAdd(p.B.NewMul(bi, c64(bs)), p.madd(k, N, nn)))
 		},
-		store: func(p *prog, bi, m, nn, acc value.Value) {
-			p.put(y, p.B.NewAdd(p.B.NewMul(bi, c64(M*N)), p.madd(m, N, nn)), acc)
+		index: func(p *prog, bi, m, nn value.Value) value.Value {
+			return p.B.NewAdd(p.B.NewMul(bi, c64(M*N)), p.madd(m, N, nn))
 		}}
 }
 
-func (g *gen) gemmOpSpec(n *ir.Node) *gemmSpec {
-	a, b, y := n.Inputs[0], n.Inputs[1], n.Outputs[0]
-	c := n.Input(2)
-	ad, bd, od := dimsOf(a), dimsOf(b), dimsOf(y)
+func gemmOpSpec(n *ir.Node, in []*kernel.Buffer) *gemmSpec {
+	a, b := in[0], in[1]
+	var c *kernel.Buffer
+	if len(in) > 2 {
+		c = in[2]
+	}
+	ad, bd, od := dimsOf(n.Inputs[0]), dimsOf(n.Inputs[1]), dimsOf(n.Outputs[0])
 	if len(ad) != 2 || len(bd) != 2 || len(od) != 2 {
 		return nil
 	}
@@ -121,7 +147,7 @@ func (g *gen) gemmOpSpec(n *ir.Node) *gemmSpec {
 	// C broadcasts to [M, N]: its row and column steps (0 along a dim of 1).
 	var cRow, cCol int64
 	if c != nil {
-		cd := dimsOf(c)
+		cd, _ := c.Static()
 		switch len(cd) {
 		case 0:
 		case 1:
@@ -152,28 +178,28 @@ func (g *gen) gemmOpSpec(n *ir.Node) *gemmSpec {
 			}
 			return p.at(b, p.madd(k, N, nn))
 		},
-		store: func(p *prog, _, m, nn, acc value.Value) {
+		value: func(p *prog, _, m, nn, acc value.Value) value.Value {
 			v := value.Value(p.B.NewFMul(acc, constant.NewFloat(f32, float64(alpha))))
 			if c != nil && beta != 0 {
 				cv := p.at(c, p.B.NewAdd(p.B.NewMul(m, c64(cRow)), p.B.NewMul(nn, c64(cCol))))
 				v = p.B.NewFAdd(v, p.B.NewFMul(cv, constant.NewFloat(f32, float64(beta))))
 			}
-			p.put(y, p.madd(m, N, nn), v)
-		}}
+			return v
+		},
+		index: func(p *prog, _, m, nn value.Value) value.Value { return p.madd(m, N, nn) }}
 }
 
-func (g *gen) convSpec(n *ir.Node) *gemmSpec {
-	x, w, y := n.Inputs[0], n.Inputs[1], n.Outputs[0]
-	bias := n.Input(2)
-	xd, wd, od := dimsOf(x), dimsOf(w), dimsOf(y)
+func convSpec(n *ir.Node, c *kernel.Ctx, in []*kernel.Buffer) *gemmSpec {
+	x, w := in[0], in[1]
+	var bias *kernel.Buffer
+	if len(in) > 2 {
+		bias = in[2]
+	}
+	xd, wd, od := dimsOf(n.Inputs[0]), dimsOf(n.Inputs[1]), dimsOf(n.Outputs[0])
 	if len(xd) != 4 || len(wd) != 4 || len(od) != 4 {
 		return nil
 	}
 	if at := n.Attr("group"); at != nil && at.I != 1 {
-		return nil
-	}
-	c := g.ctxs[n]
-	if c == nil {
 		return nil
 	}
 	win, err := c.Window(wd[2:], xd[2:])
@@ -199,11 +225,11 @@ func (g *gen) convSpec(n *ir.Node) *gemmSpec {
 				return p.at(x, p.madd(p.madd(p.madd(bi, C, ch), H, ih), W, iw))
 			})
 		},
-		store: func(p *prog, bi, m, nn, acc value.Value) {
-			v := acc
+		value: func(p *prog, _, m, _, acc value.Value) value.Value {
 			if bias != nil {
-				v = p.B.NewFAdd(acc, p.at(bias, m))
+				return p.B.NewFAdd(acc, p.at(bias, m))
 			}
-			p.put(y, p.madd(p.madd(bi, OC, m), OH*OW, nn), v)
-		}}
+			return acc
+		},
+		index: func(p *prog, bi, m, nn value.Value) value.Value { return p.madd(p.madd(bi, OC, m), OH*OW, nn) }}
 }

@@ -61,8 +61,8 @@ func (g *gen) emitSimEntry() {
 		work.NewCall(d, f.Params[2], f.Params[3], f.Params[4])
 	}
 	work.NewRet(c64(0))
-	rec := &rcpu.ABI{Version: rcpu.ABIVersion, WeightsBytes: int64(len(g.weights)), StoredBytes: int64(len(g.weights)),
-		ArenaBytes: g.arenaBytes, Steps: len(g.launches), Features: SimFeatures()}
+	rec := &rcpu.ABI{Version: rcpu.ABIVersion, WeightsBytes: g.prog.Weights.Len(), StoredBytes: g.prog.Weights.Len(),
+		ArenaBytes: g.prog.ArenaBytes, Steps: len(g.launches), Features: SimFeatures()}
 	for _, io := range append(append([]IO{}, g.inputs...), g.outputs...) {
 		rec.Slots = append(rec.Slots, rcpu.Slot{Output: io.Index >= len(g.inputs), DType: io.DType.String(), Dims: io.Dims, Bytes: io.Bytes})
 	}

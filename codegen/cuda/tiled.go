@@ -5,6 +5,7 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/llvm"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/runtime/cudacode"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -56,7 +57,7 @@ var f32 = types.Float
 // emitTiled emits k for the GPU (one entry per kernel) or cuda-sim (loops
 // over blocks, and over threads in each phase).
 func (g *gen) emitTiled(k *tiledKernel) {
-	name := fmt.Sprintf("k%03d_%s", len(g.launches), sanitize(k.name))
+	name := fmt.Sprintf("k%03d_%s", len(g.launches), lower.SymbolName(k.name))
 	var f *ll.Func
 	if g.opts.Sim {
 		f = g.mod.NewFunc(name, types.Void, ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp))

@@ -11,6 +11,7 @@ package ops
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
 )
@@ -252,4 +253,26 @@ func (o Opsets) Schema(n *ir.Node) (*Schema, error) {
 		return nil, &UnsupportedError{Domain: d, Op: n.OpType, Reason: fmt.Sprintf("the model does not import domain %q", d)}
 	}
 	return Lookup(d, n.OpType, v)
+}
+
+// UnsupportedErrors is every op, opset, element type or attribute a
+// backend cannot compile in a model; errors.As finds each
+// *UnsupportedError.
+type UnsupportedErrors []*UnsupportedError
+
+func (u UnsupportedErrors) Error() string {
+	msgs := make([]string, len(u))
+	for i, e := range u {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap lets errors.As find each *UnsupportedError.
+func (u UnsupportedErrors) Unwrap() []error {
+	errs := make([]error, len(u))
+	for i, e := range u {
+		errs[i] = e
+	}
+	return errs
 }

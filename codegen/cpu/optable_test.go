@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"math/rand"
 	"slices"
 	"sort"
@@ -110,9 +109,31 @@ type caseResult struct {
 	err   error
 }
 
-// runCaseJobs runs the jobs in few engines: one model per opset holding
-// every job's node; a batch that fails is split to find the culprits.
+// oracle computes the outputs a compiled model is held to.
+type oracle func(m *ir.Model, feeds map[string]*ir.Tensor) (map[string]*ir.Tensor, error)
+
+// referenceOracle runs the model on the reference executor.
+func referenceOracle(m *ir.Model, feeds map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	ref, err := reference.New(m)
+	if err != nil {
+		return nil, fmt.Errorf("reference: %v", err)
+	}
+	want, err := ref.Run(feeds)
+	if err != nil {
+		return nil, fmt.Errorf("reference run: %v", err)
+	}
+	return want, nil
+}
+
+// runCaseJobs runs the jobs in few engines against the reference.
 func runCaseJobs(t *testing.T, jobs []caseJob, opts Options) []caseResult {
+	return runCaseJobsAgainst(t, jobs, opts, referenceOracle)
+}
+
+// runCaseJobsAgainst runs the jobs in few engines, held to want: one model
+// per opset holding every job's node; a batch that fails is split to find
+// the culprits.
+func runCaseJobsAgainst(t *testing.T, jobs []caseJob, opts Options, want oracle) []caseResult {
 	byOpset := map[int64][]caseJob{}
 	for _, j := range jobs {
 		byOpset[j.c.Opset] = append(byOpset[j.c.Opset], j)
@@ -124,13 +145,13 @@ func runCaseJobs(t *testing.T, jobs []caseJob, opts Options) []caseResult {
 	}
 	slices.Sort(opsets)
 	for _, o := range opsets {
-		out = append(out, runBatch(t, byOpset[o], opts)...)
+		out = append(out, runBatch(t, byOpset[o], opts, want)...)
 	}
 	return out
 }
 
-func runBatch(t *testing.T, jobs []caseJob, opts Options) []caseResult {
-	errs, types := runTogether(jobs, opts)
+func runBatch(t *testing.T, jobs []caseJob, opts Options, want oracle) []caseResult {
+	errs, types := runTogether(jobs, opts, want)
 	if errs == nil {
 		res := make([]caseResult, len(jobs))
 		for i, j := range jobs {
@@ -143,7 +164,7 @@ func runBatch(t *testing.T, jobs []caseJob, opts Options) []caseResult {
 	}
 	if errs[0] != nil && len(errs) == 1 { // the batch failed as a whole
 		mid := len(jobs) / 2
-		return append(runBatch(t, jobs[:mid], opts), runBatch(t, jobs[mid:], opts)...)
+		return append(runBatch(t, jobs[:mid], opts, want), runBatch(t, jobs[mid:], opts, want)...)
 	}
 	res := make([]caseResult, len(jobs))
 	for i, j := range jobs {
@@ -152,10 +173,10 @@ func runBatch(t *testing.T, jobs []caseJob, opts Options) []caseResult {
 	return res
 }
 
-// runTogether builds one model of all jobs, runs it on the reference and
+// runTogether builds one model of all jobs, runs it on the oracle and
 // compiled, and returns per-job comparison errors (nil: all passed), or a
 // single error when the batch could not run at all.
-func runTogether(jobs []caseJob, opts Options) ([]error, []ir.DType) {
+func runTogether(jobs []caseJob, opts Options, oracle oracle) ([]error, []ir.DType) {
 	g := ir.NewGraph("cases")
 	r := rand.New(rand.NewSource(1))
 	feeds := map[string]*ir.Tensor{}
@@ -186,13 +207,9 @@ func runTogether(jobs []caseJob, opts Options) ([]error, []ir.DType) {
 			return []error{fmt.Errorf("output %s has no type", v.Name)}, nil
 		}
 	}
-	ref, err := reference.New(m)
+	want, err := oracle(m, feeds)
 	if err != nil {
-		return []error{fmt.Errorf("reference: %v", err)}, nil
-	}
-	want, err := ref.Run(feeds)
-	if err != nil {
-		return []error{fmt.Errorf("reference run: %v", err)}, nil
+		return []error{err}, nil
 	}
 	res, err := Compile(m, opts)
 	if err != nil {
@@ -225,55 +242,11 @@ func runTogether(jobs []caseJob, opts Options) ([]error, []ir.DType) {
 	return nil, types
 }
 
-// compareOut compares a compiled output with the reference's: integers and
-// bools exactly, floats within a tolerance of their precision, NaN equal
-// only to NaN.
-func compareOut(got, want *ir.Tensor) error {
-	if got == nil {
-		return fmt.Errorf("missing")
-	}
-	if got.DType != want.DType || !slices.Equal(got.Dims, want.Dims) {
-		return fmt.Errorf("got %s%v, want %s%v", got.DType, got.Dims, want.DType, want.Dims)
-	}
-	rtol, atol := 1e-4, 1e-5
-	switch want.DType {
-	case ir.Float16:
-		rtol, atol = 2e-3, 1e-3
-	case ir.BFloat16:
-		rtol, atol = 1.6e-2, 1e-2
-	}
-	for i := 0; i < int(want.Len()); i++ {
-		if !want.DType.IsFloat() {
-			if got.Int64At(i) != want.Int64At(i) {
-				return fmt.Errorf("element %d: got %d, want %d", i, got.Int64At(i), want.Int64At(i))
-			}
-			continue
-		}
-		a, b := got.Float64At(i), want.Float64At(i)
-		switch {
-		case math.IsNaN(a) || math.IsNaN(b):
-			if math.IsNaN(a) != math.IsNaN(b) {
-				return fmt.Errorf("element %d: got %g, want %g", i, a, b)
-			}
-		case math.IsInf(b, 0):
-			if a != b {
-				return fmt.Errorf("element %d: got %g, want %g", i, a, b)
-			}
-		case math.Abs(a-b) > atol+rtol*math.Abs(b):
-			return fmt.Errorf("element %d: got %g, want %g", i, a, b)
-		}
-	}
-	return nil
-}
+// compareOut compares a compiled output with the reference's (tolerance
+// per dtype: opcase.Compare).
+func compareOut(got, want *ir.Tensor) error { return opcase.Compare(got, want) }
 
-// opCases holds each lowered op's cases (opcase syntax), filled by the
-// families' optable_*_test.go files: together they must cover every
+// opCases holds each lowered op's cases (opcase syntax, the table the
+// kernel layer's evaluator runs too): together they must cover every
 // element type the op declares.
-var opCases = map[string][]string{}
-
-// addCases files a family's cases.
-func addCases(rows map[string][]string) {
-	for op, lines := range rows {
-		opCases[op] = append(opCases[op], lines...)
-	}
-}
+var opCases = opcase.Cases()

@@ -32,6 +32,22 @@
 // GPUSchedule gives every point a thread. This package imports no code
 // generator: codegen/llvm writes a kernel under its schedule as LLVM IR.
 //
+// # Evaluator
+//
+// Run (eval.go) executes a built Ctx's kernels in order over Go memory
+// (ir.Tensors), with the numerics below computed in Go (float functions
+// from package math, not the emitted polynomials), so that every
+// definition is tested against the reference executor without llc
+// (Glow's interpreter): the op cases of internal/opcase, which
+// codegen/cpu's engines run too, and codegen/cpu checks the evaluator
+// against the engines on each. RunScheduled takes a schedule per kernel;
+// only a reduction axis in lanes changes the result (element i into lane
+// i mod VL, then the lanes as a tree, as the emitted code sums). It is an
+// oracle, not a backend: every index is checked (a load outside a
+// buffer is an error, LoadOr reads nothing where it is false), outputs and
+// temporaries start as all-ones bytes so that an element no kernel writes
+// shows, and a malformed kernel is an error, never a panic.
+//
 // # Numerics
 //
 // Float16 and BFloat16 data compute in float32 (loads widen, stores round

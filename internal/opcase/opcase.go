@@ -403,3 +403,21 @@ func setInt(t *ir.Tensor, i int, v int64) {
 		ir.Data[uint64](t)[i] = uint64(v)
 	}
 }
+
+// Inputs returns node n's input values as a case's model holds them: the
+// fed ones (graph inputs, from feeds) and the constant ones (initializers,
+// known at compile time), one slot per input, nil where the other has it.
+func Inputs(n *ir.Node, feeds map[string]*ir.Tensor) (fed, consts []*ir.Tensor) {
+	fed = make([]*ir.Tensor, len(n.Inputs))
+	consts = make([]*ir.Tensor, len(n.Inputs))
+	for i, v := range n.Inputs {
+		switch {
+		case v == nil:
+		case feeds[v.Name] != nil:
+			fed[i] = feeds[v.Name]
+		default:
+			consts[i] = v.Const
+		}
+	}
+	return fed, consts
+}

@@ -45,3 +45,30 @@ func TestParseQuotedAttributesAndRandomConstants(t *testing.T) {
 		t.Errorf("activations parsed as %+v (%v)", at, err)
 	}
 }
+
+// TestCasesParse: every filed case line parses, is filed under its own op,
+// and the tables are not empty (a family lost in a move would be).
+func TestCasesParse(t *testing.T) {
+	cases := Cases()
+	if len(cases) < 100 {
+		t.Errorf("%d ops have cases, want the whole table", len(cases))
+	}
+	for op, lines := range cases {
+		for _, line := range lines {
+			c, err := Parse(line)
+			if err != nil {
+				t.Error(err)
+			} else if c.Op != op {
+				t.Errorf("case %q is filed under %s", line, op)
+			}
+		}
+	}
+	if n := len(ScheduleCases()); n < 100 {
+		t.Errorf("%d schedule cases", n)
+	}
+	for _, line := range ScheduleCases() {
+		if _, err := Parse(line); err != nil {
+			t.Error(err)
+		}
+	}
+}

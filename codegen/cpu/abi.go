@@ -29,7 +29,7 @@ func (g *gen) abi() *rcpu.ABI {
 	rec := &rcpu.ABI{
 		Version:      rcpu.ABIVersion,
 		WeightsBytes: g.liveBytes(),
-		StoredBytes:  int64(len(g.weights)),
+		StoredBytes:  g.weights.Len(),
 		Derived:      g.derived,
 		ArenaBytes:   g.arenaBytes,
 		Steps:        len(g.steps),

@@ -164,7 +164,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	}
 	res := &Result{
 		LLVMIR:      g.mod.String(),
-		Weights:     g.weights,
+		Weights:     g.weights.Bytes(),
 		Derived:     g.derived,
 		ArenaBytes:  g.arenaBytes,
 		TensorBytes: g.tensorBytes,

@@ -1,15 +1,13 @@
 package cpu
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"sort"
-	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/llvm"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
@@ -71,15 +69,12 @@ type gen struct {
 	decls map[string]*ll.Func
 	steps []step
 
-	weights []byte // the stored weights
+	weights *lower.Weights // the stored weights
 	// derived are the ranges of weights the loader computes, in order,
 	// in the derivedBytes after the stored weights (addDerived).
 	derived      []rcpu.Derived
 	derivedBytes int64
 	derivedBase  *ll.Global
-	wSeen        map[uint64][]int64 // blobs added, by hash: their offsets
-	wSeed        maphash.Seed
-	wOff         map[*ir.Tensor]int64
 	locs         map[*ir.Value]loc
 	skip         map[*ir.Node]bool // folded at compile time
 	alias        map[*ir.Value]*ir.Value
@@ -158,7 +153,7 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 		return nil, err
 	}
 	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]*winoSpec{}, convAlgo: map[*ir.Node]string{},
-		mod: ll.NewModule(), decls: map[string]*ll.Func{}, wOff: map[*ir.Tensor]int64{},
+		mod: ll.NewModule(), decls: map[string]*ll.Func{}, weights: lower.NewWeights(64),
 		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
 		fusedAct: map[*ir.Node]*ir.Node{}, fusedActExpr: map[*ir.Node]*kernel.Expr{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},
 		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{},
@@ -223,34 +218,9 @@ func (g *gen) isGraphInput(v *ir.Value) bool {
 	return false
 }
 
-// addWeights appends bytes to the blob at a 64-byte aligned offset.
-// Identical blobs are stored once: a weight several layers share
-// (PyTorch exports repeated layers' equal weights as one initializer
-// behind Identity nodes) would otherwise be packed once per use.
-func (g *gen) addWeights(b []byte) int64 {
-	if len(b) < 64 {
-		return g.appendWeights(b)
-	}
-	if g.wSeen == nil {
-		g.wSeen, g.wSeed = map[uint64][]int64{}, maphash.MakeSeed()
-	}
-	h := maphash.Bytes(g.wSeed, b)
-	for _, off := range g.wSeen[h] {
-		if bytes.Equal(g.weights[off:off+int64(len(b))], b) {
-			return off
-		}
-	}
-	off := g.appendWeights(b)
-	g.wSeen[h] = append(g.wSeen[h], off)
-	return off
-}
-
-func (g *gen) appendWeights(b []byte) int64 {
-	off := align64(int64(len(g.weights)))
-	g.weights = append(g.weights, make([]byte, off-int64(len(g.weights)))...)
-	g.weights = append(g.weights, b...)
-	return off
-}
+// addWeights stores bytes in the weights at a 64-byte aligned offset,
+// once per contents (lower.Weights).
+func (g *gen) addWeights(b []byte) int64 { return g.weights.AddBytes(b) }
 
 // addDerived reserves d.Bytes for weights the loader computes
 // (rcpu.Derived) and returns their offset in the derived area. That area
@@ -271,8 +241,7 @@ func (g *gen) placeDerived() {
 	if len(g.derived) == 0 {
 		return
 	}
-	base := align64(int64(len(g.weights)))
-	g.weights = append(g.weights, make([]byte, base-int64(len(g.weights)))...)
+	base := g.weights.Pad()
 	g.derivedBaseGlobal().Init = constant.NewInt(i64, base)
 	for i := range g.derived {
 		g.derived[i].Off += base
@@ -291,7 +260,7 @@ func (g *gen) derivedBaseGlobal() *ll.Global {
 
 // liveBytes is the size of the blob the code reads: the stored weights
 // and the derived area.
-func (g *gen) liveBytes() int64 { return int64(len(g.weights)) + g.derivedBytes }
+func (g *gen) liveBytes() int64 { return g.weights.Len() + g.derivedBytes }
 
 // addFloats appends float32s to the weights blob.
 func (g *gen) addFloats(f []float32) int64 {
@@ -299,12 +268,7 @@ func (g *gen) addFloats(f []float32) int64 {
 }
 
 func (g *gen) constLoc(t *ir.Tensor) loc {
-	off, ok := g.wOff[t]
-	if !ok {
-		off = g.addWeights(t.Raw)
-		g.wOff[t] = off
-	}
-	return loc{space: inWeights, off: off}
+	return loc{space: inWeights, off: g.weights.Add(t)}
 }
 
 // locOf returns where v's data lives.
@@ -342,7 +306,7 @@ func (g *gen) baseLoc(v *ir.Value) loc {
 // (for work too small to split).
 func (g *gen) step(name string, serial bool, body func(k *kfn)) {
 	g.nstep++
-	fname := fmt.Sprintf("k%03d_%s", g.nstep, sanitize(name))
+	fname := fmt.Sprintf("k%03d_%s", g.nstep, lower.SymbolName(name))
 	f := g.mod.NewFunc(fname, types.Void, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
 		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("s", i64))
 	f.Linkage = enum.LinkageInternal
@@ -362,21 +326,6 @@ func (g *gen) step(name string, serial bool, body func(k *kfn)) {
 	}
 	g.steps = append(g.steps, st)
 	g.kernelNames = append(g.kernelNames, fname)
-}
-
-func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() > 40 {
-		return b.String()[:40]
-	}
-	return b.String()
 }
 
 // ptr returns a typed pointer to v's data inside a step.

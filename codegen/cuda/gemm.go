@@ -56,7 +56,7 @@ func (g *gen) emitGemm(mk *lower.Micro) {
 				p.B.NewStore(zero32, t.local(acc, i))
 			}
 		})
-		p.loopN(c64(0), c64(kt), func(step value.Value) {
+		p.Loop(c64(0), c64(kt), func(step value.Value) {
 			k0 := p.B.NewMul(step, c64(tileK))
 			p.phase(func(t *thread) {
 				for e := int64(0); e < tileM*tileK/gemmThreads; e++ {
@@ -64,7 +64,7 @@ func (g *gen) emitGemm(mk *lower.Micro) {
 					ml, kl := p.B.NewSDiv(idx, c64(tileK)), p.B.NewSRem(idx, c64(tileK))
 					m, kk := p.B.NewAdd(m0, ml), p.B.NewAdd(k0, kl)
 					in := p.B.NewAnd(p.B.NewICmp(enum.IPredSLT, m, c64(s.M)), p.B.NewICmp(enum.IPredSLT, kk, c64(s.K)))
-					v := p.ifValue(in, func() value.Value { return s.loadA(p, b, m, kk) })
+					v := p.IfValue(in, func() value.Value { return s.loadA(p, b, m, kk) }, zeroValue)
 					p.B.NewStore(v, t.shared(as, p.B.NewAdd(p.B.NewMul(kl, c64(tileM)), ml)))
 				}
 				for e := int64(0); e < tileN*tileK/gemmThreads; e++ {
@@ -72,7 +72,7 @@ func (g *gen) emitGemm(mk *lower.Micro) {
 					kl, nl := p.B.NewSDiv(idx, c64(tileN)), p.B.NewSRem(idx, c64(tileN))
 					kk, n := p.B.NewAdd(k0, kl), p.B.NewAdd(n0, nl)
 					in := p.B.NewAnd(p.B.NewICmp(enum.IPredSLT, kk, c64(s.K)), p.B.NewICmp(enum.IPredSLT, n, c64(s.N)))
-					v := p.ifValue(in, func() value.Value { return s.loadB(p, b, kk, n) })
+					v := p.IfValue(in, func() value.Value { return s.loadB(p, b, kk, n) }, zeroValue)
 					p.B.NewStore(v, t.shared(bs, p.B.NewAdd(p.B.NewMul(kl, c64(tileN)), nl)))
 				}
 			})
@@ -107,7 +107,7 @@ func (g *gen) emitGemm(mk *lower.Micro) {
 				for j := int64(0); j < perN; j++ {
 					m, n := p.B.NewAdd(m0, p.B.NewAdd(ty, c64(i))), p.B.NewAdd(n0, p.B.NewAdd(tx, c64(j)))
 					in := p.B.NewAnd(p.B.NewICmp(enum.IPredSLT, m, c64(s.M)), p.B.NewICmp(enum.IPredSLT, n, c64(s.N)))
-					p.ifThen(in, func() {
+					p.If(in, func() {
 						v := value.Value(p.B.NewLoad(f32, t.local(acc, i*perN+j)))
 						if s.value != nil {
 							v = s.value(p, b, m, n, v)

@@ -19,6 +19,9 @@ import (
 
 var zero32 = constant.NewFloat(f32, 0)
 
+// zeroValue is the value of a load that must not run (out of bounds).
+func zeroValue() value.Value { return zero32 }
+
 // at loads element idx of float buffer b.
 func (p *prog) at(b *kernel.Buffer, idx value.Value) value.Value {
 	return p.B.NewLoad(f32, p.B.NewGetElementPtr(f32, p.ptr(b), idx))
@@ -36,12 +39,9 @@ func (p *prog) result(m *lower.Micro, idx, x value.Value) {
 			vars[i] = p.B.NewSRem(rest, c64(dims[i]))
 			rest = p.B.NewSDiv(rest, c64(dims[i]))
 		}
-		f := llvm.NewFn(p.g.mod, p.f, nil, nil, p.ptrs, p.g.decls)
-		f.B = p.B
-		pt := llvm.NewPoint(f, vars)
+		pt := llvm.NewPoint(p.Fn, vars)
 		pt.Holes = map[string]value.Value{lower.AccHole: x}
 		x = pt.Eval(m.Epilogue)
-		p.B = f.B
 	}
 	p.B.NewStore(x, p.B.NewGetElementPtr(f32, p.ptr(m.Out), idx))
 }
@@ -221,9 +221,9 @@ func convSpec(n *ir.Node, c *kernel.Ctx, in []*kernel.Buffer) *gemmSpec {
 			inside := p.B.NewAnd(
 				p.B.NewAnd(p.B.NewICmp(enum.IPredSGE, ih, c64(0)), p.B.NewICmp(enum.IPredSLT, ih, c64(H))),
 				p.B.NewAnd(p.B.NewICmp(enum.IPredSGE, iw, c64(0)), p.B.NewICmp(enum.IPredSLT, iw, c64(W))))
-			return p.ifValue(inside, func() value.Value {
+			return p.IfValue(inside, func() value.Value {
 				return p.at(x, p.madd(p.madd(p.madd(bi, C, ch), H, ih), W, iw))
-			})
+			}, zeroValue)
 		},
 		value: func(p *prog, _, m, _, acc value.Value) value.Value {
 			if bias != nil {

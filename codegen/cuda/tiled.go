@@ -33,12 +33,12 @@ type tiledKernel struct {
 	program     func(p *prog)
 }
 
-// prog emits a tiled kernel's uniform program.
+// prog emits a tiled kernel's uniform program into its function (the
+// embedded builder's F, at B).
 type prog struct {
+	*llvm.Fn
 	g        *gen
 	k        *tiledKernel
-	f        *ll.Func
-	B        *ll.Block
 	bid      value.Value // the block's index
 	w, a, io value.Value
 	shared   map[*sharedBuf]value.Value
@@ -66,13 +66,14 @@ func (g *gen) emitTiled(k *tiledKernel) {
 		f = g.mod.NewFunc(name, types.Void, ll.NewParam("w", i8p), ll.NewParam("a", i8p))
 	}
 	entry := f.NewBlock("")
-	p := &prog{g: g, k: k, f: f, B: entry, w: f.Params[0], a: f.Params[1], shared: map[*sharedBuf]value.Value{}, locals: map[*localVar]value.Value{}}
+	p := &prog{g: g, k: k, w: f.Params[0], a: f.Params[1], shared: map[*sharedBuf]value.Value{}, locals: map[*localVar]value.Value{}}
 	if g.opts.Sim {
 		p.io = f.Params[2]
 	} else {
 		p.io = constant.NewNull(i8pp)
 	}
 	p.ptrs = host{g: g, w: p.w, a: p.a, io: p.io, ptrs: map[string]value.Value{}}
+	p.Fn = llvm.NewFn(g.mod, f, nil, nil, p.ptrs, g.decls)
 	for i, s := range k.shared {
 		arr := types.NewArray(uint64(s.n), f32)
 		if g.opts.Sim {
@@ -96,7 +97,7 @@ func (g *gen) emitTiled(k *tiledKernel) {
 		p.locals[l] = entry.NewBitCast(entry.NewAlloca(types.NewArray(uint64(n), f32)), types.NewPointer(f32))
 	}
 	if g.opts.Sim {
-		p.loopN(c64(0), c64(k.grid), func(b value.Value) {
+		p.Loop(c64(0), c64(k.grid), func(b value.Value) {
 			p.bid = b
 			k.program(p)
 		})
@@ -118,48 +119,10 @@ func (p *prog) sreg(r string) value.Value {
 	return p.B.NewZExt(p.B.NewCall(p.g.declare("llvm.nvvm.read.ptx.sreg."+r, i32)), i64)
 }
 
-// loopN emits for i := lo; i < hi; i++ { body(i) } at p.B.
-func (p *prog) loopN(lo, hi value.Value, body func(i value.Value)) {
-	pre := p.B
-	hdr, bodyB, exit := p.f.NewBlock(""), p.f.NewBlock(""), p.f.NewBlock("")
-	pre.NewBr(hdr)
-	i := hdr.NewPhi(ll.NewIncoming(lo, pre))
-	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, i, hi), bodyB, exit)
-	p.B = bodyB
-	body(i)
-	i.Incs = append(i.Incs, ll.NewIncoming(p.B.NewAdd(i, c64(1)), p.B))
-	p.B.NewBr(hdr)
-	p.B = exit
-}
-
-// ifThen emits if cond { then() } at p.B.
-func (p *prog) ifThen(cond value.Value, then func()) {
-	tb, done := p.f.NewBlock(""), p.f.NewBlock("")
-	p.B.NewCondBr(cond, tb, done)
-	p.B = tb
-	then()
-	p.B.NewBr(done)
-	p.B = done
-}
-
-// ifValue emits cond ? then() : 0 as a branch, for loads that must not
-// run out of bounds.
-func (p *prog) ifValue(cond value.Value, then func() value.Value) value.Value {
-	tb, done := p.f.NewBlock(""), p.f.NewBlock("")
-	pre := p.B
-	p.B.NewCondBr(cond, tb, done)
-	p.B = tb
-	v := then()
-	end := p.B
-	p.B.NewBr(done)
-	p.B = done
-	return done.NewPhi(ll.NewIncoming(v, end), ll.NewIncoming(constant.NewFloat(f32, 0), pre))
-}
-
 // phase runs body on every thread of the block, then meets at a barrier.
 func (p *prog) phase(body func(t *thread)) {
 	if p.g.opts.Sim {
-		p.loopN(c64(0), c64(p.k.block), func(tid value.Value) { body(&thread{p: p, tid: tid}) })
+		p.Loop(c64(0), c64(p.k.block), func(tid value.Value) { body(&thread{p: p, tid: tid}) })
 		return
 	}
 	body(&thread{p: p, tid: p.sreg("tid.x")})
@@ -183,6 +146,5 @@ func (t *thread) shared(s *sharedBuf, idx value.Value) value.Value {
 // ptr is a pointer to buffer b's first element (a kernel-layer buffer
 // bound as in the layer's kernels).
 func (p *prog) ptr(b *kernel.Buffer) value.Value {
-	fn := &llvm.Fn{F: p.f}
-	return p.ptrs.Ptr(fn, b)
+	return p.ptrs.Ptr(p.Fn, b)
 }

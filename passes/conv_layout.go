@@ -28,7 +28,7 @@ func convLayoutPass(c *Context, m *ir.Model) error {
 	var bare []group
 	for _, n := range m.Graph.Nodes {
 		if n.Domain == "" && n.OpType == "Conv" && n.Outputs[0].Type.Elem == ir.Float32 {
-			bare = append(bare, group{kind: "conv", nodes: []*ir.Node{n}, roles: []string{"base"}})
+			bare = append(bare, group{kind: ops.GroupConv, nodes: []*ir.Node{n}, roles: []ops.Role{ops.RoleBase}})
 		}
 	}
 	f.apply(bare)
@@ -36,8 +36,8 @@ func convLayoutPass(c *Context, m *ir.Model) error {
 		if n.Domain != ir.KilnDomain || n.OpType != ops.FusionGroup {
 			continue
 		}
-		kind := n.Attr("kind").S
-		if kind != "conv" && kind != "conv-dw" {
+		kind := ops.GroupKind(n.Attr("kind").S)
+		if kind != ops.GroupConv && kind != ops.GroupConvDepthwise {
 			continue
 		}
 		algo, err := c.ConvAlgorithm(m, n)

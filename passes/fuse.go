@@ -109,9 +109,9 @@ func staticDims(v *ir.Value) ([]int64, bool) { return v.Type.Shape.Ints() }
 // group is one fusion decision: nodes (in a valid evaluation order) whose
 // last node's output is the only value read outside.
 type group struct {
-	kind  string
+	kind  ops.GroupKind
 	nodes []*ir.Node
-	roles []string // one per node (kiln.FusionGroup's roles), or nil
+	roles []ops.Role // one per node (kiln.FusionGroup's roles), or nil
 }
 
 // apply replaces each group's nodes with one kiln.FusionGroup node at the
@@ -134,13 +134,13 @@ func (f *fuser) apply(groups []group) {
 		out := last.Outputs[0]
 		inner := &ir.Value{Name: f.uniqueName(out.Name + "_fused"), Type: out.Type, Producer: last}
 		last.Outputs[0] = inner
-		body := &ir.Graph{Name: gr.kind, Nodes: gr.nodes, Outputs: []*ir.Value{inner}}
+		body := &ir.Graph{Name: string(gr.kind), Nodes: gr.nodes, Outputs: []*ir.Value{inner}}
 		bodies = append(bodies, body)
 		fg := &ir.Node{Name: last.Name, OpType: ops.FusionGroup, Domain: ir.KilnDomain,
 			Inputs: body.FreeValues(), Outputs: []*ir.Value{out},
-			Attrs: []*ir.Attribute{ir.AttrS("kind", gr.kind), ir.AttrG("body", body)}}
+			Attrs: []*ir.Attribute{ir.AttrS("kind", string(gr.kind)), ir.AttrG("body", body)}}
 		if gr.roles != nil {
-			fg.Attrs = append(fg.Attrs, ir.AttrSs("roles", gr.roles...))
+			fg.Attrs = append(fg.Attrs, ops.RolesAttr(gr.roles))
 		}
 		out.Producer = fg
 		at[last] = fg

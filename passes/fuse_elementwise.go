@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // fuseElementwisePass groups elementwise nodes into FusionGroups a backend
@@ -57,11 +58,11 @@ func fuseElementwisePass(c *Context, m *ir.Model) error {
 			}
 		}
 		nodes, roles := ln.body()
-		groups = append(groups, group{kind: "layernorm", nodes: nodes, roles: roles})
+		groups = append(groups, group{kind: ops.GroupLayerNorm, nodes: nodes, roles: roles})
 	}
 	for _, gr := range ews {
 		if byRoot[gr.root()] == gr && (len(gr.nodes) > 1 || len(gr.through) > 0) {
-			groups = append(groups, group{kind: "elementwise", nodes: gr.body()})
+			groups = append(groups, group{kind: ops.GroupElementwise, nodes: gr.body()})
 		}
 	}
 	f.apply(groups)

@@ -2,10 +2,13 @@ package passes
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
+
+// epilogueKinds are the groups fuse-epilogue forms around each op.
+var epilogueKinds = map[string]ops.GroupKind{"Conv": ops.GroupConv, "Gemm": ops.GroupGemm, "MatMul": ops.GroupMatMul}
 
 // fuseEpiloguePass groups a Conv, Gemm or MatMul (float32) with what
 // follows it into one FusionGroup (kind "conv", "gemm" or "matmul"), so a
@@ -26,14 +29,15 @@ func fuseEpiloguePass(c *Context, m *ir.Model) error {
 	}
 	var cands []group // every product with its epilogue, maybe empty
 	for _, p := range m.Graph.Nodes {
-		if p.Domain != "" || p.OpType != "Conv" && p.OpType != "Gemm" && p.OpType != "MatMul" || len(p.Outputs) != 1 || p.Outputs[0].Type.Elem != ir.Float32 {
+		kind, ok := epilogueKinds[p.OpType]
+		if p.Domain != "" || !ok || len(p.Outputs) != 1 || p.Outputs[0].Type.Elem != ir.Float32 {
 			continue
 		}
 		nodes, roles := f.epilogue(p)
 		for _, n := range nodes {
 			f.taken[n] = true
 		}
-		cands = append(cands, group{kind: strings.ToLower(p.OpType), nodes: nodes, roles: roles})
+		cands = append(cands, group{kind: kind, nodes: nodes, roles: roles})
 	}
 	var groups []group
 	for _, gr := range f.expandDepthwise(cands) {
@@ -65,12 +69,12 @@ func (f *fuser) expandDepthwise(cands []group) []group {
 		j, ok := byBase[f.single(last.Outputs[0])]
 		if ok && j != i && !merged[j] && f.pointwiseConv(gr) && f.depthwiseConv(cands[j].nodes[0], last.Outputs[0]) {
 			merged[j] = true
-			roles := []string{"expand"}
+			roles := []ops.Role{ops.RoleExpand}
 			for range gr.nodes[1:] {
-				roles = append(roles, "expand-activation")
+				roles = append(roles, ops.RoleExpandActivation)
 			}
-			roles = append(append(roles, "depthwise"), cands[j].roles[1:]...)
-			out = append(out, group{kind: "conv-dw", nodes: append(slices.Clip(gr.nodes), cands[j].nodes...), roles: roles})
+			roles = append(append(roles, ops.RoleDepthwise), cands[j].roles[1:]...)
+			out = append(out, group{kind: ops.GroupConvDepthwise, nodes: append(slices.Clip(gr.nodes), cands[j].nodes...), roles: roles})
 			continue
 		}
 		out = append(out, gr)
@@ -82,7 +86,7 @@ func (f *fuser) expandDepthwise(cands []group) []group {
 // unpadded, ungrouped Conv followed by nothing but its activation.
 func (f *fuser) pointwiseConv(gr group) bool {
 	c := gr.nodes[0]
-	if c.OpType != "Conv" || !c.Outputs[0].Type.Shape.IsStatic() || slices.ContainsFunc(gr.roles[1:], func(r string) bool { return r != "activation" }) {
+	if c.OpType != "Conv" || !c.Outputs[0].Type.Shape.IsStatic() || slices.ContainsFunc(gr.roles[1:], func(r ops.Role) bool { return r != ops.RoleActivation }) {
 		return false
 	}
 	// The activation must be a function of each value alone: constants
@@ -151,23 +155,23 @@ func autoPadNotSet(n *ir.Node) bool {
 
 // epilogue returns p followed by the nodes that fold into its store, and
 // each one's role.
-func (f *fuser) epilogue(p *ir.Node) ([]*ir.Node, []string) {
-	nodes, roles := []*ir.Node{p}, []string{"base"}
+func (f *fuser) epilogue(p *ir.Node) ([]*ir.Node, []ops.Role) {
+	nodes, roles := []*ir.Node{p}, []ops.Role{ops.RoleBase}
 	v := p.Outputs[0]
 	if u := f.single(v); p.OpType == "MatMul" && f.is(u, "Add") && f.isBias(u, v) {
-		nodes, roles, v = append(nodes, u), append(roles, "bias"), u.Outputs[0]
+		nodes, roles, v = append(nodes, u), append(roles, ops.RoleBias), u.Outputs[0]
 	}
 	if u := f.single(v); f.is(u, "Add") && f.residual(u, v, p) {
-		nodes, roles, v = append(nodes, u), append(roles, "residual"), u.Outputs[0]
+		nodes, roles, v = append(nodes, u), append(roles, ops.RoleResidual), u.Outputs[0]
 	}
 	if chain := f.activationChain(v); len(chain) > 0 {
 		for _, u := range chain {
-			nodes, roles = append(nodes, u), append(roles, "activation")
+			nodes, roles = append(nodes, u), append(roles, ops.RoleActivation)
 		}
 		return nodes, roles
 	}
 	if u := f.single(v); u != nil && f.isActivation(u) {
-		nodes, roles = append(nodes, u), append(roles, "activation")
+		nodes, roles = append(nodes, u), append(roles, ops.RoleActivation)
 	}
 	return nodes, roles
 }

@@ -1,6 +1,9 @@
 package passes
 
-import "github.com/kiln-ml/kiln/ir"
+import (
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+)
 
 // layerNorm is a decomposed LayerNormalization over the last axis, as
 // PyTorch exports it before opset 17:
@@ -21,27 +24,24 @@ type layerNorm struct {
 // body lists the group's nodes: pro, the pattern, epi. That is an
 // evaluation order: pro computes x, and epi's nodes read only y, each other
 // and outer values.
-func (ln *layerNorm) body() ([]*ir.Node, []string) {
+func (ln *layerNorm) body() ([]*ir.Node, []ops.Role) {
 	var nodes []*ir.Node
-	var roles []string
+	var roles []ops.Role
 	if ln.pro != nil {
 		nodes = ln.pro.body()
 		for range nodes {
-			roles = append(roles, "prologue")
+			roles = append(roles, ops.RolePrologue)
 		}
 	}
 	nodes = append(nodes, ln.core...)
-	roles = append(roles, layerNormRoles...)
+	roles = append(roles, ops.LayerNormCore...)
 	if ln.epi != nil {
 		for _, n := range ln.epi.body() {
-			nodes, roles = append(nodes, n), append(roles, "epilogue")
+			nodes, roles = append(nodes, n), append(roles, ops.RoleEpilogue)
 		}
 	}
 	return nodes, roles
 }
-
-// layerNormRoles name the pattern's seven nodes, in order.
-var layerNormRoles = []string{"mean", "center", "square", "variance", "add-epsilon", "sqrt", "normalize"}
 
 // lastAxisMean reports whether n is an ungrouped float32 ReduceMean over
 // the last axis that keeps dims.

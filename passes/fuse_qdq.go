@@ -3,9 +3,9 @@ package passes
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // maxTableBody bounds the elementwise chain a lookup-table group absorbs.
@@ -15,7 +15,8 @@ const maxTableBody = 16
 // feeding it and the QuantizeLinear taking its result into a FusionGroup
 // whose body is the float simulation (the semantics, run by the reference)
 // and whose roles say what each body node is, so that a backend computes
-// the group with integer kernels (the contract: ir/ops/kiln.go):
+// the group with integer kernels (the contract: ir/ops/kiln_groups.go;
+// which ops have one: ops.Int8Of):
 //
 //   - "qconv", "qgemm", "qmatmul": dq-input, dq-weight, optional dq-bias,
 //     base, optional dq-residual + residual, optional activation (Relu or
@@ -45,12 +46,15 @@ func fuseQDQPass(c *Context, m *ir.Model) error {
 		groups = append(groups, f.take(q))
 	}
 	for _, n := range m.Graph.Nodes {
-		switch {
-		case f.is(n, "Conv") || f.is(n, "Gemm") || f.is(n, "MatMul"):
-			add(f.quantizedLinear(n))
-		case f.is(n, "Add") || f.is(n, "Mul"):
-			add(f.quantizedBinary(n))
-		case f.is(n, "AveragePool") || f.is(n, "GlobalAveragePool"):
+		if n.Domain != "" || f.taken[n] {
+			continue
+		}
+		switch kind := ops.Int8Of(n).Kind; kind {
+		case ops.GroupQConv, ops.GroupQGemm, ops.GroupQMatMul:
+			add(f.quantizedLinear(n, kind))
+		case ops.GroupQAdd, ops.GroupQMul:
+			add(f.quantizedBinary(n, kind))
+		case ops.GroupQPool:
 			add(f.quantizedPool(n))
 		}
 	}
@@ -67,15 +71,15 @@ func fuseQDQPass(c *Context, m *ir.Model) error {
 // for each dequantization, the body node reading it (nil: all that do).
 type qgroup struct {
 	f       *fuser
-	kind    string
+	kind    ops.GroupKind
 	nodes   []*ir.Node
-	roles   []string
+	roles   []ops.Role
 	readers []*ir.Node
 }
 
-func (q *qgroup) add(n *ir.Node, role string) { q.addRead(n, role, nil) }
+func (q *qgroup) add(n *ir.Node, role ops.Role) { q.addRead(n, role, nil) }
 
-func (q *qgroup) addRead(n *ir.Node, role string, reader *ir.Node) {
+func (q *qgroup) addRead(n *ir.Node, role ops.Role, reader *ir.Node) {
 	q.nodes, q.roles, q.readers = append(q.nodes, n), append(q.roles, role), append(q.readers, reader)
 }
 
@@ -84,7 +88,7 @@ func (q *qgroup) addRead(n *ir.Node, role string, reader *ir.Node) {
 // input as Conv operand and residual) gets a copy for the role.
 func (f *fuser) take(q *qgroup) group {
 	for i, n := range q.nodes {
-		if !strings.HasPrefix(q.roles[i], "dq-") {
+		if !q.roles[i].Dequantizes() {
 			continue
 		}
 		readers := q.nodes
@@ -126,31 +130,31 @@ func (f *fuser) copyNode(n *ir.Node) *ir.Node {
 }
 
 // quantizedLinear matches a qconv, qgemm or qmatmul group around p.
-func (f *fuser) quantizedLinear(p *ir.Node) *qgroup {
+func (f *fuser) quantizedLinear(p *ir.Node, kind ops.GroupKind) *qgroup {
 	if len(p.Outputs) != 1 || p.Outputs[0].Type.Elem != ir.Float32 || len(p.Inputs) < 2 {
 		return nil
 	}
-	q := &qgroup{f: f, kind: "q" + strings.ToLower(p.OpType)}
+	q := &qgroup{f: f, kind: kind}
 	dx := p.Inputs[0].Producer
 	if _, ok := f.dequantizer(dx); !ok {
 		return nil
 	}
-	q.addRead(dx, "dq-input", p)
+	q.addRead(dx, ops.RoleDQInput, p)
 	axis, ok := f.outputChannelAxis(p)
 	dw := p.Inputs[1].Producer
 	if !ok || !f.weightDequantizer(dw, ir.Int8, axis) {
 		return nil
 	}
-	q.addRead(dw, "dq-weight", p)
+	q.addRead(dw, ops.RoleDQWeight, p)
 	if b := p.Input(2); b != nil {
 		switch db := b.Producer; {
 		case f.weightDequantizer(db, ir.Int32, 0):
-			q.addRead(db, "dq-bias", p)
+			q.addRead(db, ops.RoleDQBias, p)
 		case f.constOf(b) == nil || b.Type.Elem != ir.Float32:
 			return nil
 		}
 	}
-	q.add(p, "base")
+	q.add(p, ops.RoleBase)
 	if !q.epilogue(p.Outputs[0], true) {
 		return nil
 	}
@@ -166,20 +170,20 @@ func (q *qgroup) epilogue(v *ir.Value, residual bool) bool {
 	if u := f.single(v); residual && f.is(u, "Add") {
 		r := other(u, v)
 		if _, ok := f.dequantizer(r.Producer); ok && r.Type.Shape.IsStatic() && r.Type.Shape.Equal(v.Type.Shape) {
-			q.addRead(r.Producer, "dq-residual", u)
-			q.add(u, "residual")
+			q.addRead(r.Producer, ops.RoleDQResidual, u)
+			q.add(u, ops.RoleResidual)
 			v = u.Outputs[0]
 		}
 	}
 	if u := f.single(v); f.is(u, "Relu") || f.is(u, "Clip") && f.constClip(u) {
-		q.add(u, "activation")
+		q.add(u, ops.RoleActivation)
 		v = u.Outputs[0]
 	}
 	u := f.single(v)
 	if _, ok := f.quantizer(u); !ok {
 		return false
 	}
-	q.add(u, "q-output")
+	q.add(u, ops.RoleQOutput)
 	return true
 }
 
@@ -241,18 +245,18 @@ func (f *fuser) weightDequantizer(n *ir.Node, elem ir.DType, axis int64) bool {
 
 // quantizedBinary matches a qadd or qmul group around p: both operands
 // dequantized (per tensor), the result clamped at most and quantized.
-func (f *fuser) quantizedBinary(p *ir.Node) *qgroup {
+func (f *fuser) quantizedBinary(p *ir.Node, kind ops.GroupKind) *qgroup {
 	if len(p.Inputs) != 2 || p.Inputs[0] == p.Inputs[1] || p.Outputs[0].Type.Elem != ir.Float32 {
 		return nil
 	}
-	q := &qgroup{f: f, kind: "q" + strings.ToLower(p.OpType)}
+	q := &qgroup{f: f, kind: kind}
 	for _, v := range p.Inputs {
 		if _, ok := f.dequantizer(v.Producer); !ok {
 			return nil
 		}
-		q.addRead(v.Producer, "dq-input", p)
+		q.addRead(v.Producer, ops.RoleDQInput, p)
 	}
-	q.add(p, "base")
+	q.add(p, ops.RoleBase)
 	if !q.epilogue(p.Outputs[0], false) {
 		return nil
 	}
@@ -264,17 +268,17 @@ func (f *fuser) quantizedPool(p *ir.Node) *qgroup {
 	if len(p.Outputs) != 1 || p.Outputs[0].Type.Elem != ir.Float32 {
 		return nil
 	}
-	q := &qgroup{f: f, kind: "qpool"}
+	q := &qgroup{f: f, kind: ops.GroupQPool}
 	if _, ok := f.dequantizer(p.Inputs[0].Producer); !ok {
 		return nil
 	}
-	q.addRead(p.Inputs[0].Producer, "dq-input", p)
-	q.add(p, "base")
+	q.addRead(p.Inputs[0].Producer, ops.RoleDQInput, p)
+	q.add(p, ops.RoleBase)
 	u := f.single(p.Outputs[0])
 	if _, ok := f.quantizer(u); !ok {
 		return nil
 	}
-	q.add(u, "q-output")
+	q.add(u, ops.RoleQOutput)
 	return q
 }
 
@@ -320,11 +324,11 @@ func (f *fuser) lookupTable(qn *ir.Node) *qgroup {
 			return nil
 		}
 	}
-	q := &qgroup{f: f, kind: "qlut"}
-	q.add(src, "dq-input")
+	q := &qgroup{f: f, kind: ops.GroupQLut}
+	q.add(src, ops.RoleDQInput)
 	for _, n := range body {
-		q.add(n, "base")
+		q.add(n, ops.RoleBase)
 	}
-	q.add(qn, "q-output")
+	q.add(qn, ops.RoleQOutput)
 	return q
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // Pass is one transform.
@@ -55,7 +56,7 @@ type Context struct {
 	// quantized group (fuse-qdq) of kind with the given body and roles in
 	// integer kernels; nil: every group the pass forms, as on the
 	// reference.
-	QuantizedKernel func(kind string, body []*ir.Node, roles []string) bool
+	QuantizedKernel func(kind ops.GroupKind, body []*ir.Node, roles []ops.Role) bool
 	// Limits bound every value's size (inference) and the arena (memplan);
 	// zero fields take ir.DefaultLimits.
 	Limits ir.Limits
@@ -152,7 +153,7 @@ func Run(c *Context, pipeline []Pass, m *ir.Model) error {
 		}
 		c.Timings = append(c.Timings, Timing{p.Name, time.Since(start), len(m.Graph.Nodes)})
 		if c.Verify {
-			if err := m.Verify(); err != nil {
+			if err := verify(m); err != nil {
 				return fmt.Errorf("after pass %s: %w", p.Name, err)
 			}
 		}
@@ -170,6 +171,15 @@ func Run(c *Context, pipeline []Pass, m *ir.Model) error {
 		}
 	}
 	return nil
+}
+
+// verify is ir.Verify and the fusion groups' kinds and roles, which ir
+// cannot know (ops.CheckGroups).
+func verify(m *ir.Model) error {
+	if err := m.Verify(); err != nil {
+		return err
+	}
+	return ops.CheckGroups(m.Graph)
 }
 
 // Lookup finds a pass by name in a pipeline.

@@ -95,27 +95,31 @@ func (f *fuser) qparamsOf(n *ir.Node, elem ir.DType) (qparams, bool) {
 	return p, true
 }
 
-// dataInputs returns the inputs of a data-movement op (ops.MovedInputs)
-// that carry the data, or nil for any other node: a per-tensor
-// (de)quantization with a positive scale commutes with these. A MaxPool
-// whose indices are read moves nothing here: the indices are not data.
+// dataInputs returns the inputs that carry the data of an op that passes
+// 8-bit data through (ops.Int8Of, ops.MovedInputs), or nil for any other
+// node: a per-tensor (de)quantization with a positive scale commutes with
+// these. A node with an output that is not data (MaxPool's indices) moves
+// only when nothing reads that output.
 func (f *fuser) dataInputs(n *ir.Node) []int {
-	if f.taken[n] {
+	if f.taken[n] || !ops.PassesInt8(n) {
 		return nil
 	}
-	if n.OpType == "MaxPool" && len(n.Outputs) > 1 && n.Outputs[1] != nil && (len(f.uses[n.Outputs[1]]) > 0 || f.outSet[n.Outputs[1]]) {
-		return nil
+	data := ops.MovedOutputs(n)
+	for i, o := range n.Outputs {
+		if o != nil && !slices.Contains(data, i) && (len(f.uses[o]) > 0 || f.outSet[o]) {
+			return nil
+		}
 	}
 	return ops.MovedInputs(n)
 }
 
-// dataOutputs returns n's outputs that carry data: all but MaxPool's
-// indices.
+// dataOutputs returns n's outputs that carry data (ops.MovedOutputs).
 func dataOutputs(n *ir.Node) []*ir.Value {
-	if n.OpType == "MaxPool" {
-		return n.Outputs[:1]
+	var outs []*ir.Value
+	for _, i := range ops.MovedOutputs(n) {
+		outs = append(outs, n.Outputs[i])
 	}
-	return n.Outputs
+	return outs
 }
 
 // acceptsType reports whether n's op at the model's opset computes on
@@ -128,21 +132,11 @@ func (f *fuser) acceptsType(n *ir.Node, elem ir.DType) bool {
 // padValue returns Pad n's constant fill value (0 when none), and whether
 // it is known.
 func (f *fuser) padValue(n *ir.Node) (float32, bool) {
-	if a := n.Attr("mode"); a != nil && a.S != "constant" {
-		return 0, true // nothing is filled in
-	}
-	if a := n.Attr("value"); a != nil {
-		return a.F, true
-	}
-	v := n.Input(2)
-	if v == nil {
+	if n.OpType != "Pad" {
 		return 0, true
 	}
-	t := f.constOf(v)
-	if t == nil || t.Len() != 1 {
-		return 0, false
-	}
-	return float32(t.Float64At(0)), true
+	fill, ok := ops.PadFill(n, f.constOf)
+	return float32(fill), ok
 }
 
 // setPadFill makes a constant-mode Pad n fill with fill quantized by p

@@ -46,23 +46,26 @@ func (g *gen) prepareGroups() error {
 		if len(body.Nodes) == 0 || body.Nodes[len(body.Nodes)-1].Outputs[0] != body.Outputs[0] {
 			return fmt.Errorf("codegen/cpu: %s: the body's last node does not compute its output", n)
 		}
+		kind, roles, err := ops.GroupOf(n)
+		if err != nil {
+			return fmt.Errorf("codegen/cpu: %w", err)
+		}
 		lowered := n // what g.nodes holds for the group
-		var err error
-		switch kind := n.Attr("kind").S; kind {
-		case "conv", "gemm", "matmul":
-			lowered, err = g.prepareEpilogue(n, body.Nodes, n.Attr("roles"))
-		case "conv-dw":
-			lowered, err = g.prepareExpandDW(n, body.Nodes, n.Attr("roles"))
-		case "elementwise":
+		switch kind {
+		case ops.GroupConv, ops.GroupGemm, ops.GroupMatMul:
+			lowered, err = g.prepareEpilogue(n, body.Nodes, roles)
+		case ops.GroupConvDepthwise:
+			lowered, err = g.prepareExpandDW(n, body.Nodes, roles)
+		case ops.GroupElementwise:
 			var kern *kernel.Kernel
 			kern, err = g.fusedMap(body.Nodes, n.Outputs[0])
 			g.fused[n] = func() error { g.emitKernel(kern, nil); return nil }
 			g.layered[n] = true
-		case "qconv", "qgemm", "qmatmul", "qadd", "qmul", "qpool", "qlut":
-			err = g.prepareQGroup(n, kind, body.Nodes) // ops_qgroup.go
-		case "layernorm":
+		case ops.GroupQConv, ops.GroupQGemm, ops.GroupQMatMul, ops.GroupQAdd, ops.GroupQMul, ops.GroupQPool, ops.GroupQLut:
+			err = g.prepareQGroup(n, kind, body.Nodes, roles) // ops_qgroup.go
+		case ops.GroupLayerNorm:
 			var ln *layerNorm
-			ln, err = g.layerNormOf(body.Nodes, n.Attr("roles"), n.Outputs[0])
+			ln, err = g.layerNormOf(body.Nodes, roles, n.Outputs[0])
 			g.fused[n] = func() error { return g.lowerLayerNorm(ln) }
 		default:
 			err = fmt.Errorf("unknown kind %q", kind)
@@ -88,47 +91,30 @@ func (g *gen) supportsGroup(n *ir.Node) *ops.UnsupportedError {
 	return nil
 }
 
-// groupRoles checks a group's roles attribute (one role per body node,
-// roles from allowed) and returns it.
-func groupRoles(roles *ir.Attribute, body []*ir.Node, allowed ...string) ([]string, error) {
-	if roles == nil || len(roles.Strings) != len(body) {
-		return nil, fmt.Errorf("the group has no roles for its %d nodes (made by an older kiln: rebuild)", len(body))
-	}
-	for i, r := range roles.Strings {
-		if !slices.Contains(allowed, r) {
-			return nil, fmt.Errorf("body node %s has the role %q, not one of %q", body[i], r, allowed)
-		}
-	}
-	return roles.Strings, nil
-}
-
-// prepareEpilogue reads an epilogue group's body by its roles (the base
-// Conv, Gemm or MatMul; a bias Add; a residual Add; activations, in that
-// order) and returns the base node, set up to write the group's output.
-func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node, roleAttr *ir.Attribute) (*ir.Node, error) {
-	roles, err := groupRoles(roleAttr, body, "base", "bias", "residual", "activation")
-	if err != nil {
-		return nil, err
-	}
+// prepareEpilogue reads an epilogue group's body by its roles (checked
+// by ops.GroupOf: the base Conv, Gemm or MatMul; a bias Add; a residual
+// Add; activations, in that order) and returns the base node, set up to
+// write the group's output.
+func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node, roles []ops.Role) (*ir.Node, error) {
 	base, rest := body[0], body[1:]
-	if roles[0] != "base" || !slices.Contains([]string{"Conv", "Gemm", "MatMul"}, base.OpType) || base.Domain != "" {
+	if roles[0] != ops.RoleBase || !slices.Contains([]string{"Conv", "Gemm", "MatMul"}, base.OpType) || base.Domain != "" {
 		return nil, fmt.Errorf("an epilogue group's base is %s", base)
 	}
 	roles = roles[1:]
 	v := base.Outputs[0]
-	if len(rest) > 0 && roles[0] == "bias" {
+	if len(rest) > 0 && roles[0] == ops.RoleBias {
 		if base.OpType != "MatMul" || !g.isBiasAdd(rest[0], v) {
 			return nil, fmt.Errorf("%s is not a bias this backend adds", rest[0])
 		}
 		g.fusedBias[base], v, rest, roles = rest[0], rest[0].Outputs[0], rest[1:], roles[1:]
 	}
-	if len(rest) > 0 && roles[0] == "residual" {
+	if len(rest) > 0 && roles[0] == ops.RoleResidual {
 		if rest[0].OpType != "Add" || residual(rest[0], v) == nil {
 			return nil, fmt.Errorf("%s is not a residual Add of the product", rest[0])
 		}
 		g.fusedAdd[base], v, rest, roles = rest[0], rest[0].Outputs[0], rest[1:], roles[1:]
 	}
-	if slices.ContainsFunc(roles, func(r string) bool { return r != "activation" }) {
+	if slices.ContainsFunc(roles, func(r ops.Role) bool { return r != ops.RoleActivation }) {
 		return nil, fmt.Errorf("an epilogue group's roles are out of order")
 	}
 	out := fg.Outputs[0]

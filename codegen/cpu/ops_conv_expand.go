@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/value"
 )
@@ -21,13 +22,9 @@ import (
 
 // prepareExpandDW reads a conv-dw body: the 1×1 Conv and its optional
 // activation, then the depthwise Conv's epilogue group.
-func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node, roleAttr *ir.Attribute) (*ir.Node, error) {
-	roles, err := groupRoles(roleAttr, body, "expand", "expand-activation", "depthwise", "residual", "activation")
-	if err != nil {
-		return nil, err
-	}
-	i := slices.Index(roles, "depthwise")
-	if roles[0] != "expand" || i < 1 {
+func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node, roles []ops.Role) (*ir.Node, error) {
+	i := slices.Index(roles, ops.RoleDepthwise)
+	if roles[0] != ops.RoleExpand || i < 1 {
 		return nil, fmt.Errorf("a conv-dw group is a 1×1 Conv, its activation and a depthwise Conv's group")
 	}
 	a, d := body[0], body[i]
@@ -56,8 +53,8 @@ func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node, roleAttr *ir.Attribu
 		d.Inputs[0] != body[i-1].Outputs[0] {
 		return nil, fmt.Errorf("%s and %s are not a 1×1 expansion feeding a depthwise convolution", a, d)
 	}
-	dwRoles := append([]string{"base"}, roles[i+1:]...)
-	if _, err := g.prepareEpilogue(fg, body[i:], ir.AttrSs("roles", dwRoles...)); err != nil {
+	dwRoles := append([]ops.Role{ops.RoleBase}, roles[i+1:]...)
+	if _, err := g.prepareEpilogue(fg, body[i:], dwRoles); err != nil {
 		return nil, err
 	}
 	if g.fused[d] != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/llvm"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/llir/llvm/ir/value"
 )
 
@@ -30,13 +31,9 @@ type layerNorm struct {
 
 // layerNormOf reads a layernorm group's body by its roles: the
 // prologue's nodes, the seven nodes of the pattern, the epilogue's nodes.
-func (g *gen) layerNormOf(body []*ir.Node, roleAttr *ir.Attribute, out *ir.Value) (*layerNorm, error) {
-	roles, err := groupRoles(roleAttr, body, "prologue", "mean", "center", "square", "variance", "add-epsilon", "sqrt", "normalize", "epilogue")
-	if err != nil {
-		return nil, err
-	}
-	i := slices.Index(roles, "mean")
-	if i < 0 || len(body) < i+7 || !slices.Equal(roles[i:i+7], []string{"mean", "center", "square", "variance", "add-epsilon", "sqrt", "normalize"}) {
+func (g *gen) layerNormOf(body []*ir.Node, roles []ops.Role, out *ir.Value) (*layerNorm, error) {
+	i, k := slices.Index(roles, ops.RoleMean), len(ops.LayerNormCore)
+	if i < 0 || len(body) < i+k || !slices.Equal(roles[i:i+k], ops.LayerNormCore) {
 		return nil, fmt.Errorf("a layernorm group without the LayerNorm pattern")
 	}
 	core := body[i : i+7]

@@ -42,13 +42,10 @@ type qParts struct {
 	qOut            *ir.Node
 }
 
-var qRoles = []string{"dq-input", "dq-weight", "dq-bias", "base", "dq-residual", "residual", "bias", "activation", "q-output"}
-
-func qPartsOf(fg *ir.Node, body []*ir.Node) (*qParts, error) {
-	roles, err := groupRoles(fg.Attr("roles"), body, qRoles...)
-	if err != nil {
-		return nil, err
-	}
+// qPartsOf sorts a quantized group's body by its roles (which
+// ops.GroupOf checked are the kind's).
+func qPartsOf(body []*ir.Node, roles []ops.Role) (*qParts, error) {
+	var err error
 	p := &qParts{}
 	for i, n := range body {
 		one := func(dst **ir.Node) error {
@@ -59,25 +56,25 @@ func qPartsOf(fg *ir.Node, body []*ir.Node) (*qParts, error) {
 			return nil
 		}
 		switch roles[i] {
-		case "dq-input":
+		case ops.RoleDQInput:
 			p.dqIn = append(p.dqIn, n)
-		case "dq-weight":
+		case ops.RoleDQWeight:
 			err = one(&p.dqW)
-		case "dq-bias":
+		case ops.RoleDQBias:
 			err = one(&p.dqB)
-		case "base":
+		case ops.RoleBase:
 			if p.bases++; p.base == nil {
 				p.base = n
 			}
-		case "dq-residual":
+		case ops.RoleDQResidual:
 			err = one(&p.dqRes)
-		case "bias":
+		case ops.RoleBias:
 			err = one(&p.biasAdd)
-		case "residual":
+		case ops.RoleResidual:
 			err = one(&p.res)
-		case "activation":
+		case ops.RoleActivation:
 			err = one(&p.act)
-		case "q-output":
+		case ops.RoleQOutput:
 			err = one(&p.qOut)
 		}
 		if err != nil {
@@ -99,35 +96,35 @@ func qPartsOf(fg *ir.Node, body []*ir.Node) (*qParts, error) {
 }
 
 // prepareQGroup sets up a quantized group's lowering.
-func (g *gen) prepareQGroup(fg *ir.Node, kind string, body []*ir.Node) error {
-	p, err := qPartsOf(fg, body)
+func (g *gen) prepareQGroup(fg *ir.Node, kind ops.GroupKind, body []*ir.Node, roles []ops.Role) error {
+	p, err := qPartsOf(body, roles)
 	if err != nil {
 		return err
 	}
-	if p.bases > 1 && kind != "qlut" {
+	if p.bases > 1 && kind != ops.GroupQLut {
 		return fmt.Errorf("a %s group with %d base nodes", kind, p.bases)
 	}
 	var why error
 	switch kind {
-	case "qconv", "qgemm", "qmatmul":
+	case ops.GroupQConv, ops.GroupQGemm, ops.GroupQMatMul:
 		var ql *qlin
 		if ql, why = g.qlinOfGroup(fg, kind, p); why == nil {
 			g.setGroupScratch(fg, g.qlinScratch(ql))
 			g.fused[fg] = func() error { return g.lowerQLin(ql) }
 			return nil
 		}
-	case "qadd", "qmul":
+	case ops.GroupQAdd, ops.GroupQMul:
 		if len(p.dqIn) != 2 || p.dqW != nil || p.dqB != nil || p.res != nil || p.biasAdd != nil {
 			return fmt.Errorf("a %s group is two dq-inputs, a base, an optional activation and a q-output", kind)
 		}
 		var kern *kernel.Kernel
 		if kern, why = g.fusedMap(body, fg.Outputs[0]); why == nil {
-			kern.Name = map[string]string{"qadd": "QAdd", "qmul": "QMul"}[kind]
+			kern.Name = map[ops.GroupKind]string{ops.GroupQAdd: "QAdd", ops.GroupQMul: "QMul"}[kind]
 			g.fused[fg] = func() error { g.emitKernel(kern, nil); return nil }
 			g.layered[fg] = true
 			return nil
 		}
-	case "qpool":
+	case ops.GroupQPool:
 		if len(p.dqIn) != 1 || p.dqW != nil || p.dqB != nil || p.res != nil || p.act != nil {
 			return fmt.Errorf("a qpool group is a dq-input, a pooling base and a q-output")
 		}
@@ -137,7 +134,7 @@ func (g *gen) prepareQGroup(fg *ir.Node, kind string, body []*ir.Node) error {
 			g.layered[fg] = true
 			return nil
 		}
-	case "qlut":
+	case ops.GroupQLut:
 		if len(p.dqIn) != 1 || p.dqW != nil || p.dqB != nil || p.dqRes != nil {
 			return fmt.Errorf("a qlut group is a dq-input, elementwise float ops and a q-output")
 		}
@@ -158,36 +155,39 @@ func init() {
 	// What the integer kernels take (the passes ask, QuantizedKernel);
 	// a group whose parameters they then refuse still compiles, its body
 	// as it is.
-	linear := func(base string) func(body []*ir.Node, roles []string) bool {
-		return func(body []*ir.Node, roles []string) bool {
-			for i, n := range body {
-				switch {
-				case roles[i] != "base":
-				case n.OpType != base:
-					return false
-				case base == "Gemm" && n.Attr("transA") != nil && n.Attr("transA").I != 0:
-					return false
-				case base == "Conv" && len(n.Inputs[0].Type.Shape.Dims) > 4:
-					return false
-				}
-			}
-			return true
-		}
-	}
-	quantizedLowerings["qconv"] = linear("Conv")
-	quantizedLowerings["qgemm"] = linear("Gemm")
-	quantizedLowerings["qmatmul"] = linear("MatMul")
-	any := func([]*ir.Node, []string) bool { return true }
-	quantizedLowerings["qadd"] = any
-	quantizedLowerings["qmul"] = any
-	quantizedLowerings["qlut"] = any
-	quantizedLowerings["qpool"] = func(body []*ir.Node, roles []string) bool {
+	// Each base must be an op whose integer kernel the kind is
+	// (ops.Int8Of).
+	bases := func(kind ops.GroupKind, body []*ir.Node, roles []ops.Role) bool {
 		for i, n := range body {
-			if roles[i] == "base" && n.OpType != "AveragePool" && n.OpType != "GlobalAveragePool" {
+			if roles[i] == ops.RoleBase && ops.Int8Of(n).Kind != kind {
 				return false
 			}
 		}
 		return true
+	}
+	linear := func(kind ops.GroupKind) func(body []*ir.Node, roles []ops.Role) bool {
+		return func(body []*ir.Node, roles []ops.Role) bool {
+			for i, n := range body {
+				switch {
+				case roles[i] != ops.RoleBase:
+				case kind == ops.GroupQGemm && n.Attr("transA") != nil && n.Attr("transA").I != 0:
+					return false
+				case kind == ops.GroupQConv && len(n.Inputs[0].Type.Shape.Dims) > 4:
+					return false
+				}
+			}
+			return bases(kind, body, roles)
+		}
+	}
+	quantizedLowerings[ops.GroupQConv] = linear(ops.GroupQConv)
+	quantizedLowerings[ops.GroupQGemm] = linear(ops.GroupQGemm)
+	quantizedLowerings[ops.GroupQMatMul] = linear(ops.GroupQMatMul)
+	any := func([]*ir.Node, []ops.Role) bool { return true }
+	quantizedLowerings[ops.GroupQAdd] = any
+	quantizedLowerings[ops.GroupQMul] = any
+	quantizedLowerings[ops.GroupQLut] = any
+	quantizedLowerings[ops.GroupQPool] = func(body []*ir.Node, roles []ops.Role) bool {
+		return bases(ops.GroupQPool, body, roles)
 	}
 }
 
@@ -317,13 +317,12 @@ func transposeKN(w []int8, K, N int64) []int8 {
 
 // qlinOfGroup reads a qconv, qgemm or qmatmul group; an error says why
 // the integer kernels do not take it.
-func (g *gen) qlinOfGroup(fg *ir.Node, kind string, p *qParts) (*qlin, error) {
+func (g *gen) qlinOfGroup(fg *ir.Node, kind ops.GroupKind, p *qParts) (*qlin, error) {
 	if len(p.dqIn) != 1 || p.dqW == nil {
 		return nil, fmt.Errorf("want one dq-input and a dq-weight")
 	}
 	base := p.base
-	want := map[string]string{"qconv": "Conv", "qgemm": "Gemm", "qmatmul": "MatMul"}[kind]
-	if base.OpType != want || base.Domain != "" {
+	if ops.Int8Of(base).Kind != kind || base.Domain != "" {
 		return nil, fmt.Errorf("a %s group's base is %s", kind, base)
 	}
 	dqx := p.dqIn[0]
@@ -340,7 +339,7 @@ func (g *gen) qlinOfGroup(fg *ir.Node, kind string, p *qParts) (*qlin, error) {
 	alpha, beta := 1.0, 1.0
 	var biasIn *ir.Value // the base's (or bias Add's) bias operand
 	switch kind {
-	case "qconv":
+	case ops.GroupQConv:
 		wd := dimsOf(p.dqW.Inputs[0])
 		if ql.cg, err = g.qconvGeom(base, base.Inputs[0], p.dqW.Outputs[0], base.Outputs[0]); err != nil {
 			return nil, err
@@ -350,7 +349,7 @@ func (g *gen) qlinOfGroup(fg *ir.Node, kind string, p *qParts) (*qlin, error) {
 		}
 		ql.conv, ql.ch, ql.K = true, wd[0], ir.Product(wd[1:])
 		biasIn = base.Input(2)
-	case "qgemm":
+	case ops.GroupQGemm:
 		a := g.attrs(base)
 		if a.Int("transA") != 0 {
 			return nil, fmt.Errorf("transA")
@@ -376,7 +375,7 @@ func (g *gen) qlinOfGroup(fg *ir.Node, kind string, p *qParts) (*qlin, error) {
 		if biasIn != nil && !slices.Equal(dimsOf(biasIn), []int64{ql.ch}) {
 			return nil, fmt.Errorf("a bias of shape %v", dimsOf(biasIn))
 		}
-	case "qmatmul":
+	case ops.GroupQMatMul:
 		wd := dimsOf(p.dqW.Inputs[0])
 		if len(wd) != 2 || len(dimsOf(ql.x)) < 1 {
 			return nil, fmt.Errorf("B is not 2-D")

@@ -2,9 +2,9 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/value"
 )
@@ -42,45 +42,37 @@ var lstmActs = map[string]func(k *kfn, x value.Value) value.Value{
 	"relu":    func(k *kfn, x value.Value) value.Value { return k.fmax(x, fconst(x.Type(), 0)) },
 }
 
+// lstmGeom reads an LSTM node's sizes and its spec (ops.RNNSpecOf, the
+// reference's), and refuses what this lowering does not compute.
 func (g *gen) lstmGeom(n *ir.Node) (lstmGeom, error) {
-	a := g.attrs(n)
-	x, r := n.Inputs[0], n.Inputs[2]
-	xd, rd := dimsOf(x), dimsOf(r)
-	if len(xd) != 3 || len(rd) != 3 {
-		return lstmGeom{}, fmt.Errorf("X and R must have rank 3")
+	spec, err := ops.RNNSpecOf(g.attrs(n))
+	if err != nil {
+		return lstmGeom{}, err
 	}
-	lg := lstmGeom{seq: xd[0], batch: xd[1], in: xd[2], hidden: rd[2], dirs: rd[0], clip: math.Inf(1)}
-	if n.Attr("layout") != nil && a.Int("layout") != 0 {
+	xd := dimsOf(n.Inputs[0])
+	if len(xd) != 3 {
+		return lstmGeom{}, fmt.Errorf("X must have rank 3")
+	}
+	lg := lstmGeom{seq: xd[0], batch: xd[1], in: xd[2], dirs: int64(spec.Dirs), clip: spec.Clip,
+		reverse: spec.Direction == "reverse", inputForget: spec.InputForget}
+	if spec.BatchMajor {
 		lg.layout = 1
 		lg.seq, lg.batch = lg.batch, lg.seq
 	}
-	switch dir := a.String("direction"); dir {
-	case "forward", "":
-	case "reverse":
-		lg.reverse = true
-	case "bidirectional":
-	default:
-		return lg, fmt.Errorf("direction %q", dir)
-	}
-	if n.Attr("clip") != nil {
-		lg.clip = float64(a.Float("clip"))
-	}
-	lg.inputForget = n.Attr("input_forget") != nil && a.Int("input_forget") != 0
-	acts, err := a.RNNActivations(int(lg.dirs))
-	if err != nil {
+	if lg.hidden, err = spec.Hidden(lg.in, dimsOf(n.Inputs[1]), dimsOf(n.Inputs[2])); err != nil {
 		return lg, err
 	}
-	for _, list := range acts {
+	for _, list := range spec.Activations {
 		var names [3]string
 		for i, act := range list {
 			if lstmActs[act.Name] == nil {
-				return lg, fmt.Errorf("activation %q not supported", act.Name)
+				return lg, fmt.Errorf("activation %q (in activations) not supported by this lowering", act.Name)
 			}
 			names[i] = act.Name
 		}
 		lg.acts = append(lg.acts, names)
 	}
-	if g.constOf(n.Inputs[1]) == nil || g.constOf(r) == nil {
+	if g.constOf(n.Inputs[1]) == nil || g.constOf(n.Inputs[2]) == nil {
 		return lg, fmt.Errorf("non-constant W or R")
 	}
 	if b := n.Input(3); b != nil && g.constOf(b) == nil {

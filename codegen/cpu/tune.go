@@ -19,6 +19,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
@@ -303,7 +304,7 @@ func ConvChooser(opts Options) (func(m *ir.Model, fg *ir.Node) (string, error), 
 		if body == nil || body.G == nil || len(body.G.Nodes) == 0 || kind == nil {
 			return "", fmt.Errorf("not a fusion group")
 		}
-		if kind.S == "conv-dw" {
+		if ops.GroupKind(kind.S) == ops.GroupConvDepthwise {
 			return algoExpandDW, nil
 		}
 		if g == nil || model != m {

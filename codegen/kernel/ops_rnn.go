@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"math"
+
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 )
@@ -9,9 +11,8 @@ import (
 // every time step at once, then per time step (unrolled: the sequence
 // length is static) the recurrent product and the cell update of every
 // direction and batch entry, each step's hidden state kept in scratch, and
-// Y written from them at the end. Activations and
-// their parameters are resolved by ir/ops (RNNActivations), as the
-// reference resolves them; the cells follow ir/ops/rnn.go:
+// Y written from them at the end. The attributes are ir/ops' RNNSpec, the
+// reference's; the cells follow ir/ops/rnn.go:
 //
 //	RNN:  H = f(Wx + RH + Wb + Rb)
 //	GRU:  z = f(Wz x + Rz H + b), r = f(Wr x + Rr H + b),
@@ -79,9 +80,13 @@ func defRNN(c *Ctx) error {
 	if x.Rank() != 3 || len(wd) != 3 || len(rd) != 3 {
 		return c.Unsupported("X, W and R must have rank 3")
 	}
-	n := &rnn{c: c, op: c.Node.OpType, t: ComputeType(x.DType), b: c.Input(3), lens: c.Input(4), h0: c.Input(5), c0: c.Input(6), p: c.Input(7), x: x, w: w, r: r}
-	n.gates = map[string]int64{"RNN": 1, "GRU": 3, "LSTM": 4}[n.op]
-	n.major = c.Node.Attr("layout") != nil && c.Int("layout") != 0
+	spec, err := ops.RNNSpecOf(c.KernelContext)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	n := &rnn{c: c, op: spec.Op, t: ComputeType(x.DType), b: c.Input(3), lens: c.Input(4), h0: c.Input(5), c0: c.Input(6), p: c.Input(7), x: x, w: w, r: r}
+	n.gates, n.major, n.dirs, n.acts = int64(spec.Gates), spec.BatchMajor, int64(spec.Dirs), spec.Activations
+	n.reverse = spec.Direction == "reverse"
 	seqAxis := 0
 	if n.major {
 		seqAxis = 1
@@ -93,28 +98,14 @@ func defRNN(c *Ctx) error {
 	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return c.Unsupported("a recurrence of dynamic dims other than the batch")
 	}
-	n.seq, n.batchDim, n.in, n.hidden, n.dirs = seq, x.Dims[1-seqAxis], in, rd[2], wd[0]
-	switch dir := c.String("direction"); {
-	case dir == "reverse" && n.dirs == 1:
-		n.reverse = true
-	case dir == "forward" && n.dirs == 1, dir == "bidirectional" && n.dirs == 2:
-	default:
-		return c.Unsupported("direction %q with W of %d directions", dir, n.dirs)
-	}
-	gh := n.gates * n.hidden
-	if wd[1] != gh || wd[2] != n.in || rd[0] != n.dirs || rd[1] != gh ||
-		c.Node.Attr("hidden_size") != nil && c.Int("hidden_size") != n.hidden {
-		return c.Unsupported("W %v and R %v do not fit %d gates of hidden size %d", wd, rd, n.gates, n.hidden)
-	}
-	var err error
-	if n.acts, err = c.RNNActivations(int(n.dirs)); err != nil {
+	n.seq, n.batchDim, n.in = seq, x.Dims[1-seqAxis], in
+	if n.hidden, err = spec.Hidden(in, wd, rd); err != nil {
 		return c.Unsupported("%v", err)
 	}
-	if c.Node.Attr("clip") != nil {
-		n.clip = Const(n.t, float64(c.Float("clip")))
+	if !math.IsInf(spec.Clip, 1) {
+		n.clip = Const(n.t, spec.Clip)
 	}
-	n.linearBeforeReset = n.op == "GRU" && c.Int("linear_before_reset") != 0
-	n.forget = n.op == "LSTM" && c.Int("input_forget") != 0
+	n.linearBeforeReset, n.forget = spec.LinearBeforeReset, spec.InputForget
 	n.emit()
 	return nil
 }

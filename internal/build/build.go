@@ -410,7 +410,7 @@ func set(names []string) map[string]bool {
 func precisionOf(m *ir.Model) string {
 	for _, n := range m.Graph.Nodes {
 		switch {
-		case n.Domain == ir.KilnDomain && n.OpType == ops.FusionGroup && strings.HasPrefix(n.Attr("kind").S, "q"),
+		case n.Domain == ir.KilnDomain && n.OpType == ops.FusionGroup && ops.GroupKind(n.Attr("kind").S).Quantized(),
 			n.Domain == "" && slices.Contains([]string{"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"}, n.OpType):
 			return "int8"
 		}

@@ -172,7 +172,7 @@ func nodeOf(n *ir.Node) string {
 	if isGroup(n) {
 		body := n.Attr("body").G
 		if roles := n.Attr("roles"); roles != nil && len(roles.Strings) == len(body.Nodes) {
-			if i := slices.Index(roles.Strings, "base"); i >= 0 {
+			if i := slices.Index(roles.Strings, string(ops.RoleBase)); i >= 0 {
 				return body.Nodes[i].Name
 			}
 		}
@@ -211,10 +211,10 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-// preservesQuantization is a data-movement op (ops.MovementOf) whose 8-bit
-// output has its first input's scale and zero point (what qdq-propagate
-// moves QDQ through).
-func preservesQuantization(n *ir.Node) bool { return ops.MovementOf(n) != ops.Computes }
+// preservesQuantization is an op that passes 8-bit data through
+// (ops.Int8Of): its 8-bit output has its first input's scale and zero
+// point (what qdq-propagate moves QDQ through).
+func preservesQuantization(n *ir.Node) bool { return ops.PassesInt8(n) }
 
 // quantParams reads a QuantizeLinear's constant scale and zero point into
 // d; non-constant parameters leave d without them (the tensor then is not

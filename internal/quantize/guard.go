@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // The never-slower guard: INT8 is kept only where it pays. An island is a
@@ -127,8 +128,10 @@ func (p *plan) readInFloat(v *ir.Value, uses map[*ir.Value][]*ir.Node, isOutput 
 		switch {
 		case slices.Contains(p.ins[r], v):
 		case isLayout(r):
-			if p.readInFloat(r.Outputs[0], uses, isOutput) {
-				return true
+			for _, i := range ops.MovedOutputs(r) {
+				if p.readInFloat(r.Outputs[i], uses, isOutput) {
+					return true
+				}
 			}
 		case p.absorbed[r] == nil:
 			return true

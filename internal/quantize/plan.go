@@ -13,6 +13,10 @@ import (
 // int8-contract.md §1 (what the fuse-qdq pass groups for the integer
 // kernels):
 //
+// Which op is which is ops.Int8Of's: the ops with an integer kernel are the
+// units, the ops that pass 8-bit data through take their input's
+// parameters.
+//
 //   - Conv, Gemm and MatMul with constant weights are quantized units: their
 //     activation input gets a pair, the weights and bias become int8 and
 //     int32 initializers behind a DequantizeLinear. A unit's output is not
@@ -23,23 +27,39 @@ import (
 //     GlobalAveragePool, MaxPool, Sigmoid and HardSwish: pairs on their
 //     activation inputs and on their output; an Add's Relu or Clip is
 //     absorbed the same way, and x·Sigmoid(x) (SiLU) is one unit.
-//   - MaxPool's output and a layout op's (Reshape, Flatten, Transpose,
-//     (Un)Squeeze) take their input's scale and zero point: the values are
-//     the same, so qdq-cleanup removes the pair between them. A Concat input
-//     that only the Concat reads takes the Concat's, so the Concat only
-//     moves bytes.
+//   - The output of an op that passes 8-bit data through from one input
+//     (MaxPool, the layout ops Reshape, Flatten, Transpose, (Un)Squeeze,
+//     and Slice, Gather, Split, Expand, Tile, nearest Resize, a Pad
+//     filling with 0) takes that input's scale and zero point: the values
+//     are the same, so qdq-cleanup removes the pair between them. A Concat
+//     input that only the Concat reads takes the Concat's, so the Concat
+//     only moves bytes.
 //   - Everything else stays float, reading the DequantizeLinear's output.
 //     Graph outputs stay float: a DequantizeLinear gives them their value.
 
-// computeOps are the ops a unit is made of.
-var computeOps = []string{"Conv", "Gemm", "MatMul"}
+// linearUnit reports whether n is a Conv, Gemm or MatMul: an op whose
+// integer kernel takes constant weights (ops.Int8Of).
+func linearUnit(n *ir.Node) bool {
+	switch ops.Int8Of(n).Kind {
+	case ops.GroupQConv, ops.GroupQGemm, ops.GroupQMatMul:
+		return true
+	}
+	return false
+}
 
-// isLayout reports whether n rearranges its input without dropping or
-// adding elements (a view or a permutation): its output takes its input's
-// quantization parameters.
+// isLayout reports whether n's outputs take its input 0's quantization
+// parameters: n passes 8-bit data through (ops.Int8Of) from that one
+// input, and a Pad fills with 0, which every activation's parameters hold
+// exactly (actParams).
 func isLayout(n *ir.Node) bool {
-	m := ops.MovementOf(n)
-	return m == ops.View || m == ops.Permute
+	if !ops.PassesInt8(n) || !slices.Equal(ops.MovedInputs(n), []int{0}) {
+		return false
+	}
+	if n.OpType == "Pad" {
+		fill, ok := ops.PadFill(n, func(v *ir.Value) *ir.Tensor { return v.Const })
+		return ok && fill == 0
+	}
+	return true
 }
 
 type plan struct {
@@ -108,19 +128,19 @@ func planOf(m *ir.Model, keep []string, keepNodes map[*ir.Node]bool, perTensor, 
 			return 0, false
 		}
 		axis := 0
-		switch n.OpType {
-		case "Conv":
+		switch ops.Int8Of(n).Kind {
+		case ops.GroupQConv:
 			if len(w.Const.Dims) < 3 {
 				return 0, false
 			}
-		case "Gemm":
+		case ops.GroupQGemm:
 			if len(w.Const.Dims) != 2 {
 				return 0, false
 			}
 			if a := n.Attr("transB"); a == nil || a.I == 0 {
 				axis = 1
 			}
-		case "MatMul":
+		case ops.GroupQMatMul:
 			if len(w.Const.Dims) != 2 {
 				return 0, false
 			}
@@ -138,7 +158,7 @@ func planOf(m *ir.Model, keep []string, keepNodes map[*ir.Node]bool, perTensor, 
 	// (the other's result is then ready when the group runs).
 	for i := len(g.Nodes) - 1; i >= 0; i-- {
 		n := g.Nodes[i]
-		if _, ok := weightAxis(n); !ok || !free(n) || !slices.Contains(computeOps, n.OpType) {
+		if _, ok := weightAxis(n); !ok || !free(n) || !linearUnit(n) {
 			continue
 		}
 		add := only(n.Outputs[0])
@@ -181,8 +201,12 @@ func planOf(m *ir.Model, keep []string, keepNodes map[*ir.Node]bool, perTensor, 
 		}
 		var ins []*ir.Value // activation inputs that get a pair
 		var out *ir.Value   // the quantized output
-		switch n.OpType {
-		case "Conv", "Gemm", "MatMul":
+		// Units: the ops with an integer kernel, and the two that pass
+		// 8-bit data through that are worth a pair of their own: MaxPool
+		// (a quantized convolution's output pooled in 8 bits) and Concat
+		// (whose inputs then share its parameters).
+		switch kind := ops.Int8Of(n).Kind; {
+		case linearUnit(n):
 			axis, ok := weightAxis(n)
 			if !ok {
 				continue
@@ -197,7 +221,7 @@ func planOf(m *ir.Model, keep []string, keepNodes map[*ir.Node]bool, perTensor, 
 				ins, out = append(ins, other), add.Outputs[0]
 			}
 			out = tail(n, out)
-		case "Add", "Mul", "Concat":
+		case kind == ops.GroupQAdd || kind == ops.GroupQMul || n.OpType == "Concat":
 			if len(n.Outputs) != 1 || !act(n.Outputs[0]) || !allAct(n.Inputs, act) {
 				continue
 			}
@@ -205,7 +229,7 @@ func planOf(m *ir.Model, keep []string, keepNodes map[*ir.Node]bool, perTensor, 
 			if n.OpType == "Add" {
 				out = tail(n, out)
 			}
-		case "AveragePool", "GlobalAveragePool", "MaxPool", "HardSwish", "Sigmoid":
+		case kind == ops.GroupQPool || kind == ops.GroupQLut || n.OpType == "MaxPool":
 			if len(n.Outputs) != 1 || !act(n.Inputs[0]) || !act(n.Outputs[0]) {
 				continue
 			}
@@ -227,11 +251,9 @@ func planOf(m *ir.Model, keep []string, keepNodes map[*ir.Node]bool, perTensor, 
 			p.addAct(v)
 		}
 		p.addAct(p.out[n])
-		if n.OpType == "MaxPool" {
-			p.share[p.out[n]] = n.Inputs[0]
-		}
 	}
-	// Layout ops between quantized tensors pass their parameters on.
+	// Layout ops (MaxPool among them) between quantized tensors pass
+	// their parameters on.
 	for _, v := range p.acts {
 		if n := v.Producer; n != nil && isLayout(n) && p.isAct[n.Input(0)] {
 			p.share[v] = n.Inputs[0]

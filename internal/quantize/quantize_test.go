@@ -409,3 +409,79 @@ func npyBytes(t *ir.Tensor) []byte {
 	out := append([]byte("\x93NUMPY\x01\x00"), byte(len(header)), byte(len(header)>>8))
 	return append(append(out, header...), t.Raw...)
 }
+
+// TestSelectionsShareParameters: an op that passes 8-bit data through
+// (ops.Int8Of) between two quantized convolutions takes its input's
+// parameters, so after qdq-propagate and qdq-cleanup it moves uint8 from
+// one integer group to the next with no requantization between. cc
+// quantize used to share only through views and permutations (and
+// MaxPool), while qdq-propagate moves through every selection: a Slice
+// left a DequantizeLinear → QuantizeLinear of two scales.
+func TestSelectionsShareParameters(t *testing.T) {
+	for _, c := range []struct {
+		op    string
+		apply func(g *ir.Graph, x *ir.Value) *ir.Value
+	}{
+		{"Slice", func(g *ir.Graph, x *ir.Value) *ir.Value {
+			ints := func(name string, v ...int64) *ir.Value {
+				return g.AddInitializer(name, ir.FromSlice(ir.Int64, []int64{int64(len(v))}, v))
+			}
+			return g.Apply("Slice", []*ir.Value{x, ints("starts", 3, 2), ints("ends", 6, 5), ints("axes", 2, 3)})
+		}},
+		{"Resize", func(g *ir.Graph, x *ir.Value) *ir.Value {
+			scales := g.AddInitializer("scales", ir.FromSlice(ir.Float32, []int64{4}, []float32{1, 1, 0.5, 0.5}))
+			return g.Apply("Resize", []*ir.Value{x, nil, scales}, ir.AttrS("mode", "nearest"))
+		}},
+		{"Pad", func(g *ir.Graph, x *ir.Value) *ir.Value {
+			pads := g.AddInitializer("pads", ir.FromSlice(ir.Int64, []int64{8}, []int64{0, 0, 1, 1, 0, 0, 1, 1}))
+			return g.Apply("Pad", []*ir.Value{x, pads})
+		}},
+		{"Gather", func(g *ir.Graph, x *ir.Value) *ir.Value {
+			idx := g.AddInitializer("channels", ir.FromSlice(ir.Int64, []int64{3}, []int64{5, 0, 2}))
+			return g.Apply("Gather", []*ir.Value{x, idx}, ir.AttrI("axis", 1))
+		}},
+	} {
+		t.Run(c.op, func(t *testing.T) {
+			build := func() *ir.Model {
+				rng := rand.New(rand.NewPCG(9, 9))
+				g := ir.NewGraph("selection")
+				x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 3, 8, 8)))
+				c1 := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w1", randn(rng, 0.3, 6, 3, 3, 3)), g.AddInitializer("b1", randn(rng, 0.1, 6))}, ir.AttrIs("pads", 1, 1, 1, 1))
+				mid := c.apply(g, c1) // a selection of c1's values: a narrower range
+				channels := int64(6)
+				if c.op == "Gather" {
+					channels = 3
+				}
+				y := g.Apply("Conv", []*ir.Value{mid, g.AddInitializer("w2", randn(rng, 0.3, 4, channels, 3, 3))})
+				y.Name = "y"
+				g.SetOutputs(y)
+				return ir.NewModel(g, 13)
+			}
+			src, m := modelBytes(t, build())
+			calib := writeTensor(t, t.TempDir(), "x.pb", randn(rand.New(rand.NewPCG(2, 2)), 1, 8, 3, 8, 8))
+			res := quantizeOnReference(t, m, src, Options{Data: []string{calib}, Method: Method{Name: "minmax"}, QuantizeAll: true})
+			q := res.Model
+			_, float := modelBytes(t, build())
+			x := randn(rand.New(rand.NewPCG(3, 3)), 1, 1, 3, 8, 8)
+			want := runReference(t, float, map[string]*ir.Tensor{"x": x})["y"]
+			got := runReference(t, q, map[string]*ir.Tensor{"x": x})["y"]
+			assert.GreaterOrEqual(t, cosine(want.Float32s(), got.Float32s()), 0.99)
+
+			require.NoError(t, passes.Run(&passes.Context{OptLevel: 2, Verify: true}, passes.O2, q))
+			groups := 0
+			for _, n := range q.Graph.Nodes {
+				switch {
+				case n.OpType == "FusionGroup":
+					groups++
+				case n.OpType == c.op:
+					assert.Equal(t, ir.Uint8, n.Inputs[0].Type.Elem, "%s moves uint8", n)
+				case n.OpType == "QuantizeLinear":
+					assert.NotEqual(t, "DequantizeLinear", producer(n.Inputs[0]), "%s requantizes a dequantized tensor", n)
+				}
+			}
+			assert.Equal(t, 2, groups, "both convolutions are integer groups")
+			got = runReference(t, q, map[string]*ir.Tensor{"x": x})["y"]
+			assert.GreaterOrEqual(t, cosine(want.Float32s(), got.Float32s()), 0.99, "after the passes")
+		})
+	}
+}

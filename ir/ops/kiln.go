@@ -14,11 +14,10 @@ import (
 // If branch the body has no formal inputs and reads outer values by
 // reference. The node's inputs are the body's free values in order of first
 // use (so liveness and ordering see them) and its one output is the body's
-// one output. "kind" says which pattern the pass matched ("conv", "gemm",
-// "matmul": an epilogue on a linear op; "conv-dw": a 1×1 Conv feeding a
-// depthwise Conv, each with its epilogue; "elementwise"; "layernorm"; the
-// quantized kinds, whose bodies are QDQ float simulations of integer
-// kernels), so a backend need not search for it again.
+// one output. "kind" says which pattern the pass matched (a GroupKind), so
+// a backend need not search for it again, and "roles" what each body node
+// is in it (Roles); inference and the reference kernel refuse a kind or a
+// role they do not know (GroupOf).
 //
 // Its semantics are the body's: inference types the body and takes its
 // output's type, and the reference kernel runs the body node by node.
@@ -35,16 +34,10 @@ var kilnOps = []*Schema{{
 		// algorithm is a convolution group's kernel, chosen by the
 		// conv-layout pass for the target (no effect on the semantics).
 		{Name: "algorithm", Kind: ir.AttrString},
-		// roles names each body node's part in the pattern (one string per
+		// roles names each body node's part in the pattern (one Role per
 		// node, in order), so that backends read the structure instead of
-		// inferring it from positions: "base", "bias", "residual",
-		// "activation" in epilogues; "expand", "expand-activation",
-		// "depthwise" in conv-dw; "prologue", "mean", "center", "square",
-		// "variance", "add-epsilon", "sqrt", "normalize", "epilogue" in
-		// layernorm; "dq-input", "dq-weight", "dq-bias", "base",
-		// "dq-residual", "residual", "activation", "q-output" in the
-		// quantized groups (qconv, qgemm, qmatmul, qadd, qmul, qpool,
-		// qlut: passes/fuse_qdq.go). Elementwise groups need none (a DAG).
+		// inferring it from positions; GroupKind.Roles lists each kind's.
+		// Elementwise groups have none (a DAG).
 		{Name: "roles", Kind: ir.AttrStrings},
 	},
 	Infer: inferFusionGroup,
@@ -59,6 +52,9 @@ func init() { register(kilnOps) }
 func groupBody(n *ir.Node, opsets Opsets) (*ir.Graph, error) {
 	if opsets == nil {
 		return nil, fmt.Errorf("%s: no opsets to resolve the body's ops", n)
+	}
+	if _, _, err := GroupOf(n); err != nil {
+		return nil, err
 	}
 	body := n.Attr("body").G
 	if len(body.Outputs) != 1 {

@@ -59,3 +59,81 @@ func TestFusionGroupInputs(t *testing.T) {
 	_, err = InferShapes(m)
 	assert.ErrorContains(t, err, "outer values")
 }
+
+// TestFusionGroupKindsAndRoles: inference, the reference kernel and the
+// pipeline's verification (CheckGroups) refuse a group of an unknown
+// kind, a role its kind does not have, roles that are not one per body
+// node, and roles on a kind that has none, naming the node.
+func TestFusionGroupKindsAndRoles(t *testing.T) {
+	withAttrs := func(kind string, roles ...string) *ir.Model {
+		m, _ := fusionGroupModel(func(x, b *ir.Value) []*ir.Value { return []*ir.Value{x, b} })
+		n := m.Graph.Nodes[0]
+		n.Name = "grouped"
+		n.SetAttr(ir.AttrS("kind", kind))
+		if roles != nil {
+			n.SetAttr(ir.AttrSs("roles", roles...))
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name  string
+		m     *ir.Model
+		wants []string // "" for a well-formed group
+	}{
+		{"elementwise", withAttrs("elementwise"), nil},
+		{"matmul epilogue", withAttrs("matmul", "bias", "activation"), nil},
+		{"unknown kind", withAttrs("fancy"), []string{`node "grouped"`, `unknown fusion-group kind "fancy"`}},
+		{"role of another kind", withAttrs("conv", "base", "q-output"), []string{`node "grouped"`, `role "q-output"`, "conv group"}},
+		{"bias on a conv", withAttrs("conv", "base", "bias"), []string{`role "bias"`}},
+		{"too few roles", withAttrs("qadd", "base"), []string{`node "grouped"`, "1 roles for its 2 body nodes"}},
+		{"no roles", withAttrs("layernorm"), []string{"0 roles for its 2 body nodes"}},
+		{"roles on elementwise", withAttrs("elementwise", "base", "activation"), []string{"has no roles", "holds 2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, inferErr := InferShapes(c.m)
+			checkErr := CheckGroups(c.m.Graph)
+			n := c.m.Graph.Nodes[0]
+			s, err := OpsetsOf(c.m).Schema(n)
+			require.NoError(t, err)
+			kc := NewKernelContext(s, n, 1, []*ir.Tensor{ir.NewTensor(ir.Float32, 2, 3), c.m.Graph.Initializers[0].Const})
+			kc.Opsets = OpsetsOf(c.m)
+			runErr := s.Run(kc)
+			if c.wants == nil {
+				assert.NoError(t, inferErr)
+				assert.NoError(t, checkErr)
+				assert.NoError(t, runErr)
+				return
+			}
+			for _, err := range []error{inferErr, checkErr, runErr} {
+				for _, want := range c.wants {
+					assert.ErrorContains(t, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestGroupKindsTable: every kind has its roles (all but elementwise's
+// non-empty, no role twice), the quantized kinds are the ones Int8Of
+// names, and each quantized kind but none other is formed by some op.
+func TestGroupKindsTable(t *testing.T) {
+	formed := map[GroupKind]bool{}
+	for _, k := range int8Kernels {
+		formed[k] = true
+	}
+	for _, k := range GroupKinds() {
+		roles := k.Roles()
+		assert.Equal(t, k != GroupElementwise, len(roles) > 0, "%s's roles", k)
+		seen := map[Role]bool{}
+		for _, r := range roles {
+			assert.False(t, seen[r], "%s lists %s twice", k, r)
+			seen[r] = true
+		}
+		assert.Equal(t, k.Quantized(), formed[k], "%s: quantized kinds are the ones an op's integer kernel forms", k)
+		if k.Quantized() {
+			assert.True(t, seen[RoleDQInput] && seen[RoleBase] && seen[RoleQOutput], "%s: a quantized group reads a dq-input and ends in its q-output", k)
+		}
+	}
+	assert.False(t, GroupKind("fancy").Known())
+	assert.True(t, GroupQLut.Known())
+}

@@ -89,3 +89,20 @@ func MovedInputs(n *ir.Node) []int {
 	}
 	return []int{0}
 }
+
+// MovedOutputs are the outputs of a moving node that hold moved elements:
+// all but MaxPool's indices (positions, not elements); nil for a node that
+// computes.
+func MovedOutputs(n *ir.Node) []int {
+	switch {
+	case MovementOf(n) == Computes:
+		return nil
+	case n.OpType == "MaxPool":
+		return []int{0}
+	}
+	outs := make([]int, len(n.Outputs))
+	for i := range outs {
+		outs[i] = i
+	}
+	return outs
+}

@@ -12,7 +12,7 @@ import (
 // The reduce family: ReduceX over a set of axes, ArgMax/ArgMin, TopK and
 // CumSum. All of them (and the normalizations in norm.go) walk a tensor as
 // groups of elements that share their coordinates on the kept axes: the
-// reduction type of util_reduce.go.
+// reduction type of reduction.go.
 
 // axisMask marks the given axes (possibly negative, no repeats) of a
 // rank-rank tensor.

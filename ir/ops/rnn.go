@@ -55,26 +55,114 @@ func rnnRows(cell *rnnCell) []*Schema {
 	return []*Schema{row(7, attrs), row(14, append(slices.Clone(attrs), defInt("layout", 0)))}
 }
 
-func rnnDirections(direction string) (int, error) {
-	switch direction {
-	case "forward", "reverse":
-		return 1, nil
-	case "bidirectional":
-		return 2, nil
-	}
-	return 0, fmt.Errorf("direction %q is not forward, reverse or bidirectional", direction)
+// RNNSpec is a recurrent node's attributes, resolved and checked once:
+// inference, the reference kernel and every lowering read it, so that
+// none accepts a value another refuses.
+type RNNSpec struct {
+	Op    string // RNN, GRU or LSTM
+	Gates int    // weight blocks per direction: RNN 1, GRU 3 (z, r, h), LSTM 4 (i, o, f, c)
+	// Direction is forward, reverse or bidirectional; Dirs is 1 or 2.
+	Direction string
+	Dirs      int
+	// HiddenSize is the hidden_size attribute; 0 when the node does not
+	// set it (R's last dim is the size).
+	HiddenSize int64
+	// Activations are each direction's, in the cell's order (RNN: f; GRU:
+	// f, g; LSTM: f, g, h), with their parameters.
+	Activations [][]RNNActivation
+	// Clip bounds the gates' inputs to [-Clip, Clip]; +Inf when the node
+	// does not clip.
+	Clip float64
+	// BatchMajor is layout = 1 (opset 14): X is [batch, seq, input], Y
+	// [batch, seq, dirs, hidden], the states [batch, dirs, hidden].
+	BatchMajor        bool
+	LinearBeforeReset bool // GRU: apply R to H before the reset gate
+	InputForget       bool // LSTM: couple the forget gate to the input gate (f = 1 - i)
 }
 
-// batchMajor reports layout=1: X is [batch, seq, input], Y [batch, seq,
-// dirs, hidden], the states [batch, dirs, hidden].
-func batchMajor(a attrs) bool { return a.declares("layout") && a.Int("layout") != 0 }
+// Reverse reports whether direction d runs from the last time step back.
+func (s *RNNSpec) Reverse(d int) bool { return s.Direction == "reverse" || d == 1 }
+
+// Hidden checks W and R against the spec and an input size: W is [dirs,
+// gates·hidden, input] and R [dirs, gates·hidden, hidden], hidden being
+// hidden_size when set; it returns the hidden size.
+func (s *RNNSpec) Hidden(input int64, w, r []int64) (int64, error) {
+	if len(w) != 3 || len(r) != 3 {
+		return 0, fmt.Errorf("W and R must have rank 3, have shapes %v and %v", ir.FormatList(w), ir.FormatList(r))
+	}
+	hidden := r[2]
+	if s.HiddenSize != 0 {
+		hidden = s.HiddenSize
+	}
+	gh := int64(s.Gates) * hidden
+	if !slices.Equal(w, []int64{int64(s.Dirs), gh, input}) || !slices.Equal(r, []int64{int64(s.Dirs), gh, hidden}) {
+		return 0, fmt.Errorf("W %v and R %v do not fit %d direction(s), %d gates, hidden size %d and input size %d",
+			ir.FormatList(w), ir.FormatList(r), s.Dirs, s.Gates, hidden, input)
+	}
+	return hidden, nil
+}
+
+// RNNSpecOf resolves a recurrent node's spec; an unsupported value is an
+// error naming the node and the attribute.
+func RNNSpecOf(c *KernelContext) (*RNNSpec, error) {
+	s, err := rnnSpecOf(c.attrs, c.Node.OpType)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return s, nil
+}
+
+func rnnSpecOf(a attrs, op string) (*RNNSpec, error) {
+	i := slices.IndexFunc(rnnCells, func(c *rnnCell) bool { return c.name == op })
+	if i < 0 {
+		return nil, fmt.Errorf("%s is not a recurrent op", op)
+	}
+	cell := rnnCells[i]
+	s := &RNNSpec{Op: op, Gates: cell.gates, Direction: a.String("direction"), Clip: math.Inf(1)}
+	switch s.Direction {
+	case "forward", "reverse":
+		s.Dirs = 1
+	case "bidirectional":
+		s.Dirs = 2
+	default:
+		return nil, fmt.Errorf("direction %q is not forward, reverse or bidirectional", s.Direction)
+	}
+	if a.Has("hidden_size") {
+		if s.HiddenSize = a.Int("hidden_size"); s.HiddenSize <= 0 {
+			return nil, fmt.Errorf("hidden_size %d is not positive", s.HiddenSize)
+		}
+	}
+	if a.Has("clip") {
+		// A threshold bounds from both sides; ONNX Runtime refuses one
+		// that is not positive too.
+		if s.Clip = float64(a.Float("clip")); !(s.Clip > 0) {
+			return nil, fmt.Errorf("clip %g is not a positive threshold", s.Clip)
+		}
+	}
+	if a.declares("layout") {
+		switch l := a.Int("layout"); l {
+		case 0, 1:
+			s.BatchMajor = l == 1
+		default:
+			return nil, fmt.Errorf("layout %d is not 0 (time-major) or 1 (batch-major)", l)
+		}
+	}
+	s.LinearBeforeReset = a.declares("linear_before_reset") && a.Int("linear_before_reset") != 0
+	s.InputForget = a.declares("input_forget") && a.Int("input_forget") != 0
+	var err error
+	if s.Activations, err = resolveRNNActivations(a, cell, s.Dirs); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
 func inferRNN(cell *rnnCell) func(c *InferContext) error {
 	return func(c *InferContext) error {
-		dirs, err := rnnDirections(c.String("direction"))
+		spec, err := rnnSpecOf(c.attrs, cell.name)
 		if err != nil {
 			return c.Errorf("%v", err)
 		}
+		dirs := spec.Dirs
 		dim := func(i, axis int) ir.Dim {
 			if t := c.In(i); t.Shape.Ranked {
 				return t.Shape.Dims[axis]
@@ -87,11 +175,11 @@ func inferRNN(cell *rnnCell) func(c *InferContext) error {
 			}
 		}
 		hidden := dim(2, 2)
-		if c.Has("hidden_size") {
-			hidden = ir.D(c.Int("hidden_size"))
+		if spec.HiddenSize != 0 {
+			hidden = ir.D(spec.HiddenSize)
 		}
 		if d := dim(1, 0); d.IsStatic() && d.Value != int64(dirs) {
-			return c.Errorf("W has %d directions, direction %q needs %d", d.Value, c.String("direction"), dirs)
+			return c.Errorf("W has %d directions, direction %q needs %d", d.Value, spec.Direction, dirs)
 		}
 		for i, name := range []string{"W", "R"} {
 			if d := dim(1+i, 1); d.IsStatic() && hidden.IsStatic() && d.Value != int64(cell.gates)*hidden.Value {
@@ -101,7 +189,7 @@ func inferRNN(cell *rnnCell) func(c *InferContext) error {
 		seq, batch := dim(0, 0), dim(0, 1)
 		y := []ir.Dim{seq, ir.D(int64(dirs)), batch, hidden}
 		state := []ir.Dim{ir.D(int64(dirs)), batch, hidden}
-		if batchMajor(c.attrs) {
+		if spec.BatchMajor {
 			seq, batch = batch, seq
 			y = []ir.Dim{batch, seq, ir.D(int64(dirs)), hidden}
 			state = []ir.Dim{batch, ir.D(int64(dirs)), hidden}
@@ -136,28 +224,25 @@ func runRNN(cell *rnnCell) func(c *KernelContext) error {
 		if err := checkType(c, x.DType); err != nil {
 			return err
 		}
-		dirs, err := rnnDirections(c.String("direction"))
+		spec, err := RNNSpecOf(c)
 		if err != nil {
-			return c.Errorf("%v", err)
+			return err
 		}
-		if len(x.Dims) != 3 || len(w.Dims) != 3 || len(r.Dims) != 3 {
-			return c.Errorf("X, W and R must have rank 3, have shapes %v, %v and %v", ir.FormatList(x.Dims), ir.FormatList(w.Dims), ir.FormatList(r.Dims))
+		dirs := spec.Dirs
+		if len(x.Dims) != 3 {
+			return c.Errorf("X must have rank 3, has shape %v", ir.FormatList(x.Dims))
 		}
 		seq, batch, input := int(x.Dims[0]), int(x.Dims[1]), int(x.Dims[2])
-		major := batchMajor(c.attrs)
+		major := spec.BatchMajor
 		if major {
 			seq, batch = batch, seq
 		}
-		hidden := int(r.Dims[2])
-		if c.Has("hidden_size") {
-			hidden = int(c.Int("hidden_size"))
+		h, err := spec.Hidden(int64(input), w.Dims, r.Dims)
+		if err != nil {
+			return c.Errorf("%v", err)
 		}
+		hidden := int(h)
 		gh := cell.gates * hidden
-		if !slices.Equal(w.Dims, []int64{int64(dirs), int64(gh), int64(input)}) ||
-			!slices.Equal(r.Dims, []int64{int64(dirs), int64(gh), int64(hidden)}) {
-			return c.Errorf("W %v and R %v do not fit %d direction(s), %d gates, hidden size %d and input size %d",
-				w.Dims, r.Dims, dirs, cell.gates, hidden, input)
-		}
 		// Optional inputs, each checked for its size: B, initial_h,
 		// initial_c, P (sequence_lens is read below).
 		opt := func(i int, n int) ([]float64, error) {
@@ -202,17 +287,9 @@ func runRNN(cell *rnnCell) func(c *KernelContext) error {
 				}
 			}
 		}
-		acts, err := rnnActivations(c.attrs, cell, dirs)
-		if err != nil {
-			return c.Errorf("%v", err)
-		}
-		k := &rnnKernel{hidden: hidden, input: input, clip: math.Inf(1),
+		acts := rnnFuncs(spec.Activations)
+		k := &rnnKernel{hidden: hidden, input: input, clip: spec.Clip, linearBeforeReset: spec.LinearBeforeReset, inputForget: spec.InputForget,
 			gx: make([]float64, gh), gh: make([]float64, gh), tmp: make([]float64, hidden)}
-		if c.Has("clip") {
-			k.clip = float64(c.Float("clip"))
-		}
-		k.linearBeforeReset = cell.name == "GRU" && c.Int("linear_before_reset") != 0
-		k.inputForget = cell.lstm && c.Int("input_forget") != 0
 
 		// Flat indices of X[t, b, 0], Y[t, d, b, 0] and state[d, b, 0].
 		xAt := func(t, b int) int { return (t*batch + b) * input }
@@ -235,7 +312,7 @@ func runRNN(cell *rnnCell) func(c *KernelContext) error {
 			if cell.lstm {
 				dir.p = peep[d*3*hidden : (d+1)*3*hidden]
 			}
-			reverse := c.String("direction") == "reverse" || d == 1
+			reverse := spec.Reverse(d)
 			for b := range batch {
 				s := stateAt(d, b)
 				h, cs := yh[s:s+hidden], yc[s:s+hidden]
@@ -398,29 +475,11 @@ type RNNActivation struct {
 	Alpha, Beta float64
 }
 
-// RNNActivations resolves the node's activations per direction (dirs of
-// them), each direction's in the cell's order (RNN: f; GRU: f, g; LSTM: f,
-// g, h). Names are case-insensitive; a unidirectional list serves both
-// directions of a bidirectional node. activation_alpha and
-// activation_beta are consumed in order by the functions that take them;
-// the rest keep their defaults.
-func (c *KernelContext) RNNActivations(dirs int) ([][]RNNActivation, error) {
-	var cell *rnnCell
-	for _, rc := range rnnCells {
-		if rc.name == c.Node.OpType {
-			cell = rc
-		}
-	}
-	if cell == nil {
-		return nil, c.Errorf("not a recurrent op")
-	}
-	acts, err := resolveRNNActivations(c.attrs, cell, dirs)
-	if err != nil {
-		return nil, c.Errorf("%v", err)
-	}
-	return acts, nil
-}
-
+// resolveRNNActivations resolves the node's activations per direction
+// (dirs of them), each direction's in the cell's order. Names are
+// case-insensitive; a unidirectional list serves both directions of a
+// bidirectional node. activation_alpha and activation_beta are consumed
+// in order by the functions that take them; the rest keep their defaults.
 func resolveRNNActivations(a attrs, cell *rnnCell, dirs int) ([][]RNNActivation, error) {
 	names := a.Strings("activations")
 	switch len(names) {
@@ -433,7 +492,7 @@ func resolveRNNActivations(a attrs, cell *rnnCell, dirs int) ([][]RNNActivation,
 		}
 	case len(cell.acts) * dirs:
 	default:
-		return nil, fmt.Errorf("%d activations, %s takes %d per direction", len(names), cell.name, len(cell.acts))
+		return nil, fmt.Errorf("activations: %d functions, %s takes %d per direction", len(names), cell.name, len(cell.acts))
 	}
 	alphas, betas := a.Floats("activation_alpha"), a.Floats("activation_beta")
 	out := make([][]RNNActivation, dirs)
@@ -441,7 +500,7 @@ func resolveRNNActivations(a attrs, cell *rnnCell, dirs int) ([][]RNNActivation,
 		lower := strings.ToLower(name)
 		act, ok := rnnActivationFuncs[lower]
 		if !ok {
-			return nil, fmt.Errorf("unknown activation %q", name)
+			return nil, fmt.Errorf("unknown activation %q in activations", name)
 		}
 		alpha, beta := act.alpha, act.beta
 		if act.uses >= 1 && len(alphas) > 0 {
@@ -456,21 +515,16 @@ func resolveRNNActivations(a attrs, cell *rnnCell, dirs int) ([][]RNNActivation,
 	return out, nil
 }
 
-// rnnActivations resolves the node's activations per direction as
-// functions (resolveRNNActivations).
-func rnnActivations(a attrs, cell *rnnCell, dirs int) ([][]func(float64) float64, error) {
-	acts, err := resolveRNNActivations(a, cell, dirs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]func(float64) float64, dirs)
+// rnnFuncs are resolved activations as functions.
+func rnnFuncs(acts [][]RNNActivation) [][]func(float64) float64 {
+	out := make([][]func(float64) float64, len(acts))
 	for d, list := range acts {
 		for _, ra := range list {
 			f, alpha, beta := rnnActivationFuncs[ra.Name].f, ra.Alpha, ra.Beta
 			out[d] = append(out[d], func(x float64) float64 { return f(x, alpha, beta) })
 		}
 	}
-	return out, nil
+	return out
 }
 
 func init() {

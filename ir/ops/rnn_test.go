@@ -280,3 +280,66 @@ func TestRecurrentShapes(t *testing.T) {
 	}
 	checkShapeGolden(t, "rnn", cases)
 }
+
+// TestRNNSpec: the one parse of the recurrent attributes, which the
+// reference, inference and both lowerings read. Each unsupported value is
+// an error naming its attribute, from the kernel and from inference.
+func TestRNNSpec(t *testing.T) {
+	spec := func(op string, opset int64, attrs ...*ir.Attribute) (*RNNSpec, error) {
+		s, err := Lookup("", op, opset)
+		require.NoError(t, err)
+		return RNNSpecOf(NewKernelContext(s, &ir.Node{OpType: op, Attrs: attrs}, opset, nil))
+	}
+	s, err := spec("LSTM", 14)
+	require.NoError(t, err)
+	assert.Equal(t, &RNNSpec{Op: "LSTM", Gates: 4, Direction: "forward", Dirs: 1, Clip: math.Inf(1),
+		Activations: [][]RNNActivation{{{Name: "sigmoid"}, {Name: "tanh"}, {Name: "tanh"}}}}, s)
+	assert.False(t, s.Reverse(0))
+
+	s, err = spec("GRU", 14, ir.AttrS("direction", "bidirectional"), ir.AttrI("hidden_size", 5), ir.AttrF("clip", 2.5),
+		ir.AttrI("layout", 1), ir.AttrI("linear_before_reset", 1), ir.AttrSs("activations", "HardSigmoid", "Tanh"),
+		ir.AttrFs("activation_alpha", 0.3), ir.AttrFs("activation_beta", 0.4))
+	require.NoError(t, err)
+	assert.Equal(t, 2, s.Dirs)
+	assert.Equal(t, int64(5), s.HiddenSize)
+	assert.Equal(t, 2.5, s.Clip)
+	assert.True(t, s.BatchMajor && s.LinearBeforeReset && !s.InputForget)
+	assert.False(t, s.Reverse(0))
+	assert.True(t, s.Reverse(1))
+	hs := RNNActivation{Name: "hardsigmoid", Alpha: float64(float32(0.3)), Beta: float64(float32(0.4))}
+	// One direction's list serves both; the parameters are consumed in
+	// order along the repeated list, so the second
+	// direction's HardSigmoid keeps its defaults.
+	assert.Equal(t, [][]RNNActivation{{hs, {Name: "tanh"}}, {{Name: "hardsigmoid", Alpha: 0.2, Beta: 0.5}, {Name: "tanh"}}}, s.Activations)
+	h, err := s.Hidden(7, []int64{2, 15, 7}, []int64{2, 15, 5})
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), h)
+	_, err = s.Hidden(7, []int64{1, 15, 7}, []int64{1, 15, 5})
+	assert.ErrorContains(t, err, "do not fit 2 direction(s)")
+	_, err = s.Hidden(7, []int64{2, 18, 7}, []int64{2, 18, 6})
+	assert.ErrorContains(t, err, "hidden size 5", "hidden_size against R")
+
+	s, err = spec("LSTM", 7, ir.AttrS("direction", "reverse"), ir.AttrI("input_forget", 1))
+	require.NoError(t, err)
+	assert.True(t, s.InputForget && s.Reverse(0) && !s.BatchMajor)
+
+	for _, c := range []struct {
+		op   string
+		attr *ir.Attribute
+		want string
+	}{
+		{"RNN", ir.AttrS("direction", "sideways"), `direction "sideways"`},
+		{"RNN", ir.AttrS("direction", ""), `direction ""`},
+		{"GRU", ir.AttrI("hidden_size", 0), "hidden_size 0"},
+		{"LSTM", ir.AttrF("clip", -1), "clip -1"},
+		{"LSTM", ir.AttrF("clip", float32(math.NaN())), "clip NaN"},
+		{"RNN", ir.AttrI("layout", 2), "layout 2"},
+		{"GRU", ir.AttrSs("activations", "Sigmoid"), "activations: 1 functions, GRU takes 2"},
+		{"LSTM", ir.AttrSs("activations", "Sigmoid", "Swish", "Tanh"), `unknown activation "Swish" in activations`},
+	} {
+		_, err := spec(c.op, 14, c.attr)
+		assert.ErrorContains(t, err, c.want, "%s %s", c.op, c.attr.Name)
+		_, err = callInfer(c.op, 14, []ir.Type{tt(ir.Float32, 2, 1, 3), tt(ir.Float32, 1, 12, 3), tt(ir.Float32, 1, 12, 3)}, nil, 2, c.attr)
+		assert.ErrorContains(t, err, c.want, "inference: %s %s", c.op, c.attr.Name)
+	}
+}

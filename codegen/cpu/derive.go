@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"github.com/kiln-ml/kiln/codegen/llvm"
 	"math"
 
 	ll "github.com/llir/llvm/ir"
@@ -30,12 +31,12 @@ func (g *gen) emitDerive() {
 	}
 	f := g.mod.NewFunc(rcpu.DeriveEntryPoint, types.Void, ll.NewParam("index", i64), ll.NewParam("lo", i64),
 		ll.NewParam("hi", i64), ll.NewParam("w", i8p))
-	k := &kfn{g: g, f: f, b: f.NewBlock(""), w: f.Params[3]}
+	k := &kfn{Fn: llvm.NewFn(g.mod, f, nil, nil, nil, g.decls), g: g, w: f.Params[3]}
 	for i := range g.derived {
 		d := &g.derived[i]
-		k.ifThen(k.icmp(enum.IPredEQ, f.Params[0], c64(int64(i))), func() { k.deriveWinograd(d, f.Params[1], f.Params[2]) })
+		k.If(k.icmp(enum.IPredEQ, f.Params[0], c64(int64(i))), func() { k.deriveWinograd(d, f.Params[1], f.Params[2]) })
 	}
-	k.b.NewRet(nil)
+	k.B.NewRet(nil)
 }
 
 // deriveWinograd computes U = G g Gᵀ (rcpu.DerivedWinograd) for output
@@ -67,17 +68,17 @@ func (k *kfn) deriveWinograd(d *rcpu.Derived, lo, hi value.Value) {
 			G[a][j] = splat(vl, constant.NewFloat(types.Double, d.G[a][j]))
 		}
 	}
-	src := k.b.NewBitCast(k.gep(k.w, c64(d.Src)), types.NewPointer(f32))
-	u := k.b.NewBitCast(k.gep(k.w, c64(d.Off)), types.NewPointer(f32))
+	src := k.B.NewBitCast(k.gep(k.w, c64(d.Src)), types.NewPointer(f32))
+	u := k.B.NewBitCast(k.gep(k.w, c64(d.Off)), types.NewPointer(f32))
 	gather := fmt.Sprintf("llvm.masked.gather.v%df32.v%dp0f32", vl, vl)
 	zero := constant.NewZeroInitializer(vecT(vl))
 
 	// lanesAt computes the vector at float v·vl of panel pb, valid lanes.
 	lanesAt := func(pb, v value.Value, valid int) {
-		b := k.b
-		j := b.NewAdd(k.isplat(k.toInt(k.mul(v, c64(int64(vl))), it), it), iota)
+		b := k.B
+		j := b.NewAdd(k.isplat(k.toInt(k.Mul(v, c64(int64(vl))), it), it), iota)
 		row, ic := b.NewURem(j, ivec(d.MR)), b.NewUDiv(j, ivec(d.MR))
-		oc := b.NewAdd(k.isplat(k.toInt(k.mul(pb, c64(d.MR)), it), it), row)
+		oc := b.NewAdd(k.isplat(k.toInt(k.Mul(pb, c64(d.MR)), it), it), row)
 		mask := value.Value(b.NewICmp(enum.IPredULT, oc, ivec(d.OC)))
 		if valid < vl {
 			mask = b.NewAnd(mask, maskConst(vl, valid))
@@ -98,7 +99,7 @@ func (k *kfn) deriveWinograd(d *rcpu.Derived, lo, hi value.Value) {
 				t[a][c] = sum3(G[a][0], gk[c], G[a][1], gk[3+c], G[a][2], gk[6+c])
 			}
 		}
-		base := k.add(k.mul(pb, c64(J)), k.mul(v, c64(int64(vl))))
+		base := k.Add(k.Mul(pb, c64(J)), k.Mul(v, c64(int64(vl))))
 		for a := range A {
 			for bb := range A {
 				var x value.Value = b.NewFPTrunc(sum3(t[a][0], G[bb][0], t[a][1], G[bb][1], t[a][2], G[bb][2]), vecT(vl))
@@ -107,15 +108,15 @@ func (k *kfn) deriveWinograd(d *rcpu.Derived, lo, hi value.Value) {
 					// product with a zero may be -0).
 					x = b.NewSelect(mask, x, zero)
 				}
-				k.vstore(x, u, k.add(base, c64((a*A+bb)*panel)), vl, valid)
+				k.vstore(x, u, k.Add(base, c64((a*A+bb)*panel)), vl, valid)
 			}
 		}
 	}
-	pb0 := k.b.NewSDiv(lo, c64(d.MR))
-	pb1 := k.b.NewSDiv(k.b.NewAdd(hi, c64(d.MR-1)), c64(d.MR))
-	k.loop(pb0, pb1, func(pb value.Value) {
+	pb0 := k.B.NewSDiv(lo, c64(d.MR))
+	pb1 := k.B.NewSDiv(k.B.NewAdd(hi, c64(d.MR-1)), c64(d.MR))
+	k.Loop(pb0, pb1, func(pb value.Value) {
 		if full := J / int64(vl); full > 0 {
-			k.loop(c64(0), c64(full), func(v value.Value) { lanesAt(pb, v, vl) })
+			k.Loop(c64(0), c64(full), func(v value.Value) { lanesAt(pb, v, vl) })
 		}
 		if tail := J % int64(vl); tail > 0 {
 			lanesAt(pb, c64(J/int64(vl)), int(tail))
@@ -128,13 +129,13 @@ func (k *kfn) toInt(x value.Value, t *types.IntType) value.Value {
 	if t == i64 {
 		return x
 	}
-	return k.b.NewTrunc(x, t)
+	return k.B.NewTrunc(x, t)
 }
 
 // isplat broadcasts an integer of type t to a vector of vl lanes.
 func (k *kfn) isplat(x value.Value, t *types.IntType) value.Value {
 	vl := k.g.vl
 	vt := types.NewVector(uint64(vl), t)
-	v := k.b.NewInsertElement(constant.NewUndef(vt), x, c32(0))
-	return k.b.NewShuffleVector(v, constant.NewUndef(vt), constant.NewZeroInitializer(types.NewVector(uint64(vl), i32)))
+	v := k.B.NewInsertElement(constant.NewUndef(vt), x, c32(0))
+	return k.B.NewShuffleVector(v, constant.NewUndef(vt), constant.NewZeroInitializer(types.NewVector(uint64(vl), i32)))
 }

@@ -227,7 +227,7 @@ func (k *kfn) symValue(name string) value.Value {
 	p := k.locPtr(loc{space: inIO, io: k.g.symSlot(), off: 8 * int64(i)}, i64)
 	// The load goes into the entry block right after the pointer (locPtr
 	// puts its instructions at the block's start).
-	entry := k.f.Blocks[0]
+	entry := k.F.Blocks[0]
 	ld := ll.NewLoad(i64, p)
 	at := slices.IndexFunc(entry.Insts, func(in ll.Instruction) bool { return any(in) == any(p) })
 	entry.Insts = slices.Insert(entry.Insts, at+1, ll.Instruction(ld))

@@ -259,13 +259,13 @@ func pointwise(e *kernel.Expr) bool {
 // evalHole computes pointwise expression e of the vector v (its hole "y")
 // in the current block.
 func (k *kfn) evalHole(e *kernel.Expr, v value.Value) value.Value {
-	f := llvm.NewFn(k.g.mod, k.f, k.tid, k.nth, kernelHost{g: k.g, k: k}, k.g.decls)
-	f.B = k.b
+	f := llvm.NewFn(k.g.mod, k.F, k.Tid, k.Nth, kernelHost{g: k.g, k: k}, k.g.decls)
+	f.B = k.B
 	p := llvm.NewPoint(f, nil)
 	p.VL = int(v.Type().(*types.VectorType).Len)
 	p.Holes = map[string]value.Value{"y": v}
 	r := p.EvalVec(e)
-	k.b = f.B
+	k.B = f.B
 	return r
 }
 

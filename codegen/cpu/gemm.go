@@ -146,29 +146,29 @@ func (k *kfn) eachTile(batch, M, N, mr, nb int64, parallel, rowsOuter bool, tile
 	nt := (N + nb - 1) / nb
 	mTail, nTail := M-(mt-1)*mr, N-(nt-1)*nb
 	at := func(t value.Value) {
-		bi := k.div(t, c64(mt*nt))
-		r := k.rem(t, c64(mt*nt))
-		ni, mi := k.div(r, c64(mt)), k.rem(r, c64(mt))
+		bi := k.SDiv(t, c64(mt*nt))
+		r := k.SRem(t, c64(mt*nt))
+		ni, mi := k.SDiv(r, c64(mt)), k.SRem(r, c64(mt))
 		if rowsOuter {
-			mi, ni = k.div(r, c64(nt)), k.rem(r, c64(nt))
+			mi, ni = k.SDiv(r, c64(nt)), k.SRem(r, c64(nt))
 		}
 		byCols := func(rows int64) {
 			if nTail == nb {
 				tile(bi, mi, ni, rows, nb)
 				return
 			}
-			k.ifElse(k.icmp(enum.IPredEQ, ni, c64(nt-1)), func() { tile(bi, mi, ni, rows, nTail) }, func() { tile(bi, mi, ni, rows, nb) })
+			k.IfElse(k.icmp(enum.IPredEQ, ni, c64(nt-1)), func() { tile(bi, mi, ni, rows, nTail) }, func() { tile(bi, mi, ni, rows, nb) })
 		}
 		if mTail == mr {
 			byCols(mr)
 		} else {
-			k.ifElse(k.icmp(enum.IPredEQ, mi, c64(mt-1)), func() { byCols(mTail) }, func() { byCols(mr) })
+			k.IfElse(k.icmp(enum.IPredEQ, mi, c64(mt-1)), func() { byCols(mTail) }, func() { byCols(mr) })
 		}
 	}
 	if parallel {
 		k.stealLoop(batch*mt*nt, at)
 	} else {
-		k.loop(c64(0), c64(batch*mt*nt), at)
+		k.Loop(c64(0), c64(batch*mt*nt), at)
 	}
 }
 
@@ -197,19 +197,19 @@ func (gm *gemm) emit(k *kfn) {
 		addP = gm.add(k)
 	}
 	k.eachTile(gm.batch, gm.M, gm.N, gm.mr, nb, gm.parallel, gm.rowsOuter(), func(bi, mi, ni value.Value, rows, cols int64) {
-		aOff := k.mul(mi, c64(gm.aTile))
-		bOff := k.mul(ni, c64(gm.bTile))
-		cOff := k.add(k.mul(mi, c64(gm.mr*gm.ldc)), k.mul(ni, c64(nb)))
+		aOff := k.Mul(mi, c64(gm.aTile))
+		bOff := k.Mul(ni, c64(gm.bTile))
+		cOff := k.Add(k.Mul(mi, c64(gm.mr*gm.ldc)), k.Mul(ni, c64(nb)))
 		if gm.aBatch != nil {
-			aOff = k.add(aOff, gm.aBatch(k, bi))
+			aOff = k.Add(aOff, gm.aBatch(k, bi))
 		}
 		if gm.bBatch != nil {
-			bOff = k.add(bOff, gm.bBatch(k, bi))
+			bOff = k.Add(bOff, gm.bBatch(k, bi))
 		}
 		if gm.cBatch != nil {
-			cOff = k.add(cOff, gm.cBatch(k, bi))
+			cOff = k.Add(cOff, gm.cBatch(k, bi))
 		}
-		gm.micro(k, rows, cols, ap, bp, cp, biasP, addP, aOff, bOff, cOff, k.mul(mi, c64(gm.mr)), k.mul(ni, c64(nb)))
+		gm.micro(k, rows, cols, ap, bp, cp, biasP, addP, aOff, bOff, cOff, k.Mul(mi, c64(gm.mr)), k.Mul(ni, c64(nb)))
 	})
 }
 
@@ -253,7 +253,7 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 	if addP != nil && gm.K >= prefetchMinK {
 		for i := int64(0); i < rows; i++ {
 			for j := int64(0); j < cols; j += lineFloats {
-				k.prefetch(addP, k.add(cOff, c64(i*gm.ldc+j)))
+				k.prefetch(addP, k.Add(cOff, c64(i*gm.ldc+j)))
 			}
 		}
 	}
@@ -265,7 +265,7 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 	if gm.K <= shortK {
 		for i := int64(0); i < rows; i++ {
 			for j := int64(0); j < cols+turn; j += lineFloats {
-				k.prefetchW(cp, k.add(cOff, c64(i*gm.ldc+j)))
+				k.prefetchW(cp, k.Add(cOff, c64(i*gm.ldc+j)))
 			}
 		}
 	}
@@ -273,17 +273,17 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 	if gm.kRange != nil {
 		kLo, kHi = gm.kRange(k)
 	}
-	acc := k.loopAcc(kLo, kHi, init, func(kk value.Value, acc []value.Value) []value.Value {
-		bRow := k.add(bOff, k.mul(kk, c64(gm.bKi)))
+	acc := k.LoopAcc(kLo, kHi, 1, init, func(kk value.Value, acc []value.Value) []value.Value {
+		bRow := k.Add(bOff, k.Mul(kk, c64(gm.bKi)))
 		bv := make([]value.Value, nv)
 		for j := int64(0); j < nv; j++ {
 			v := valid(j)
 			if gm.bPadded {
 				v = vl
 			}
-			bv[j] = k.vload(bp, k.add(bRow, c64(j*gm.vl)), vl, v)
+			bv[j] = k.vload(bp, k.Add(bRow, c64(j*gm.vl)), vl, v)
 		}
-		aRow := k.add(aOff, k.mul(kk, c64(gm.aKi)))
+		aRow := k.Add(aOff, k.Mul(kk, c64(gm.aKi)))
 		if gm.K >= prefetchMinK {
 			gm.prefetchAhead(k, ap, bp, aRow, bRow, nv)
 		}
@@ -295,38 +295,38 @@ func (gm *gemm) micro(k *kfn, rows, cols int64, ap, bp, cp, biasP, addP, aOff, b
 			aCol = constant.NewZeroInitializer(vecT(W))
 		}
 		for i := int64(0); i < rows; i++ {
-			a := k.load(ap, k.add(aRow, c64(i*gm.aRi)))
+			a := k.load(ap, k.Add(aRow, c64(i*gm.aRi)))
 			av := k.vsplat(a, vl)
 			for j := int64(0); j < nv; j++ {
 				out[i*nv+j] = k.fma(av, bv[j], acc[i*nv+j])
 			}
 			if turn > 0 && gm.aRi != 1 {
-				aCol = k.b.NewInsertElement(aCol, a, c32(i))
+				aCol = k.B.NewInsertElement(aCol, a, c32(i))
 			}
 		}
 		for t := int64(0); t < turn; t++ {
-			x := k.vsplat(k.load(bp, k.add(bRow, c64(cols+t))), W)
+			x := k.vsplat(k.load(bp, k.Add(bRow, c64(cols+t))), W)
 			out[rows*nv+t] = k.fma(aCol, x, acc[rows*nv+t])
 		}
 		return out
 	})
 	for t := int64(0); t < turn; t++ {
-		gm.storeTurned(k, acc[rows*nv+t], rows, W, cp, biasP, addP, cOff, m0, k.add(n0, c64(cols+t)), cols+t)
+		gm.storeTurned(k, acc[rows*nv+t], rows, W, cp, biasP, addP, cOff, m0, k.Add(n0, c64(cols+t)), cols+t)
 	}
 	for i := int64(0); i < rows; i++ {
-		m := k.add(m0, c64(i))
+		m := k.Add(m0, c64(i))
 		for j := int64(0); j < nv; j++ {
 			v := acc[i*nv+j]
-			n := k.add(n0, c64(j*gm.vl))
+			n := k.Add(n0, c64(j*gm.vl))
 			if biasP != nil {
-				bo := k.mul(m, c64(gm.biasRs))
+				bo := k.Mul(m, c64(gm.biasRs))
 				if gm.biasCs == 0 {
 					v = k.fadd(v, k.vsplat(k.load(biasP, bo), vl))
 				} else {
-					v = k.fadd(v, k.vload(biasP, k.add(bo, n), vl, valid(j)))
+					v = k.fadd(v, k.vload(biasP, k.Add(bo, n), vl, valid(j)))
 				}
 			}
-			at := k.add(cOff, c64(i*gm.ldc+j*gm.vl))
+			at := k.Add(cOff, c64(i*gm.ldc+j*gm.vl))
 			if addP != nil {
 				v = k.fadd(v, k.vload(addP, at, vl, valid(j)))
 			}
@@ -355,7 +355,7 @@ const prefetchDistance = 2048
 // activations) has its rows a plane apart, each row a stream of its own.
 func (gm *gemm) prefetchAhead(k *kfn, ap, bp, aRow, bRow value.Value, nv int64) {
 	if gm.aRi == 1 {
-		k.prefetch(ap, k.add(aRow, c64(prefetchDistance/4)))
+		k.prefetch(ap, k.Add(aRow, c64(prefetchDistance/4)))
 	}
 	if !gm.bPadded && gm.bKi < 256 {
 		return // rows close together: one stream the hardware follows
@@ -365,7 +365,7 @@ func (gm *gemm) prefetchAhead(k *kfn, ap, bp, aRow, bRow value.Value, nv int64) 
 	// band, a 1×1 conv's input), rows bKi apart.
 	ahead := max(1, prefetchDistance/(4*gm.nb())) * gm.bKi
 	for j := int64(0); j < nv; j++ {
-		k.prefetch(bp, k.add(bRow, c64(ahead+j*gm.vl)))
+		k.prefetch(bp, k.Add(bRow, c64(ahead+j*gm.vl)))
 	}
 }
 
@@ -375,22 +375,22 @@ func (gm *gemm) storeTurned(k *kfn, v value.Value, rows int64, W int, cp, biasP,
 	gather := func(p value.Value, at func(i int64) value.Value) value.Value {
 		var g value.Value = constant.NewZeroInitializer(vecT(W))
 		for i := int64(0); i < rows; i++ {
-			g = k.b.NewInsertElement(g, k.load(p, at(i)), c32(i))
+			g = k.B.NewInsertElement(g, k.load(p, at(i)), c32(i))
 		}
 		return g
 	}
 	if biasP != nil {
 		v = k.fadd(v, gather(biasP, func(i int64) value.Value {
-			return k.add(k.mul(k.add(m0, c64(i)), c64(gm.biasRs)), k.mul(n, c64(gm.biasCs)))
+			return k.Add(k.Mul(k.Add(m0, c64(i)), c64(gm.biasRs)), k.Mul(n, c64(gm.biasCs)))
 		}))
 	}
-	at := func(i int64) value.Value { return k.add(cOff, c64(i*gm.ldc+col)) }
+	at := func(i int64) value.Value { return k.Add(cOff, c64(i*gm.ldc+col)) }
 	if addP != nil {
 		v = k.fadd(v, gather(addP, at))
 	}
 	v = gm.act.apply(k, v)
 	for i := int64(0); i < rows; i++ {
-		k.store(k.b.NewExtractElement(v, c32(i)), cp, at(i))
+		k.store(k.B.NewExtractElement(v, c32(i)), cp, at(i))
 	}
 }
 

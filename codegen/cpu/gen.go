@@ -310,16 +310,15 @@ func (g *gen) step(name string, serial bool, body func(k *kfn)) {
 	f := g.mod.NewFunc(fname, types.Void, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
 		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("s", i64))
 	f.Linkage = enum.LinkageInternal
-	k := &kfn{g: g, f: f, tid: f.Params[0], nth: f.Params[1], w: f.Params[2], a: f.Params[3], io: f.Params[4], sample: f.Params[5], bases: map[string]value.Value{}}
-	k.b = f.NewBlock("")
+	k := &kfn{Fn: llvm.NewFn(g.mod, f, f.Params[0], f.Params[1], nil, g.decls), g: g, w: f.Params[2], a: f.Params[3], io: f.Params[4], sample: f.Params[5], bases: map[string]value.Value{}}
 	if serial {
 		ret, body := f.NewBlock(""), f.NewBlock("")
-		k.b.NewCondBr(k.b.NewICmp(enum.IPredNE, k.tid, c64(0)), ret, body)
+		k.B.NewCondBr(k.B.NewICmp(enum.IPredNE, k.Tid, c64(0)), ret, body)
 		ret.NewRet(nil)
-		k.b = body
+		k.B = body
 	}
 	body(k)
-	k.b.NewRet(nil)
+	k.B.NewRet(nil)
 	st := step{f: f, serial: serial, counters: k.counters, node: g.curNode}
 	if g.slice != nil {
 		st.samples, st.group = g.slice.n, g.slice.group
@@ -347,8 +346,8 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 		// where EntryPtr puts the pointer computed from it.
 		off := ll.NewLoad(i64, k.g.derivedBaseGlobal())
 		gp := ll.NewGetElementPtr(i8, k.w, off)
-		cast := llvm.EntryPtr(k.f, gp, nil, 0, l.off, k.sample, l.stride, types.NewPointer(et))
-		entry := k.f.Blocks[0]
+		cast := llvm.EntryPtr(k.F, gp, nil, 0, l.off, k.sample, l.stride, types.NewPointer(et))
+		entry := k.F.Blocks[0]
 		entry.Insts = append([]ll.Instruction{off, gp}, entry.Insts...)
 		k.bases[key] = cast
 		return cast
@@ -356,7 +355,7 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 	default:
 		slots = k.io
 	}
-	cast := llvm.EntryPtr(k.f, base, slots, int64(l.io), l.off, k.sample, l.stride, types.NewPointer(et))
+	cast := llvm.EntryPtr(k.F, base, slots, int64(l.io), l.off, k.sample, l.stride, types.NewPointer(et))
 	k.bases[key] = cast
 	return cast
 }

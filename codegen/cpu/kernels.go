@@ -138,10 +138,10 @@ func (g *gen) emitKernel(kern *kernel.Kernel, temps map[*kernel.Buffer]int64) {
 		s = g.opts.schedule(kern, s)
 	}
 	g.step(kern.Name, !s.Parallel, func(k *kfn) {
-		f := llvm.NewFn(g.mod, k.f, k.tid, k.nth, kernelHost{g: g, k: k, temps: temps}, g.decls)
-		f.B = k.b
+		f := llvm.NewFn(g.mod, k.F, k.Tid, k.Nth, kernelHost{g: g, k: k, temps: temps}, g.decls)
+		f.B = k.B
 		llvm.EmitCPU(f, kern, s)
-		k.b = f.B
+		k.B = f.B
 	})
 }
 

@@ -137,12 +137,12 @@ func (g *gen) lowerConv(n *ir.Node) error {
 		gm.biasRs, gm.biasCs = 1, 0
 	}
 	gm.c = func(k *kfn) value.Value { return k.ptr(Y) }
-	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(M*N)) }
+	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(M*N)) }
 	g.epilogue(n, gm)
 	if c.pointwise() {
 		gm.b = func(k *kfn) value.Value { return k.ptr(X) }
 		gm.bTile, gm.bKi = gm.nb(), N
-		gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(K*N)) }
+		gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(K*N)) }
 		g.step("Conv1x1", !gm.parallel, gm.emit)
 		return nil
 	}
@@ -151,7 +151,7 @@ func (g *gen) lowerConv(n *ir.Node) error {
 	g.emitIm2col(X, c, ldb, gm.parallel)
 	gm.b = func(k *kfn) value.Value { return k.scratchPtr(0) }
 	gm.bTile, gm.bKi, gm.bPadded = gm.nb(), ldb, true
-	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(K*ldb)) }
+	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(K*ldb)) }
 	g.step("Conv", !gm.parallel, gm.emit)
 	return nil
 }
@@ -172,15 +172,15 @@ func (g *gen) emitIm2col(X *ir.Value, c convGeom, ldb int64, par bool) {
 	g.step("Im2col", !par, func(k *kfn) {
 		xp, sp := k.ptr(X), k.scratchPtr(0)
 		k.parLoop(planes, par, func(pl value.Value) {
-			src := k.mul(pl, c64(c.H*c.W))
+			src := k.Mul(pl, c64(c.H*c.W))
 			for kh := int64(0); kh < c.kh; kh++ {
 				// valid oh: 0 <= oh*sh - ph + kh*dh < H
 				ohLo, ohHi := validRange(c.OH, c.sh, kh*c.dh-c.ph, c.H)
 				for kw := int64(0); kw < c.kw; kw++ {
 					owLo, owHi := validRange(c.OW, c.sw, kw*c.dw-c.pw, c.W)
-					row := k.mul(k.add(k.mul(pl, c64(taps)), c64(kh*c.kw+kw)), c64(ldb))
+					row := k.Mul(k.Add(k.Mul(pl, c64(taps)), c64(kh*c.kw+kw)), c64(ldb))
 					zero := func(from, to int64) {
-						k.loopN(from, to, func(i value.Value) { k.store(cf(0), sp, k.add(row, i)) })
+						k.loopN(from, to, func(i value.Value) { k.store(cf(0), sp, k.Add(row, i)) })
 					}
 					zero(0, ohLo*c.OW)
 					zero(ohHi*c.OW, c.OH*c.OW)
@@ -188,9 +188,9 @@ func (g *gen) emitIm2col(X *ir.Value, c convGeom, ldb int64, par bool) {
 						continue
 					}
 					k.loopN(ohLo, ohHi, func(oh value.Value) {
-						dst := k.add(row, k.mul(oh, c64(c.OW)))
-						ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
-						sbase := k.add(src, k.add(k.mul(ih, c64(c.W)), c64(kw*c.dw-c.pw)))
+						dst := k.Add(row, k.Mul(oh, c64(c.OW)))
+						ih := k.Add(k.Mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+						sbase := k.Add(src, k.Add(k.Mul(ih, c64(c.W)), c64(kw*c.dw-c.pw)))
 						g.im2colRow(k, xp, sbase, sp, dst, c, owLo, owHi)
 					})
 				}
@@ -221,11 +221,11 @@ func validRange(n, stride, off, size int64) (lo, hi int64) {
 // loop vectorizer leaves scalar.
 func (g *gen) im2colRow(k *kfn, xp, sbase, sp, dst value.Value, c convGeom, owLo, owHi int64) {
 	if c.sw != 1 && c.sw != 2 {
-		k.loopN(0, owLo, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+		k.loopN(0, owLo, func(i value.Value) { k.store(cf(0), sp, k.Add(dst, i)) })
 		k.loopN(owLo, owHi, func(ow value.Value) {
-			k.store(k.load(xp, k.add(sbase, k.mul(ow, c64(c.sw)))), sp, k.add(dst, ow))
+			k.store(k.load(xp, k.Add(sbase, k.Mul(ow, c64(c.sw)))), sp, k.Add(dst, ow))
 		})
-		k.loopN(owHi, c.OW, func(i value.Value) { k.store(cf(0), sp, k.add(dst, i)) })
+		k.loopN(owHi, c.OW, func(i value.Value) { k.store(cf(0), sp, k.Add(dst, i)) })
 		return
 	}
 	// Vectors no wider than the run (masked lanes past a cache line or
@@ -237,30 +237,30 @@ func (g *gen) im2colRow(k *kfn, xp, sbase, sp, dst value.Value, c convGeom, owLo
 				w /= 2
 			}
 			n := int(min(w, to-at))
-			k.vstore(src(at, int(w), n), sp, k.add(dst, c64(at)), int(w), n)
+			k.vstore(src(at, int(w), n), sp, k.Add(dst, c64(at)), int(w), n)
 			at += int64(n)
 		}
 	}
 	zero := func(_ int64, w, _ int) value.Value { return constant.NewZeroInitializer(vecT(w)) }
 	span(0, owLo, zero)
 	if c.sw == 1 {
-		span(owLo, owHi, func(at int64, w, n int) value.Value { return k.vload(xp, k.add(sbase, c64(at)), w, n) })
+		span(owLo, owHi, func(at int64, w, n int) value.Value { return k.vload(xp, k.Add(sbase, c64(at)), w, n) })
 	} else {
 		// Stride 2 (stems, downsampling convs): the even lanes of two
 		// loads, masked so they read nothing past the last tap.
 		span(owLo, owHi, func(at int64, w, n int) value.Value {
 			need := 2*n - 1 // input floats from the first tap to the last
-			src := k.add(sbase, c64(2*at))
+			src := k.Add(sbase, c64(2*at))
 			lo := k.vload(xp, src, w, min(w, need))
 			var hi value.Value = constant.NewZeroInitializer(vecT(w))
 			if need > w {
-				hi = k.vload(xp, k.add(src, c64(int64(w))), w, need-w)
+				hi = k.vload(xp, k.Add(src, c64(int64(w))), w, need-w)
 			}
 			idx := make([]constant.Constant, w)
 			for i := range idx {
 				idx[i] = constant.NewInt(i32, int64(2*i))
 			}
-			return k.b.NewShuffleVector(lo, hi, constant.NewVector(types.NewVector(uint64(w), i32), idx...))
+			return k.B.NewShuffleVector(lo, hi, constant.NewVector(types.NewVector(uint64(w), i32), idx...))
 		})
 	}
 	span(owHi, c.OW, zero)

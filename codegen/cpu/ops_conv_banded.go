@@ -82,7 +82,7 @@ func (g *gen) lowerConvBanded(n *ir.Node, c convGeom, bd convBands) {
 	parallel := 2*M*P*K*c.N >= 1<<18
 	g.step("ConvBanded", !parallel, func(k *kfn) {
 		total := c.N * bd.count
-		slot := k.gep(k.scratchPtr(0), k.mul(k.tid, c64(bd.slot/4)))
+		slot := k.gep(k.scratchPtr(0), k.Mul(k.Tid, c64(bd.slot/4)))
 		if !parallel {
 			slot = k.scratchPtr(0)
 		}
@@ -92,10 +92,10 @@ func (g *gen) lowerConvBanded(n *ir.Node, c convGeom, bd convBands) {
 			addP = full.add(k)
 		}
 		k.parLoop(total, parallel, func(t value.Value) {
-			img, band := k.div(t, c64(bd.count)), k.rem(t, c64(bd.count))
-			oh0 := k.mul(band, c64(bd.rows))
-			x := k.gep(xp, k.mul(img, c64(c.C*c.H*c.W)))
-			out := k.add(k.mul(img, c64(M*P)), k.mul(oh0, c64(c.OW)))
+			img, band := k.SDiv(t, c64(bd.count)), k.SRem(t, c64(bd.count))
+			oh0 := k.Mul(band, c64(bd.rows))
+			x := k.gep(xp, k.Mul(img, c64(c.C*c.H*c.W)))
+			out := k.Add(k.Mul(img, c64(M*P)), k.Mul(oh0, c64(c.OW)))
 			run := func(gm *gemm, rows int64) {
 				g.emitIm2colBand(k, x, slot, c, bd.ldb, oh0, rows)
 				gm.b = func(*kfn) value.Value { return slot }
@@ -109,7 +109,7 @@ func (g *gen) lowerConvBanded(n *ir.Node, c convGeom, bd convBands) {
 				run(full, bd.rows)
 				return
 			}
-			k.ifElse(k.icmp(enum.IPredEQ, band, c64(bd.count-1)), func() { run(&last, lastRows) }, func() { run(full, bd.rows) })
+			k.IfElse(k.icmp(enum.IPredEQ, band, c64(bd.count-1)), func() { run(&last, lastRows) }, func() { run(full, bd.rows) })
 		})
 	})
 }
@@ -120,27 +120,27 @@ func (g *gen) lowerConvBanded(n *ir.Node, c convGeom, bd convBands) {
 func (g *gen) emitIm2colBand(k *kfn, x, sp value.Value, c convGeom, ldb int64, oh0 value.Value, rows int64) {
 	taps := c.kh * c.kw
 	zero := func(base, from, to value.Value) {
-		k.loop(from, to, func(i value.Value) { k.store(cf(0), sp, k.add(base, i)) })
+		k.Loop(from, to, func(i value.Value) { k.store(cf(0), sp, k.Add(base, i)) })
 	}
 	smax := func(a, b value.Value) value.Value { return k.sel(k.icmp(enum.IPredSGT, a, b), a, b) }
 	smin := func(a, b value.Value) value.Value { return k.sel(k.icmp(enum.IPredSLT, a, b), a, b) }
-	end := k.add(oh0, c64(rows))
-	k.loop(c64(0), c64(c.C), func(ch value.Value) {
-		src := k.mul(ch, c64(c.H*c.W))
+	end := k.Add(oh0, c64(rows))
+	k.Loop(c64(0), c64(c.C), func(ch value.Value) {
+		src := k.Mul(ch, c64(c.H*c.W))
 		for kh := int64(0); kh < c.kh; kh++ {
 			ohLo, ohHi := validRange(c.OH, c.sh, kh*c.dh-c.ph, c.H)
 			a := smin(smax(oh0, c64(ohLo)), end)
 			b := smax(smin(end, c64(ohHi)), a)
 			for kw := int64(0); kw < c.kw; kw++ {
 				owLo, owHi := validRange(c.OW, c.sw, kw*c.dw-c.pw, c.W)
-				row := k.mul(k.add(k.mul(ch, c64(taps)), c64(kh*c.kw+kw)), c64(ldb))
+				row := k.Mul(k.Add(k.Mul(ch, c64(taps)), c64(kh*c.kw+kw)), c64(ldb))
 				// Output rows of the band the tap reads outside the input are 0.
-				zero(row, c64(0), k.mul(k.sub(a, oh0), c64(c.OW)))
-				zero(row, k.mul(k.sub(b, oh0), c64(c.OW)), c64(rows*c.OW))
-				k.loop(a, b, func(oh value.Value) {
-					dst := k.add(row, k.mul(k.sub(oh, oh0), c64(c.OW)))
-					ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
-					sbase := k.add(src, k.add(k.mul(ih, c64(c.W)), c64(kw*c.dw-c.pw)))
+				zero(row, c64(0), k.Mul(k.Sub(a, oh0), c64(c.OW)))
+				zero(row, k.Mul(k.Sub(b, oh0), c64(c.OW)), c64(rows*c.OW))
+				k.Loop(a, b, func(oh value.Value) {
+					dst := k.Add(row, k.Mul(k.Sub(oh, oh0), c64(c.OW)))
+					ih := k.Add(k.Mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+					sbase := k.Add(src, k.Add(k.Mul(ih, c64(c.W)), c64(kw*c.dw-c.pw)))
 					g.im2colRow(k, x, sbase, sp, dst, c, owLo, owHi)
 				})
 			}

@@ -130,7 +130,7 @@ func (g *gen) lowerExpandDW(a, d *ir.Node, ca, cd convGeom) error {
 			if par {
 				lo, hi = k.splitCapped(items, threadSlots)
 				if !separate {
-					slot = k.gep(slot, k.mul(k.tid, c64(slotFloats)))
+					slot = k.gep(slot, k.Mul(k.Tid, c64(slotFloats)))
 				}
 			}
 			xp, yp, ap := k.ptr(X), k.ptr(Y), packed(k)
@@ -140,26 +140,26 @@ func (g *gen) lowerExpandDW(a, d *ir.Node, ca, cd convGeom) error {
 			if biasOff >= 0 {
 				biasP = k.locPtr(loc{space: inWeights, off: biasOff}, f32)
 			}
-			k.loop(lo, hi, func(it value.Value) {
-				img, blk := k.div(it, c64(nblk)), k.rem(it, c64(nblk))
+			k.Loop(lo, hi, func(it value.Value) {
+				img, blk := k.SDiv(it, c64(nblk)), k.SRem(it, c64(nblk))
 				at := slot
 				if separate {
-					at = k.gep(slot, k.mul(it, c64(slotFloats)))
+					at = k.gep(slot, k.Mul(it, c64(slotFloats)))
 				}
 				run := func(sub *gemm) {
 					if expand {
-						sub.a = func(*kfn) value.Value { return k.gep(ap, k.mul(blk, c64(gm.aTile))) }
-						sub.b = func(*kfn) value.Value { return k.gep(xp, k.mul(img, c64(K*HW))) }
+						sub.a = func(*kfn) value.Value { return k.gep(ap, k.Mul(blk, c64(gm.aTile))) }
+						sub.b = func(*kfn) value.Value { return k.gep(xp, k.Mul(img, c64(K*HW))) }
 						sub.c = func(*kfn) value.Value { return at }
 						if biasP != nil {
-							sub.bias = func(*kfn) value.Value { return k.gep(biasP, k.mul(blk, c64(gm.mr))) }
+							sub.bias = func(*kfn) value.Value { return k.gep(biasP, k.Mul(blk, c64(gm.mr))) }
 						}
 						sub.emit(k)
 					}
 					if depthwise {
 						k.loopN(0, sub.M, func(j value.Value) {
-							p := k.add(k.mul(img, c64(M)), k.add(k.mul(blk, c64(gm.mr)), j))
-							pl.emit(k, at, k.mul(j, c64(HW)), yp, p)
+							p := k.Add(k.Mul(img, c64(M)), k.Add(k.Mul(blk, c64(gm.mr)), j))
+							pl.emit(k, at, k.Mul(j, c64(HW)), yp, p)
 						})
 					}
 				}
@@ -167,7 +167,7 @@ func (g *gen) lowerExpandDW(a, d *ir.Node, ca, cd convGeom) error {
 					run(&full)
 					return
 				}
-				k.ifElse(k.icmp(enum.IPredEQ, blk, c64(nblk-1)), func() { run(&last) }, func() { run(&full) })
+				k.IfElse(k.icmp(enum.IPredEQ, blk, c64(nblk-1)), func() { run(&last) }, func() { run(&full) })
 			})
 		}
 	}

@@ -27,10 +27,10 @@ func (g *gen) lowerConvGrouped(n *ir.Node, c convGeom) error {
 	g.step("ConvGrouped", !par, func(k *kfn) {
 		xp, yp := k.ptr(X), k.ptr(Y)
 		k.parLoop(planes, par, func(p value.Value) {
-			oc := k.rem(p, c64(c.OC))
-			img := k.div(p, c64(c.OC))
-			grp := k.div(oc, c64(c.OC/c.group))
-			xPlane := k.mul(k.add(k.mul(img, c64(c.C)), k.mul(grp, c64(c.C/c.group))), c64(c.H*c.W))
+			oc := k.SRem(p, c64(c.OC))
+			img := k.SDiv(p, c64(c.OC))
+			grp := k.SDiv(oc, c64(c.OC/c.group))
+			xPlane := k.Mul(k.Add(k.Mul(img, c64(c.C)), k.Mul(grp, c64(c.C/c.group))), c64(c.H*c.W))
 			pl.emit(k, xp, xPlane, yp, p)
 		})
 	})
@@ -77,8 +77,8 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 	if pl.w != nil {
 		wp = k.ptr(pl.w)
 	}
-	oc := k.rem(p, c64(c.OC))
-	wBase := k.mul(oc, c64(c.C/c.group*c.kh*c.kw))
+	oc := k.SRem(p, c64(c.OC))
+	wBase := k.Mul(oc, c64(c.C/c.group*c.kh*c.kw))
 	var init value.Value = constant.NewZeroInitializer(vecT(int(vl)))
 	switch {
 	case pl.b != nil:
@@ -95,7 +95,7 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 		for i := range khs {
 			khs[i] = int64(i)
 		}
-		sum(k.mul(p, c64(P)), (P+vl-1)/vl, P, khs, func(xCi value.Value, kh, kw, j int64) value.Value {
+		sum(k.Mul(p, c64(P)), (P+vl-1)/vl, P, khs, func(xCi value.Value, kh, kw, j int64) value.Value {
 			dy, dx := kh*c.dh-c.ph, kw*c.dw-c.pw
 			mask := make([]bool, vl)
 			for l := range mask {
@@ -106,22 +106,22 @@ func (pl *groupedPlanes) emit(k *kfn, xp, xPlane, yp, p value.Value) {
 			if !slices.Contains(mask, true) {
 				return nil
 			}
-			return k.vloadMask(xp, k.add(xCi, c64(j*vl+dy*c.W+dx)), mask, 0)
+			return k.vloadMask(xp, k.Add(xCi, c64(j*vl+dy*c.W+dx)), mask, 0)
 		})
 		return
 	}
 	for _, run := range tapRuns(c.OH, c.sh, c.ph, c.dh, c.kh, c.H) {
-		k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
-			yRow := k.add(k.mul(p, c64(P)), k.mul(oh, c64(c.OW)))
+		k.Loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
+			yRow := k.Add(k.Mul(p, c64(P)), k.Mul(oh, c64(c.OW)))
 			// Each input row's taps, per input channel value (a chunk of
 			// sumVectors emits its channel loop's body once).
 			taps := map[[2]any]*rowTaps{}
 			sum(yRow, (c.OW+vl-1)/vl, c.OW, run.taps, func(xCi value.Value, kh, kw, j int64) value.Value {
-				ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+				ih := k.Add(k.Mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
 				valid := int(min(vl, c.OW-j*vl))
 				key := [2]any{xCi, kh}
 				if taps[key] == nil {
-					taps[key] = newRowTaps(k, xp, k.add(xCi, k.mul(ih, c64(c.W))), c.sw, c.W, int(vl), 0)
+					taps[key] = newRowTaps(k, xp, k.Add(xCi, k.Mul(ih, c64(c.W))), c.sw, c.W, int(vl), 0)
 				}
 				return taps[key].tap(j, kw*c.dw-c.pw, valid)
 			})
@@ -158,10 +158,10 @@ func (pl *groupedPlanes) sumVectors(k *kfn, wp, wBase, init, xPlane, yp, yAt val
 		for i := range accs {
 			accs[i] = init
 		}
-		accs = k.loopAcc(c64(0), c64(c.C/c.group), accs, func(ci value.Value, accs []value.Value) []value.Value {
+		accs = k.LoopAcc(c64(0), c64(c.C/c.group), 1, accs, func(ci value.Value, accs []value.Value) []value.Value {
 			out := append([]value.Value(nil), accs...)
-			xCi := k.add(xPlane, k.mul(ci, c64(c.H*c.W)))
-			wCi := k.add(wBase, k.mul(ci, c64(c.kh*c.kw)))
+			xCi := k.Add(xPlane, k.Mul(ci, c64(c.H*c.W)))
+			wCi := k.Add(wBase, k.Mul(ci, c64(c.kh*c.kw)))
 			for _, kh := range khs {
 				for kw := int64(0); kw < c.kw; kw++ {
 					var wv value.Value
@@ -171,7 +171,7 @@ func (pl *groupedPlanes) sumVectors(k *kfn, wp, wBase, init, xPlane, yp, yAt val
 							continue // every lane is padding
 						}
 						if wv == nil {
-							wv = k.vsplat(k.load(wp, k.add(wCi, c64(kh*c.kw+kw))), int(vl))
+							wv = k.vsplat(k.load(wp, k.Add(wCi, c64(kh*c.kw+kw))), int(vl))
 						}
 						out[j-cb] = k.fma(xv, wv, out[j-cb])
 					}
@@ -180,7 +180,7 @@ func (pl *groupedPlanes) sumVectors(k *kfn, wp, wBase, init, xPlane, yp, yAt val
 			return out
 		})
 		for j := cb; j < ce; j++ {
-			pl.store(k, accs[j-cb], yp, k.add(yAt, c64(j*vl)), int(min(vl, width-j*vl)))
+			pl.store(k, accs[j-cb], yp, k.Add(yAt, c64(j*vl)), int(min(vl, width-j*vl)))
 		}
 	}
 }
@@ -242,7 +242,7 @@ func (k *kfn) vloadMask(p, idx value.Value, mask []bool, fill float64) value.Val
 		elems[i] = constant.NewBool(m)
 	}
 	vt := vecT(vl)
-	q := k.b.NewBitCast(k.gep(p, idx), types.NewPointer(vt))
+	q := k.B.NewBitCast(k.gep(p, idx), types.NewPointer(vt))
 	return k.call(fmt.Sprintf("llvm.masked.load.v%df32.p0v%df32", vl, vl), vt, q, c32(4),
 		constant.NewVector(types.NewVector(uint64(vl), i1), elems...), fconst(vt, fill))
 }
@@ -287,7 +287,7 @@ func (t *rowTaps) stream(J int64) []value.Value {
 			col := first + int64(e)
 			mask[e] = col >= 0 && col < t.width
 		}
-		parts[h] = k.vloadMask(t.p, k.add(t.row, c64(first)), mask, t.fill)
+		parts[h] = k.vloadMask(t.p, k.Add(t.row, c64(first)), mask, t.fill)
 	}
 	s := parts
 	if t.stride == 2 {
@@ -297,7 +297,7 @@ func (t *rowTaps) stream(J int64) []value.Value {
 			for l := range idx {
 				idx[l] = c32(2*int64(l) + int64(r))
 			}
-			s[r] = k.b.NewShuffleVector(parts[0], parts[1], constant.NewVector(types.NewVector(uint64(vl), i32), idx...))
+			s[r] = k.B.NewShuffleVector(parts[0], parts[1], constant.NewVector(types.NewVector(uint64(vl), i32), idx...))
 		}
 	}
 	t.streams[J] = s
@@ -320,7 +320,7 @@ func (t *rowTaps) tap(j, d int64, valid int) value.Value {
 		v := fconst(vecT(t.vl), t.fill)
 		for l := range int64(valid) {
 			if col := t.stride*(vl*j+l) + d; col >= 0 && col < t.width {
-				v = t.k.b.NewInsertElement(v, t.k.load(t.p, t.k.add(t.row, c64(col))), c32(l))
+				v = t.k.B.NewInsertElement(v, t.k.load(t.p, t.k.Add(t.row, c64(col))), c32(l))
 			}
 		}
 		return v
@@ -338,5 +338,5 @@ func (t *rowTaps) tap(j, d int64, valid int) value.Value {
 	for l := range idx {
 		idx[l] = c32(off + int64(l))
 	}
-	return t.k.b.NewShuffleVector(a, b, constant.NewVector(types.NewVector(uint64(vl), i32), idx...))
+	return t.k.B.NewShuffleVector(a, b, constant.NewVector(types.NewVector(uint64(vl), i32), idx...))
 }

@@ -83,21 +83,21 @@ func (g *gen) lowerConv1x1SplitK(n *ir.Node, c convGeom, src *ir.Node) {
 	slotFloats := align64(4*M*N) / 4
 	// active is how many threads hold channels: the conv-dw kernel's cap.
 	active := func(k *kfn) value.Value {
-		return k.sel(k.icmp(enum.IPredSGT, k.nth, c64(threadSlots)), c64(threadSlots), k.nth)
+		return k.sel(k.icmp(enum.IPredSGT, k.Nth, c64(threadSlots)), c64(threadSlots), k.Nth)
 	}
 	g.step("Conv1x1SplitK", false, func(k *kfn) {
 		blo, bhi := k.splitCapped(nblk, threadSlots)
-		kLo := k.mul(blo, c64(rows))
-		kHi := k.sel(k.icmp(enum.IPredSLT, k.mul(bhi, c64(rows)), c64(K)), k.mul(bhi, c64(rows)), c64(K))
+		kLo := k.Mul(blo, c64(rows))
+		kHi := k.sel(k.icmp(enum.IPredSLT, k.Mul(bhi, c64(rows)), c64(K)), k.Mul(bhi, c64(rows)), c64(K))
 		gm.kRange = func(*kfn) (value.Value, value.Value) { return kLo, kHi }
 		gm.b = func(*kfn) value.Value { return k.ptr(X) }
 		// Thread 0 writes its partial into Y, thread t into slot t-1.
-		slot := k.gep(k.scratchPtr(0), k.mul(k.sub(k.tid, c64(1)), c64(slotFloats)))
-		dst := k.sel(k.icmp(enum.IPredEQ, k.tid, c64(0)), k.ptr(Y), slot)
+		slot := k.gep(k.scratchPtr(0), k.Mul(k.Sub(k.Tid, c64(1)), c64(slotFloats)))
+		dst := k.sel(k.icmp(enum.IPredEQ, k.Tid, c64(0)), k.ptr(Y), slot)
 		gm.c = func(*kfn) value.Value { return dst }
 		whole.b, whole.c = gm.b, func(*kfn) value.Value { return k.ptr(Y) }
-		k.ifElse(k.icmp(enum.IPredEQ, k.nth, c64(1)), func() { whole.emit(k) }, func() {
-			k.ifThen(k.icmp(enum.IPredSLT, k.tid, active(k)), func() { gm.emit(k) })
+		k.IfElse(k.icmp(enum.IPredEQ, k.Nth, c64(1)), func() { whole.emit(k) }, func() {
+			k.If(k.icmp(enum.IPredSLT, k.Tid, active(k)), func() { gm.emit(k) })
 		})
 	})
 	act := g.storeActOf(n)
@@ -105,11 +105,11 @@ func (g *gen) lowerConv1x1SplitK(n *ir.Node, c convGeom, src *ir.Node) {
 	vl := int64(g.vl)
 	chunks := (N + vl - 1) / vl
 	g.step("SplitKSum", false, func(k *kfn) {
-		done := k.newBlock()
-		body := k.newBlock()
-		k.b.NewCondBr(k.icmp(enum.IPredEQ, k.nth, c64(1)), done, body)
-		k.b = body
-		defer func() { k.b.NewBr(done); k.b = done }()
+		done := k.Block()
+		body := k.Block()
+		k.B.NewCondBr(k.icmp(enum.IPredEQ, k.Nth, c64(1)), done, body)
+		k.B = body
+		defer func() { k.B.NewBr(done); k.B = done }()
 		yp, sp, bp := k.ptr(Y), k.scratchPtr(0), biasPtr(k)
 		var rp value.Value
 		if res != nil {
@@ -117,13 +117,13 @@ func (g *gen) lowerConv1x1SplitK(n *ir.Node, c convGeom, src *ir.Node) {
 		}
 		parts := active(k)
 		from, to := k.split(M * chunks)
-		k.loop(from, to, func(it value.Value) {
-			m, ch := k.div(it, c64(chunks)), k.rem(it, c64(chunks))
+		k.Loop(from, to, func(it value.Value) {
+			m, ch := k.SDiv(it, c64(chunks)), k.SRem(it, c64(chunks))
 			sum := func(valid int) {
-				at := k.add(k.mul(m, c64(N)), k.mul(ch, c64(vl)))
+				at := k.Add(k.Mul(m, c64(N)), k.Mul(ch, c64(vl)))
 				v := k.vload(yp, at, int(vl), valid)
-				v = k.loopAcc(c64(1), parts, []value.Value{v}, func(t value.Value, acc []value.Value) []value.Value {
-					off := k.add(k.mul(k.sub(t, c64(1)), c64(slotFloats)), at)
+				v = k.LoopAcc(c64(1), parts, 1, []value.Value{v}, func(t value.Value, acc []value.Value) []value.Value {
+					off := k.Add(k.Mul(k.Sub(t, c64(1)), c64(slotFloats)), at)
 					return []value.Value{k.fadd(acc[0], k.vload(sp, off, int(vl), valid))}
 				})[0]
 				if bp != nil {
@@ -135,7 +135,7 @@ func (g *gen) lowerConv1x1SplitK(n *ir.Node, c convGeom, src *ir.Node) {
 				k.vstore(act.apply(k, v), yp, at, int(vl), valid)
 			}
 			if tail := N - (chunks-1)*vl; tail != vl {
-				k.ifElse(k.icmp(enum.IPredEQ, ch, c64(chunks-1)), func() { sum(int(tail)) }, func() { sum(int(vl)) })
+				k.IfElse(k.icmp(enum.IPredEQ, ch, c64(chunks-1)), func() { sum(int(tail)) }, func() { sum(int(vl)) })
 			} else {
 				sum(int(vl))
 			}

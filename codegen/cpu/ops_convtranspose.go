@@ -91,9 +91,9 @@ func (g *gen) lowerConvTranspose(n *ir.Node) error {
 	}
 	gm.b = func(k *kfn) value.Value { return k.ptr(X) }
 	gm.bTile, gm.bKi = gm.nb(), N
-	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(K*N)) }
+	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(K*N)) }
 	gm.c = func(k *kfn) value.Value { return k.scratchPtr(0) }
-	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(M*N)) }
+	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(M*N)) }
 	g.step("ConvTransposeGemm", !gm.parallel, gm.emit)
 	temps := map[*kernel.Buffer]int64{}
 	var off int64

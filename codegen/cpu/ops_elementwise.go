@@ -89,11 +89,11 @@ func (k *kfn) offsets(o value.Value, dims []ldim, ops []operand) []value.Value {
 		if d == 0 {
 			idx = rest
 		} else {
-			idx = k.rem(rest, c64(dims[d].n))
-			rest = k.div(rest, c64(dims[d].n))
+			idx = k.SRem(rest, c64(dims[d].n))
+			rest = k.SDiv(rest, c64(dims[d].n))
 		}
 		for j := range ops {
-			offs[j] = k.add(offs[j], k.mul(idx, c64(dims[d].s[j])))
+			offs[j] = k.Add(offs[j], k.Mul(idx, c64(dims[d].s[j])))
 		}
 	}
 	return offs
@@ -142,10 +142,10 @@ func clipBounds(g *gen, n *ir.Node) (lo, hi float64, err error) {
 
 func (k *kfn) clip(x value.Value, lo, hi float64) value.Value {
 	if !math.IsInf(lo, -1) {
-		x = k.fmax(x, fconst(x.Type(), lo))
+		x = k.FMax(x, fconst(x.Type(), lo))
 	}
 	if !math.IsInf(hi, 1) {
-		x = k.fmin(x, fconst(x.Type(), hi))
+		x = k.FMin(x, fconst(x.Type(), hi))
 	}
 	return x
 }

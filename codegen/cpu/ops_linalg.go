@@ -227,7 +227,7 @@ func (g *gen) lowerMatMul(n *ir.Node) error {
 			as[i] *= M * K
 		}
 		gm.aBatch = batchOffset(batchDims, as)
-		gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(M*N)) }
+		gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(M*N)) }
 	}
 	bt := g.constOf(B)
 	if bt != nil && ir.Product(bd[:len(bd)-2]) == 1 {

@@ -90,12 +90,12 @@ func (g *gen) rowEval(k *kfn, e *kernel.Expr, dims []int64, r value.Value) func(
 			vars[0] = rest
 			break
 		}
-		vars[d] = k.rem(rest, c64(dims[d]))
-		rest = k.div(rest, c64(dims[d]))
+		vars[d] = k.SRem(rest, c64(dims[d]))
+		rest = k.SDiv(rest, c64(dims[d]))
 	}
 	return func(col value.Value, valid int, y value.Value) value.Value {
-		f := llvm.NewFn(g.mod, k.f, k.tid, k.nth, kernelHost{g: g, k: k}, g.decls)
-		f.B = k.b
+		f := llvm.NewFn(g.mod, k.F, k.Tid, k.Nth, kernelHost{g: g, k: k}, g.decls)
+		f.B = k.B
 		vars[rank-1] = col
 		var mask value.Value
 		if valid < g.vl {
@@ -104,7 +104,7 @@ func (g *gen) rowEval(k *kfn, e *kernel.Expr, dims []int64, r value.Value) func(
 		p := llvm.NewPoint(f, vars).Vector(rank-1, false, g.vl, mask)
 		p.Holes = map[string]value.Value{"y": y}
 		v := p.EvalVec(e)
-		k.b = f.B
+		k.B = f.B
 		return v
 	}
 }
@@ -126,10 +126,10 @@ func (g *gen) lowerLayerNorm(ln *layerNorm) error {
 		if par {
 			lo, hi = k.split(rows)
 		}
-		k.loop(lo, hi, func(r value.Value) {
-			base := k.mul(r, c64(L))
+		k.Loop(lo, hi, func(r value.Value) {
+			base := k.Mul(r, c64(L))
 			read := func(col value.Value, valid int) value.Value {
-				return k.vload(xp, k.add(base, col), vl, valid)
+				return k.vload(xp, k.Add(base, col), vl, valid)
 			}
 			if ln.pro != nil {
 				at := g.rowEval(k, ln.pro, dims, r)
@@ -167,7 +167,7 @@ func (g *gen) lowerLayerNorm(ln *layerNorm) error {
 				if epi != nil {
 					y = epi(col, valid, y)
 				}
-				k.vstore(y, op, k.add(base, col), vl, valid)
+				k.vstore(y, op, k.Add(base, col), vl, valid)
 			})
 		})
 	})
@@ -180,7 +180,7 @@ func (g *gen) lowerLayerNorm(ln *layerNorm) error {
 // last one masked to its valid lanes.
 func (k *kfn) colLoop(n int64, body func(col value.Value, valid int)) {
 	vl := int64(k.g.vl)
-	k.loopN(0, n/vl, func(i value.Value) { body(k.mul(i, c64(vl)), int(vl)) })
+	k.loopN(0, n/vl, func(i value.Value) { body(k.Mul(i, c64(vl)), int(vl)) })
 	if t := n % vl; t != 0 {
 		body(c64(n-t), int(t))
 	}
@@ -189,8 +189,8 @@ func (k *kfn) colLoop(n int64, body func(col value.Value, valid int)) {
 // colReduce is colLoop carrying an accumulator.
 func (k *kfn) colReduce(n int64, init value.Value, body func(col value.Value, valid int, acc value.Value) value.Value) value.Value {
 	vl := int64(k.g.vl)
-	acc := k.loopAcc(c64(0), c64(n/vl), []value.Value{init}, func(i value.Value, acc []value.Value) []value.Value {
-		return []value.Value{body(k.mul(i, c64(vl)), int(vl), acc[0])}
+	acc := k.LoopAcc(c64(0), c64(n/vl), 1, []value.Value{init}, func(i value.Value, acc []value.Value) []value.Value {
+		return []value.Value{body(k.Mul(i, c64(vl)), int(vl), acc[0])}
 	})[0]
 	if t := n % vl; t != 0 {
 		acc = body(c64(n-t), int(t), acc)

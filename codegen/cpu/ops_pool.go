@@ -70,11 +70,11 @@ func (g *gen) lowerPool(n *ir.Node) error {
 		ip, op := k.ptr(in), k.ptr(out)
 		k.parLoop(planes, par, func(pl value.Value) {
 			for _, run := range runs {
-				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
+				k.Loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
 					taps := map[int64]*rowTaps{}
 					for _, kh := range run.taps {
-						ih := k.add(k.mul(oh, c64(p.sh)), c64(kh*p.dh-p.ph))
-						taps[kh] = newRowTaps(k, ip, k.mul(k.add(k.mul(pl, c64(p.H)), ih), c64(p.W)), p.sw, p.W, int(vl), fill)
+						ih := k.Add(k.Mul(oh, c64(p.sh)), c64(kh*p.dh-p.ph))
+						taps[kh] = newRowTaps(k, ip, k.Mul(k.Add(k.Mul(pl, c64(p.H)), ih), c64(p.W)), p.sw, p.W, int(vl), fill)
 					}
 					for j := int64(0); j < nch; j++ {
 						valid := int(min(vl, p.OW-j*vl))
@@ -90,7 +90,7 @@ func (g *gen) lowerPool(n *ir.Node) error {
 								case isMax && acc == nil:
 									acc = x
 								case isMax:
-									acc = k.fmax(x, acc)
+									acc = k.FMax(x, acc)
 								default:
 									acc = k.fadd(acc, x)
 								}
@@ -110,7 +110,7 @@ func (g *gen) lowerPool(n *ir.Node) error {
 							}
 							acc = k.fmul(acc, constant.NewVector(vecT(int(vl)), scale...))
 						}
-						at := k.add(k.mul(k.add(k.mul(pl, c64(p.OH)), oh), c64(p.OW)), c64(j*vl))
+						at := k.Add(k.Mul(k.Add(k.Mul(pl, c64(p.OH)), oh), c64(p.OW)), c64(j*vl))
 						k.vstore(acc, op, at, int(vl), valid)
 					}
 				})

@@ -283,17 +283,17 @@ func (g *gen) lowerQConvGemm(ql *qlin, c convGeom) error {
 	wOff := g.addWeights(wb)
 	q.bc = func(k *kfn) value.Value { return k.locPtr(loc{space: inWeights, off: wOff}, i8) }
 	if c.group > 1 {
-		q.bcBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(c.group)), c64(grpBytes)) }
-		q.st.chBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(c.group)), c64(ocg)) }
+		q.bcBatch = func(k *kfn, b value.Value) value.Value { return k.Mul(k.SRem(b, c64(c.group)), c64(grpBytes)) }
+		q.st.chBatch = func(k *kfn, b value.Value) value.Value { return k.Mul(k.SRem(b, c64(c.group)), c64(ocg)) }
 	}
 	cols0 := l.cols0
 	q.vec = func(k *kfn) value.Value { return k.bytesAt(k.scratchPtr(0), c64(cols0)) }
 	q.vecTile, q.vecGroup = q.nb()*4, l.npad*4
-	q.vecBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(l.panelBytes)) }
+	q.vecBatch = func(k *kfn, b value.Value) value.Value { return k.Mul(b, c64(l.panelBytes)) }
 	Y := ql.y
 	q.st.c = func(k *kfn) value.Value { return k.ptr(Y) }
 	q.st.ldc, q.st.perRow = l.npix, true
-	q.st.cBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(ocg*l.npix)) }
+	q.st.cBatch = func(k *kfn, b value.Value) value.Value { return k.Mul(b, c64(ocg*l.npix)) }
 	g.channelParams(ql, &q.st, ql.corr(), q.mr+q.nb())
 	if l.pad {
 		g.emitQPad(ql, c, l)
@@ -316,29 +316,29 @@ func (g *gen) emitQConvRows(ql *qlin, c convGeom, l qconvLayout, q *qgemm) {
 	pairs := g.qRowPairs(ql, c, l, k4)
 	g.step("QConv", !q.parallel, func(k *kfn) {
 		src := g.qIm2colSource(k, ql, l)
-		slot := k.tid
+		slot := k.Tid
 		if !q.parallel {
 			slot = c64(0)
 		}
-		slice := k.bytesAt(k.scratchPtr(0), k.add(c64(l.cols0), k.mul(slot, c64(l.sliceBytes))))
+		slice := k.bytesAt(k.scratchPtr(0), k.Add(c64(l.cols0), k.Mul(slot, c64(l.sliceBytes))))
 		k.parLoop(c.N*blocks, q.parallel, func(it value.Value) {
-			img, blk := k.div(it, c64(blocks)), k.rem(it, c64(blocks))
-			r0 := k.mul(blk, c64(R))
+			img, blk := k.SDiv(it, c64(blocks)), k.SRem(it, c64(blocks))
+			r0 := k.Mul(blk, c64(R))
 			run := func(rows int64) {
-				k.loop(c64(0), c64(k4), func(qg value.Value) {
-					out := k.mul(qg, c64(l.sliceNpad*4))
+				k.Loop(c64(0), c64(k4), func(qg value.Value) {
+					out := k.Mul(qg, c64(l.sliceNpad*4))
 					g.qIm2colRows(k, ql, c, l, pairs, src, slice, out, img, qg, r0, rows)
 				})
 				t := *q
 				t.N, t.batch, t.parallel = rows*l.cols, 1, false
 				t.vec = func(*kfn) value.Value { return slice }
 				t.vecTile, t.vecGroup, t.vecBatch = t.nb()*4, l.sliceNpad*4, nil
-				first := k.add(k.mul(img, c64(c.OC*l.npix)), k.mul(r0, c64(l.cols)))
+				first := k.Add(k.Mul(img, c64(c.OC*l.npix)), k.Mul(r0, c64(l.cols)))
 				t.st.cBatch = func(*kfn, value.Value) value.Value { return first }
 				t.emit(k)
 			}
 			if tail := l.rows % R; tail > 0 {
-				k.ifElse(k.icmp(enum.IPredEQ, blk, c64(blocks-1)), func() { run(tail) }, func() { run(R) })
+				k.IfElse(k.icmp(enum.IPredEQ, blk, c64(blocks-1)), func() { run(tail) }, func() { run(R) })
 			} else {
 				run(R)
 			}
@@ -356,17 +356,17 @@ func (g *gen) emitQPad(ql *qlin, c convGeom, l qconvLayout) {
 	g.step("QPad", !par, func(k *kfn) {
 		xp, sp := k.ptr(X), k.bytesAt(k.scratchPtr(0), c64(0))
 		k.parLoop(planes, par, func(pl value.Value) {
-			src := k.mul(pl, c64(c.H*c.W))
-			dst := k.mul(pl, c64(l.Hp*l.Wp))
-			k.loop(c64(0), c64(l.Hp), func(r value.Value) {
-				row := k.add(dst, k.mul(r, c64(l.Wp)))
-				ih := k.sub(r, c64(c.ph))
-				inside := k.b.NewAnd(k.icmp(enum.IPredSGE, ih, c64(0)), k.icmp(enum.IPredSLT, ih, c64(c.H)))
+			src := k.Mul(pl, c64(c.H*c.W))
+			dst := k.Mul(pl, c64(l.Hp*l.Wp))
+			k.Loop(c64(0), c64(l.Hp), func(r value.Value) {
+				row := k.Add(dst, k.Mul(r, c64(l.Wp)))
+				ih := k.Sub(r, c64(c.ph))
+				inside := k.B.NewAnd(k.icmp(enum.IPredSGE, ih, c64(0)), k.icmp(enum.IPredSLT, ih, c64(c.H)))
 				w := min(c.W, l.Wp-c.pw)
-				k.ifElse(inside, func() {
+				k.IfElse(inside, func() {
 					k.fillBytes(sp, row, c.pw, zp)
-					k.copyBytes(xp, k.add(src, k.mul(ih, c64(c.W))), sp, k.add(row, c64(c.pw)), w)
-					k.fillBytes(sp, k.add(row, c64(c.pw+w)), l.Wp-c.pw-w, zp)
+					k.copyBytes(xp, k.Add(src, k.Mul(ih, c64(c.W))), sp, k.Add(row, c64(c.pw)), w)
+					k.fillBytes(sp, k.Add(row, c64(c.pw+w)), l.Wp-c.pw-w, zp)
 				}, func() {
 					k.fillBytes(sp, row, l.Wp, zp)
 				})
@@ -380,9 +380,9 @@ func (g *gen) emitQPad(ql *qlin, c convGeom, l qconvLayout) {
 func (k *kfn) copyBytes(src, so, dst, do value.Value, n int64) {
 	vt := ivec(64, i8)
 	if full := n / 64; full > 0 {
-		k.loop(c64(0), c64(full), func(i value.Value) {
-			o := k.mul(i, c64(64))
-			k.storeAt(k.loadAt(vt, src, k.add(so, o)), dst, k.add(do, o))
+		k.Loop(c64(0), c64(full), func(i value.Value) {
+			o := k.Mul(i, c64(64))
+			k.storeAt(k.loadAt(vt, src, k.Add(so, o)), dst, k.Add(do, o))
 		})
 	}
 	if t := n % 64; t > 0 {
@@ -391,11 +391,11 @@ func (k *kfn) copyBytes(src, so, dst, do value.Value, n int64) {
 			if t >= w {
 				wt := ivec(w, i8)
 				if w == 1 {
-					k.storeAt(k.loadAt(i8, src, k.add(so, o)), dst, k.add(do, o))
+					k.storeAt(k.loadAt(i8, src, k.Add(so, o)), dst, k.Add(do, o))
 				} else {
-					k.storeAt(k.loadAt(wt, src, k.add(so, o)), dst, k.add(do, o))
+					k.storeAt(k.loadAt(wt, src, k.Add(so, o)), dst, k.Add(do, o))
 				}
-				o = k.add(o, c64(w))
+				o = k.Add(o, c64(w))
 				t -= w
 			}
 		}
@@ -409,18 +409,18 @@ func (k *kfn) fillBytes(dst, do value.Value, n int64, v *constant.Int) {
 	}
 	vec := splat(64, v)
 	if full := n / 64; full > 0 {
-		k.loop(c64(0), c64(full), func(i value.Value) { k.storeAt(vec, dst, k.add(do, k.mul(i, c64(64)))) })
+		k.Loop(c64(0), c64(full), func(i value.Value) { k.storeAt(vec, dst, k.Add(do, k.Mul(i, c64(64)))) })
 	}
 	t := n % 64
 	var o value.Value = c64(n - t)
 	for _, w := range []int64{32, 16, 8, 4, 2, 1} {
 		if t >= w {
 			if w == 1 {
-				k.storeAt(v, dst, k.add(do, o))
+				k.storeAt(v, dst, k.Add(do, o))
 			} else {
-				k.storeAt(splat(int(w), v), dst, k.add(do, o))
+				k.storeAt(splat(int(w), v), dst, k.Add(do, o))
 			}
-			o = k.add(o, c64(w))
+			o = k.Add(o, c64(w))
 			t -= w
 		}
 	}
@@ -439,9 +439,9 @@ func (g *gen) emitQIm2col(ql *qlin, c convGeom, l qconvLayout, k4 int64, par boo
 		src := g.qIm2colSource(k, ql, l)
 		dst := k.bytesAt(k.scratchPtr(0), c64(l.cols0))
 		k.parLoop(items, par, func(it value.Value) {
-			b := k.div(it, c64(k4))
-			qg := k.rem(it, c64(k4))
-			out := k.add(k.mul(b, c64(l.panelBytes)), k.mul(qg, c64(l.npad*4)))
+			b := k.SDiv(it, c64(k4))
+			qg := k.SRem(it, c64(k4))
+			out := k.Add(k.Mul(b, c64(l.panelBytes)), k.Mul(qg, c64(l.npad*4)))
 			g.qIm2colRows(k, ql, c, l, pairs, src, dst, out, b, qg, c64(0), l.rows)
 		})
 	})
@@ -461,16 +461,16 @@ func (g *gen) qIm2colRows(k *kfn, ql *qlin, c convGeom, l qconvLayout, pairs *qR
 	_, L := g.qTarget()
 	taps := c.kh * c.kw
 	cg := c.C / c.group
-	img, grp := k.div(b, c64(c.group)), k.rem(b, c64(c.group))
-	chan0 := k.add(k.mul(img, c64(c.C)), k.mul(grp, c64(cg)))
+	img, grp := k.SDiv(b, c64(c.group)), k.SRem(b, c64(c.group))
+	chan0 := k.Add(k.Mul(img, c64(c.C)), k.Mul(grp, c64(cg)))
 	var bases [4]value.Value
 	for j := int64(0); j < 4; j++ {
-		kk := k.add(k.mul(qg, c64(4)), c64(j))
+		kk := k.Add(k.Mul(qg, c64(4)), c64(j))
 		kk = k.sel(k.icmp(enum.IPredSLT, kk, c64(ql.K)), kk, c64(ql.K-1))
-		ch, t := k.div(kk, c64(taps)), k.rem(kk, c64(taps))
-		kh, kw := k.div(t, c64(c.kw)), k.rem(t, c64(c.kw))
-		plane := k.mul(k.add(chan0, ch), c64(l.Hp*l.Wp))
-		bases[j] = k.add(plane, k.add(k.mul(kh, c64(c.dh*l.Wp)), k.mul(kw, c64(c.dw))))
+		ch, t := k.SDiv(kk, c64(taps)), k.SRem(kk, c64(taps))
+		kh, kw := k.SDiv(t, c64(c.kw)), k.SRem(t, c64(c.kw))
+		plane := k.Mul(k.Add(chan0, ch), c64(l.Hp*l.Wp))
+		bases[j] = k.Add(plane, k.Add(k.Mul(kh, c64(c.dh*l.Wp)), k.Mul(kw, c64(c.dw))))
 	}
 	if pairs != nil {
 		pairs.emit(k, src, dst, out, bases, qg, r0, rows, ql.xSigned)
@@ -483,21 +483,21 @@ func (g *gen) qIm2colRows(k *kfn, ql *qlin, c convGeom, l qconvLayout, pairs *qR
 	chunk := func(rowOff, outPix value.Value, c0 value.Value, n int64) {
 		var vs [4]value.Value
 		for j := range vs {
-			vs[j] = k.loadBytesStrided(src, k.add(bases[j], k.add(rowOff, k.mul(c0, c64(sw)))), sw, L, n, !l.pad)
+			vs[j] = k.loadBytesStrided(src, k.Add(bases[j], k.Add(rowOff, k.Mul(c0, c64(sw)))), sw, L, n, !l.pad)
 		}
 		v := k.interleave4(vs, L)
 		if ql.xSigned {
-			v = k.b.NewXor(v, splat(int(4*L), constant.NewInt(i8, -128)))
+			v = k.B.NewXor(v, splat(int(4*L), constant.NewInt(i8, -128)))
 		}
-		k.storeAt(v, dst, k.add(out, k.mul(k.add(outPix, c0), c64(4))))
+		k.storeAt(v, dst, k.Add(out, k.Mul(k.Add(outPix, c0), c64(4))))
 	}
-	k.loop(c64(0), c64(rows), func(r value.Value) {
-		oh := k.add(r0, r)
-		rowOff := k.mul(oh, c64(c.sh*l.Wp))
-		outPix := k.mul(r, c64(l.cols))
+	k.Loop(c64(0), c64(rows), func(r value.Value) {
+		oh := k.Add(r0, r)
+		rowOff := k.Mul(oh, c64(c.sh*l.Wp))
+		outPix := k.Mul(r, c64(l.cols))
 		full := l.cols / L
 		if full > 0 {
-			k.loop(c64(0), c64(full), func(ci value.Value) { chunk(rowOff, outPix, k.mul(ci, c64(L)), L) })
+			k.Loop(c64(0), c64(full), func(ci value.Value) { chunk(rowOff, outPix, k.Mul(ci, c64(L)), L) })
 		}
 		if t := l.cols % L; t > 0 {
 			chunk(rowOff, outPix, c64(full*L), t)
@@ -561,31 +561,31 @@ func (g *gen) qRowPairs(ql *qlin, c convGeom, l qconvLayout, k4 int64) *qRowPair
 func (rp *qRowPairs) emit(k *kfn, src, dst, out value.Value, bases [4]value.Value, qg, r0 value.Value, rows int64, signed bool) {
 	c, l := rp.c, rp.l
 	const L = 16
-	pi := k.rem(qg, c64(rp.period))
+	pi := k.SRem(qg, c64(rp.period))
 	pi = k.sel(k.icmp(enum.IPredEQ, qg, c64(rp.k4-1)), c64(rp.period), pi)
-	idx := k.loadAt(ivec(64, i8), k.locPtr(loc{space: inWeights, off: rp.tab}, i8), k.mul(pi, c64(64)))
+	idx := k.loadAt(ivec(64, i8), k.locPtr(loc{space: inWeights, off: rp.tab}, i8), k.Mul(pi, c64(64)))
 	// The second row starts at the last index's column 0 (bases are
 	// rows of Wp plus a column).
-	rowB := k.sub(bases[3], k.rem(bases[3], c64(l.Wp)))
+	rowB := k.Sub(bases[3], k.SRem(bases[3], c64(l.Wp)))
 	vt := ivec(64, i8)
 	chunk := func(rowOff, outPix, c0 value.Value) {
-		at := k.add(rowOff, k.mul(c0, c64(c.sw)))
-		a := k.loadAt(vt, src, k.add(bases[0], at))
-		b := k.loadAt(vt, src, k.add(rowB, at))
+		at := k.Add(rowOff, k.Mul(c0, c64(c.sw)))
+		a := k.loadAt(vt, src, k.Add(bases[0], at))
+		b := k.loadAt(vt, src, k.Add(rowB, at))
 		v := k.call("llvm.x86.avx512.vpermi2var.qi.512", vt, a, idx, b)
 		if signed {
-			v = k.b.NewXor(v, splat(64, constant.NewInt(i8, -128)))
+			v = k.B.NewXor(v, splat(64, constant.NewInt(i8, -128)))
 		}
-		k.storeAt(v, dst, k.add(out, k.mul(k.add(outPix, c0), c64(4))))
+		k.storeAt(v, dst, k.Add(out, k.Mul(k.Add(outPix, c0), c64(4))))
 	}
-	k.loop(c64(0), c64(rows), func(r value.Value) {
-		rowOff := k.mul(k.add(r0, r), c64(c.sh*l.Wp))
-		outPix := k.mul(r, c64(l.cols))
+	k.Loop(c64(0), c64(rows), func(r value.Value) {
+		rowOff := k.Mul(k.Add(r0, r), c64(c.sh*l.Wp))
+		outPix := k.Mul(r, c64(l.cols))
 		n := (l.cols + L - 1) / L
 		// Whole vectors: a row's tail spills into the next row's start,
 		// which that row overwrites (or the panel's padding); the loads
 		// stay inside the padded copy's slack.
-		k.loop(c64(0), c64(n), func(ci value.Value) { chunk(rowOff, outPix, k.mul(ci, c64(L))) })
+		k.Loop(c64(0), c64(n), func(ci value.Value) { chunk(rowOff, outPix, k.Mul(ci, c64(L))) })
 	})
 }
 
@@ -604,7 +604,7 @@ func (k *kfn) loadBytesStrided(p, at value.Value, s, L, n int64, masked bool) va
 	if s > 4 {
 		v := value.Value(constant.NewUndef(ivec(L, i8)))
 		for l := int64(0); l < n; l++ {
-			v = k.b.NewInsertElement(v, k.loadAt(i8, p, k.add(at, c64(l*s))), c32(l))
+			v = k.B.NewInsertElement(v, k.loadAt(i8, p, k.Add(at, c64(l*s))), c32(l))
 		}
 		return v
 	}
@@ -622,7 +622,7 @@ func (k *kfn) loadBytesStrided(p, at value.Value, s, L, n int64, masked bool) va
 	for l := range idx {
 		idx[l] = c32(int64(l) * s)
 	}
-	return k.b.NewShuffleVector(v, constant.NewUndef(wide), constant.NewVector(ivec(L, i32), idx...))
+	return k.B.NewShuffleVector(v, constant.NewUndef(wide), constant.NewVector(ivec(L, i32), idx...))
 }
 
 // interleave4 makes [a0 b0 c0 d0 a1 b1 ...] of four L-byte vectors.
@@ -632,7 +632,7 @@ func (k *kfn) interleave4(v [4]value.Value, L int64) value.Value {
 		for i := range idx {
 			idx[i] = c32(int64(i))
 		}
-		return k.b.NewShuffleVector(a, b, constant.NewVector(ivec(2*L, i32), idx...))
+		return k.B.NewShuffleVector(a, b, constant.NewVector(ivec(2*L, i32), idx...))
 	}
 	ab, cd := cat(v[0], v[1]), cat(v[2], v[3])
 	idx := make([]constant.Constant, 4*L)
@@ -642,7 +642,7 @@ func (k *kfn) interleave4(v [4]value.Value, L int64) value.Value {
 			idx[4*p+j] = c32(src)
 		}
 	}
-	return k.b.NewShuffleVector(ab, cd, constant.NewVector(ivec(4*L, i32), idx...))
+	return k.B.NewShuffleVector(ab, cd, constant.NewVector(ivec(4*L, i32), idx...))
 }
 
 // ---- depthwise ----
@@ -724,18 +724,18 @@ func (g *gen) lowerQDepthwise(ql *qlin, c convGeom) {
 		wp := k.locPtr(loc{space: inWeights, off: wOff}, i8)
 		corrP := k.locPtr(loc{space: inWeights, off: st.corr}, i32)
 		k.parLoop(planes, par, func(p value.Value) {
-			oc := k.rem(p, c64(c.OC))
-			img := k.div(p, c64(c.OC))
-			ic := k.div(oc, c64(mult))
-			xPlane := k.mul(k.add(k.mul(img, c64(c.C)), ic), c64(c.H*c.W))
+			oc := k.SRem(p, c64(c.OC))
+			img := k.SDiv(p, c64(c.OC))
+			ic := k.SDiv(oc, c64(mult))
+			xPlane := k.Mul(k.Add(k.Mul(img, c64(c.C)), ic), c64(c.H*c.W))
 			start := k.splatOf(k.load(corrP, oc), L)
-			wBase := k.mul(oc, c64(groups*per))
+			wBase := k.Mul(oc, c64(groups*per))
 			wv := make([][2]value.Value, groups)
 			for gi := range wv {
-				o := k.add(wBase, c64(int64(gi)*per))
+				o := k.Add(wBase, c64(int64(gi)*per))
 				wv[gi][0] = k.splatOf(k.loadAt(i32, wp, o), L)
 				if isa == qMadd {
-					wv[gi][1] = k.splatOf(k.loadAt(i32, wp, k.add(o, c64(4))), L)
+					wv[gi][1] = k.splatOf(k.loadAt(i32, wp, k.Add(o, c64(4))), L)
 				}
 			}
 			var rowW [][]value.Value // [kh][kw group] splats (VBMI)
@@ -745,15 +745,15 @@ func (g *gen) lowerQDepthwise(ql *qlin, c convGeom) {
 				rowW = make([][]value.Value, c.kh)
 				for kh := range rowW {
 					for gi := int64(0); gi < kwg; gi++ {
-						o := k.add(k.mul(oc, c64(c.kh*kwg*4)), c64((int64(kh)*kwg+gi)*4))
+						o := k.Add(k.Mul(oc, c64(c.kh*kwg*4)), c64((int64(kh)*kwg+gi)*4))
 						rowW[kh] = append(rowW[kh], k.splatOf(k.loadAt(i32, rp, o), L))
 					}
 				}
 				perm = k.loadAt(ivec(64, i8), k.locPtr(loc{space: inWeights, off: idxOff}, i8), c64(0))
 			}
-			zpVec := k.b.NewBitCast(splat(int(4*L), zpByte), ivec(L, i32))
+			zpVec := k.B.NewBitCast(splat(int(4*L), zpByte), ivec(L, i32))
 			if ql.xSigned {
-				zpVec = k.b.NewBitCast(splat(int(4*L), constant.NewInt(i8, ql.zpX+128)), ivec(L, i32))
+				zpVec = k.B.NewBitCast(splat(int(4*L), constant.NewInt(i8, ql.zpX+128)), ivec(L, i32))
 			}
 			nch := (c.OW + L - 1) / L
 			const chunkBlock = 8
@@ -762,7 +762,7 @@ func (g *gen) lowerQDepthwise(ql *qlin, c convGeom) {
 				for _, kh := range run.taps {
 					inRun[kh] = true
 				}
-				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
+				k.Loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
 					for cb := int64(0); cb < nch; cb += chunkBlock {
 						ce := min(nch, cb+chunkBlock)
 						accs := make([]value.Value, ce-cb)
@@ -777,17 +777,17 @@ func (g *gen) lowerQDepthwise(ql *qlin, c convGeom) {
 											accs[j-cb] = k.dot4(accs[j-cb], zpVec, rowW[kh][gi], L)
 											continue
 										}
-										ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
-										row := k.add(xPlane, k.mul(ih, c64(c.W)))
+										ih := k.Add(k.Mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+										row := k.Add(xPlane, k.Mul(ih, c64(c.W)))
 										valid := min(L, c.OW-j*L)
 										col0 := j*L*c.sw + 4*gi*c.dw - c.pw
 										span := (valid-1)*c.sw + 3*c.dw + 1
 										v := k.loadBytesMasked(xp, row, col0, 64, span, c.W, ql.zpX)
 										v = k.call("llvm.x86.avx512.permvar.qi.512", v.Type(), v, perm)
 										if ql.xSigned {
-											v = k.b.NewXor(v, splat(64, constant.NewInt(i8, -128)))
+											v = k.B.NewXor(v, splat(64, constant.NewInt(i8, -128)))
 										}
-										accs[j-cb] = k.dot4(accs[j-cb], k.b.NewBitCast(v, ivec(L, i32)), rowW[kh][gi], L)
+										accs[j-cb] = k.dot4(accs[j-cb], k.B.NewBitCast(v, ivec(L, i32)), rowW[kh][gi], L)
 									}
 								}
 							}
@@ -803,8 +803,8 @@ func (g *gen) lowerQDepthwise(ql *qlin, c convGeom) {
 										vs[tj] = splat(int(L), zpByte) // a padded row (or past the taps: weight 0)
 										continue
 									}
-									ih := k.add(k.mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
-									row := k.add(xPlane, k.mul(ih, c64(c.W)))
+									ih := k.Add(k.Mul(oh, c64(c.sh)), c64(kh*c.dh-c.ph))
+									row := k.Add(xPlane, k.Mul(ih, c64(c.W)))
 									col0 := j*L*c.sw + kw*c.dw - c.pw
 									vs[tj] = k.loadU8Strided(xp, row, col0, c.sw, c.W, L, min(L, c.OW-j*L), ql.zpX)
 								}
@@ -814,29 +814,29 @@ func (g *gen) lowerQDepthwise(ql *qlin, c convGeom) {
 									// widened to dwords, no interleave.
 									v := vs[0]
 									if ql.xSigned {
-										v = k.b.NewXor(v, splat(int(L), constant.NewInt(i8, -128)))
+										v = k.B.NewXor(v, splat(int(L), constant.NewInt(i8, -128)))
 									}
-									x4 = k.b.NewZExt(v, ivec(L, i32))
+									x4 = k.B.NewZExt(v, ivec(L, i32))
 								} else {
 									x4 = k.interleave4(vs, L)
 									if ql.xSigned {
-										x4 = k.b.NewXor(x4, splat(int(4*L), constant.NewInt(i8, -128)))
+										x4 = k.B.NewXor(x4, splat(int(4*L), constant.NewInt(i8, -128)))
 									}
-									x4 = k.b.NewBitCast(x4, ivec(L, i32))
+									x4 = k.B.NewBitCast(x4, ivec(L, i32))
 								}
 								a := accs[j-cb]
 								if isa == qMadd {
 									ev, od := k.splitU8(x4, L)
-									s := k.b.NewAdd(k.pmaddwd(ev, wv[gi][0], L), k.pmaddwd(od, wv[gi][1], L))
-									accs[j-cb] = k.b.NewAdd(a, s)
+									s := k.B.NewAdd(k.pmaddwd(ev, wv[gi][0], L), k.pmaddwd(od, wv[gi][1], L))
+									accs[j-cb] = k.B.NewAdd(a, s)
 								} else {
 									accs[j-cb] = k.dot4(a, x4, wv[gi][0], L)
 								}
 							}
 						}
-						yRow := k.add(k.mul(p, c64(c.OH*c.OW)), k.mul(oh, c64(c.OW)))
+						yRow := k.Add(k.Mul(p, c64(c.OH*c.OW)), k.Mul(oh, c64(c.OW)))
 						for j := cb; j < ce; j++ {
-							st.store(k, accs[j-cb], yp, resp, k.add(yRow, c64(j*L)), oc, L, min(L, c.OW-j*L))
+							st.store(k, accs[j-cb], yp, resp, k.Add(yRow, c64(j*L)), oc, L, min(L, c.OW-j*L))
 						}
 					}
 				})
@@ -863,7 +863,7 @@ func (k *kfn) loadBytesMasked(p, row value.Value, col0, n, span, width, fill int
 	if on == 0 {
 		return fv
 	}
-	q := k.b.NewBitCast(k.bytesAt(p, k.add(row, c64(col0))), types.NewPointer(vt))
+	q := k.B.NewBitCast(k.bytesAt(p, k.Add(row, c64(col0))), types.NewPointer(vt))
 	return k.call(fmt.Sprintf("llvm.masked.load.v%di8.p0v%di8", n, n), vt, q, c32(1), constant.NewVector(ivec(n, i1), mask...), fv)
 }
 
@@ -894,14 +894,14 @@ func (k *kfn) loadU8Strided(p, row value.Value, col0, stride, width, L, valid in
 				}
 			}
 			vt := ivec(L, i8)
-			at := k.add(row, c64(col0+int64(s)*L))
+			at := k.Add(row, c64(col0+int64(s)*L))
 			switch {
 			case n == 0:
 				parts[s] = splat(int(L), fv)
 			case n == int(L):
 				parts[s] = k.loadAt(vt, p, at)
 			default:
-				q := k.b.NewBitCast(k.bytesAt(p, at), types.NewPointer(vt))
+				q := k.B.NewBitCast(k.bytesAt(p, at), types.NewPointer(vt))
 				parts[s] = k.call(fmt.Sprintf("llvm.masked.load.v%di8.p0v%di8", L, L), vt, q, c32(1),
 					constant.NewVector(ivec(L, i1), mask...), splat(int(L), fv))
 			}
@@ -913,12 +913,12 @@ func (k *kfn) loadU8Strided(p, row value.Value, col0, stride, width, L, valid in
 		for l := range idx {
 			idx[l] = c32(int64(2 * l))
 		}
-		return k.b.NewShuffleVector(parts[0], parts[1], constant.NewVector(ivec(L, i32), idx...))
+		return k.B.NewShuffleVector(parts[0], parts[1], constant.NewVector(ivec(L, i32), idx...))
 	}
 	v := value.Value(splat(int(L), fv))
 	for l := int64(0); l < valid; l++ {
 		if col := col0 + l*stride; in(col) {
-			v = k.b.NewInsertElement(v, k.loadAt(i8, p, k.add(row, c64(col))), c32(l))
+			v = k.B.NewInsertElement(v, k.loadAt(i8, p, k.Add(row, c64(col))), c32(l))
 		}
 	}
 	return v

@@ -33,13 +33,13 @@ func (g *gen) lowerQMaxPool(n *ir.Node) error {
 		ip, yp := k.bytesAt(k.ptr(in), c64(0)), k.bytesAt(k.ptr(out), c64(0))
 		k.parLoop(planes, par, func(pl value.Value) {
 			for _, run := range runs {
-				k.loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
+				k.Loop(c64(run.lo), c64(run.hi), func(oh value.Value) {
 					for j := int64(0); j < nch; j++ {
 						valid := min(L, p.OW-j*L)
 						var acc value.Value
 						for _, kh := range run.taps {
-							ih := k.add(k.mul(oh, c64(p.sh)), c64(kh*p.dh-p.ph))
-							row := k.mul(k.add(k.mul(pl, c64(p.H)), ih), c64(p.W))
+							ih := k.Add(k.Mul(oh, c64(p.sh)), c64(kh*p.dh-p.ph))
+							row := k.Mul(k.Add(k.Mul(pl, c64(p.H)), ih), c64(p.W))
 							for kw := int64(0); kw < p.kw; kw++ {
 								x := k.loadU8Strided(ip, row, j*L*p.sw+kw*p.dw-p.pw, p.sw, p.W, L, valid, lowest)
 								if acc == nil {
@@ -52,7 +52,7 @@ func (g *gen) lowerQMaxPool(n *ir.Node) error {
 						if acc == nil { // no tap inside the input
 							acc = splat(int(L), constant.NewInt(i8, lowest))
 						}
-						at := k.add(k.mul(k.add(k.mul(pl, c64(p.OH)), oh), c64(p.OW)), c64(j*L))
+						at := k.Add(k.Mul(k.Add(k.Mul(pl, c64(p.OH)), oh), c64(p.OW)), c64(j*L))
 						k.maskedStoreAt(acc, yp, at, valid)
 					}
 				})

@@ -37,9 +37,9 @@ type lstmGeom struct {
 // lstmActs are the activations the backend lowers (those without
 // alpha/beta parameters).
 var lstmActs = map[string]func(k *kfn, x value.Value) value.Value{
-	"sigmoid": func(k *kfn, x value.Value) value.Value { return k.sigmoid(x) },
-	"tanh":    func(k *kfn, x value.Value) value.Value { return k.tanh(x) },
-	"relu":    func(k *kfn, x value.Value) value.Value { return k.fmax(x, fconst(x.Type(), 0)) },
+	"sigmoid": func(k *kfn, x value.Value) value.Value { return k.Sigmoid(x) },
+	"tanh":    func(k *kfn, x value.Value) value.Value { return k.Tanh(x) },
+	"relu":    func(k *kfn, x value.Value) value.Value { return k.FMax(x, fconst(x.Type(), 0)) },
 }
 
 // lstmGeom reads an LSTM node's sizes and its spec (ops.RNNSpecOf, the
@@ -166,21 +166,21 @@ func (g *gen) lowerLSTM(n *ir.Node) error {
 	// Row of X (and G) and offsets of Y and the states, by layout.
 	xRow := func(k *kfn, t, b value.Value) value.Value {
 		if lg.layout == 1 {
-			return k.add(k.mul(b, c64(lg.seq)), t)
+			return k.Add(k.Mul(b, c64(lg.seq)), t)
 		}
-		return k.add(k.mul(t, c64(lg.batch)), b)
+		return k.Add(k.Mul(t, c64(lg.batch)), b)
 	}
 	yAt := func(k *kfn, t, b value.Value, d int64) value.Value {
 		if lg.layout == 1 {
-			return k.mul(k.add(k.mul(k.add(k.mul(b, c64(lg.seq)), t), c64(lg.dirs)), c64(d)), c64(H))
+			return k.Mul(k.Add(k.Mul(k.Add(k.Mul(b, c64(lg.seq)), t), c64(lg.dirs)), c64(d)), c64(H))
 		}
-		return k.mul(k.add(k.mul(k.add(k.mul(t, c64(lg.dirs)), c64(d)), c64(lg.batch)), b), c64(H))
+		return k.Mul(k.Add(k.Mul(k.Add(k.Mul(t, c64(lg.dirs)), c64(d)), c64(lg.batch)), b), c64(H))
 	}
 	stateAt := func(k *kfn, b value.Value, d int64) value.Value {
 		if lg.layout == 1 {
-			return k.mul(k.add(k.mul(b, c64(lg.dirs)), c64(d)), c64(H))
+			return k.Mul(k.Add(k.Mul(b, c64(lg.dirs)), c64(d)), c64(H))
 		}
-		return k.mul(k.add(k.mul(c64(d), c64(lg.batch)), b), c64(H))
+		return k.Mul(k.Add(k.Mul(c64(d), c64(lg.batch)), b), c64(H))
 	}
 	out := func(i int) *ir.Value {
 		if i < len(n.Outputs) {
@@ -218,13 +218,13 @@ func (g *gen) lowerLSTM(n *ir.Node) error {
 			acts := [3]func(k *kfn, x value.Value) value.Value{lstmActs[lg.acts[d][0]], lstmActs[lg.acts[d][1]], lstmActs[lg.acts[d][2]]}
 			clip := func(x value.Value) value.Value { return k.clip(x, -lg.clip, lg.clip) }
 			k.loopN(0, lg.batch, func(b value.Value) {
-				slot := k.mul(k.add(k.mul(c64(d), c64(lg.batch)), b), c64(hp)) // in the state buffers
+				slot := k.Mul(k.Add(k.Mul(c64(d), c64(lg.batch)), b), c64(hp)) // in the state buffers
 				st := stateAt(k, b, d)
 				// Initial states. Padding lanes (units ≥ H) may hold
 				// anything later: they are never read as R·h inputs and
 				// never stored to outputs.
 				for ub := int64(0); ub < nub; ub++ {
-					at := k.add(st, c64(ub*vl))
+					at := k.Add(st, c64(ub*vl))
 					hv, cv := value.Value(zero), value.Value(zero)
 					if h0p != nil {
 						hv = k.vload(h0p, at, int(vl), valid(ub))
@@ -232,18 +232,18 @@ func (g *gen) lowerLSTM(n *ir.Node) error {
 					if c0p != nil {
 						cv = k.vload(c0p, at, int(vl), valid(ub))
 					}
-					k.vstore(hv, hbuf, k.add(slot, c64(ub*vl)), int(vl), int(vl))
-					k.vstore(cv, cp, k.add(slot, c64(ub*vl)), int(vl), int(vl))
+					k.vstore(hv, hbuf, k.Add(slot, c64(ub*vl)), int(vl), int(vl))
+					k.vstore(cv, cp, k.Add(slot, c64(ub*vl)), int(vl), int(vl))
 				}
 				k.loopN(0, lg.seq, func(i value.Value) {
 					t := i
 					if lg.reverse || d == 1 {
-						t = k.sub(c64(lg.seq-1), i)
+						t = k.Sub(c64(lg.seq-1), i)
 					}
-					par := k.rem(i, c64(2))
-					hPrev := k.add(k.mul(par, c64(lg.dirs*lg.batch*hp)), slot)
-					hNext := k.add(k.mul(k.sub(c64(1), par), c64(lg.dirs*lg.batch*hp)), slot)
-					gRow := k.add(k.mul(xRow(k, t, b), c64(lg.dirs*G4)), c64(d*G4))
+					par := k.SRem(i, c64(2))
+					hPrev := k.Add(k.Mul(par, c64(lg.dirs*lg.batch*hp)), slot)
+					hNext := k.Add(k.Mul(k.Sub(c64(1), par), c64(lg.dirs*lg.batch*hp)), slot)
+					gRow := k.Add(k.Mul(xRow(k, t, b), c64(lg.dirs*G4)), c64(d*G4))
 					// One group of unit blocks: R·h for their 4 gates, then
 					// the cell update.
 					group := func(ub0 value.Value, nb int64, lastValid int) {
@@ -251,36 +251,36 @@ func (g *gen) lowerLSTM(n *ir.Node) error {
 						for j := range init {
 							init[j] = zero
 						}
-						acc := k.loopAcc(c64(0), c64(H), init, func(kk value.Value, acc []value.Value) []value.Value {
-							hv := k.vsplat(k.load(hbuf, k.add(hPrev, kk)), int(vl))
+						acc := k.LoopAcc(c64(0), c64(H), 1, init, func(kk value.Value, acc []value.Value) []value.Value {
+							hv := k.vsplat(k.load(hbuf, k.Add(hPrev, kk)), int(vl))
 							next := make([]value.Value, len(acc))
 							for bb := int64(0); bb < nb; bb++ {
-								base := k.mul(k.add(k.mul(k.add(c64(d*nub), k.add(ub0, c64(bb))), c64(H)), kk), c64(4*vl))
+								base := k.Mul(k.Add(k.Mul(k.Add(c64(d*nub), k.Add(ub0, c64(bb))), c64(H)), kk), c64(4*vl))
 								for q := int64(0); q < 4; q++ {
-									rv := k.vload(rpp, k.add(base, c64(q*vl)), int(vl), int(vl))
+									rv := k.vload(rpp, k.Add(base, c64(q*vl)), int(vl), int(vl))
 									next[bb*4+q] = k.fma(hv, rv, acc[bb*4+q])
 								}
 							}
 							return next
 						})
 						for bb := int64(0); bb < nb; bb++ {
-							u0 := k.mul(k.add(ub0, c64(bb)), c64(vl))
+							u0 := k.Mul(k.Add(ub0, c64(bb)), c64(vl))
 							nv := int(vl)
 							if bb == nb-1 {
 								nv = lastValid
 							}
 							pre := make([]value.Value, 4)
 							for q := int64(0); q < 4; q++ {
-								gx := k.vload(gp, k.add(gRow, k.add(c64(q*H), u0)), int(vl), nv)
+								gx := k.vload(gp, k.Add(gRow, k.Add(c64(q*H), u0)), int(vl), nv)
 								pre[q] = k.fadd(acc[bb*4+q], gx)
 							}
 							addPeep := func(x value.Value, q int64, c value.Value) value.Value {
 								if pp == nil {
 									return x
 								}
-								return k.fma(k.vload(pp, k.add(c64(d*3*H+q*H), u0), int(vl), nv), c, x)
+								return k.fma(k.vload(pp, k.Add(c64(d*3*H+q*H), u0), int(vl), nv), c, x)
 							}
-							cPrev := k.vload(cp, k.add(slot, u0), int(vl), int(vl))
+							cPrev := k.vload(cp, k.Add(slot, u0), int(vl), int(vl))
 							in := acts[0](k, clip(addPeep(pre[0], 0, cPrev)))
 							var forget value.Value
 							if lg.inputForget {
@@ -291,16 +291,16 @@ func (g *gen) lowerLSTM(n *ir.Node) error {
 							cNew := k.fma(forget, cPrev, k.fmul(in, acts[1](k, clip(pre[3]))))
 							o := acts[0](k, clip(addPeep(pre[1], 1, cNew)))
 							h := k.fmul(o, acts[2](k, cNew))
-							k.vstore(cNew, cp, k.add(slot, u0), int(vl), int(vl))
-							k.vstore(h, hbuf, k.add(hNext, u0), int(vl), int(vl))
+							k.vstore(cNew, cp, k.Add(slot, u0), int(vl), int(vl))
+							k.vstore(h, hbuf, k.Add(hNext, u0), int(vl), int(vl))
 							if yp != nil {
-								k.vstore(h, yp, k.add(yAt(k, t, b, d), u0), int(vl), nv)
+								k.vstore(h, yp, k.Add(yAt(k, t, b, d), u0), int(vl), nv)
 							}
 						}
 					}
 					// Pairs of full blocks (8 accumulators), then the rest.
 					full := H / vl
-					k.loopN(0, full/2, func(p value.Value) { group(k.mul(p, c64(2)), 2, int(vl)) })
+					k.loopN(0, full/2, func(p value.Value) { group(k.Mul(p, c64(2)), 2, int(vl)) })
 					if full%2 == 1 {
 						group(c64(full-1), 1, int(vl))
 					}
@@ -308,13 +308,13 @@ func (g *gen) lowerLSTM(n *ir.Node) error {
 						group(c64(full), 1, int(H%vl))
 					}
 				})
-				final := k.add(c64(lg.seq%2*lg.dirs*lg.batch*hp), slot)
+				final := k.Add(c64(lg.seq%2*lg.dirs*lg.batch*hp), slot)
 				for ub := int64(0); ub < nub; ub++ {
 					if yhp != nil {
-						k.vstore(k.vload(hbuf, k.add(final, c64(ub*vl)), int(vl), int(vl)), yhp, k.add(st, c64(ub*vl)), int(vl), valid(ub))
+						k.vstore(k.vload(hbuf, k.Add(final, c64(ub*vl)), int(vl), int(vl)), yhp, k.Add(st, c64(ub*vl)), int(vl), valid(ub))
 					}
 					if ycp != nil {
-						k.vstore(k.vload(cp, k.add(slot, c64(ub*vl)), int(vl), int(vl)), ycp, k.add(st, c64(ub*vl)), int(vl), valid(ub))
+						k.vstore(k.vload(cp, k.Add(slot, c64(ub*vl)), int(vl), int(vl)), ycp, k.Add(st, c64(ub*vl)), int(vl), valid(ub))
 					}
 				}
 			})

@@ -115,7 +115,7 @@ func (k *kfn) asm(text, constraints string, args ...value.Value) {
 	}
 	fn := ll.NewInlineAsm(types.NewPointer(types.NewFunc(types.Void, params...)), text, constraints)
 	fn.SideEffect = true
-	k.b.NewCall(fn, args...)
+	k.B.NewCall(fn, args...)
 }
 
 // amxBegin loads the tile configuration (it zeroes the tiles); the
@@ -157,11 +157,11 @@ func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, v
 		for i := int64(0); i < ma; i++ {
 			valid := min(amxTile, rows-i*amxTile)
 			if !q.acts {
-				a := k.bytesAt(bcp, k.add(bcOff, k.add(k.mul(kb, c64(q.bcGroup)), c64(i*amxTile*q.bcRow))))
+				a := k.bytesAt(bcp, k.Add(bcOff, k.Add(k.Mul(kb, c64(q.bcGroup)), c64(i*amxTile*q.bcRow))))
 				k.asm("tileloadd ($0,$1,1), "+tmm(4+i), "r,r,~{memory}", a, c64(q.bcRow))
 				continue
 			}
-			a := k.bytesAt(bcp, k.add(bcOff, k.add(k.mul(kb, c64(64)), c64(i*amxTile*q.bcRow))))
+			a := k.bytesAt(bcp, k.Add(bcOff, k.Add(k.Mul(kb, c64(64)), c64(i*amxTile*q.bcRow))))
 			stride := c64(q.bcRow)
 			if valid < amxTile || kTail < 64 {
 				// The rows' bytes of this block, zeros past K, on the stack;
@@ -176,7 +176,7 @@ func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, v
 			k.asm("tileloadd ($0,$1,1), "+tmm(4+i), "r,r,~{memory}", a, stride)
 		}
 		for j := int64(0); j < nt; j++ {
-			b := k.bytesAt(vecp, k.add(vecOff, k.add(k.mul(kb, c64(amxTile*q.vecGroup)), c64(j*amxTile*4))))
+			b := k.bytesAt(vecp, k.Add(vecOff, k.Add(k.Mul(kb, c64(amxTile*q.vecGroup)), c64(j*amxTile*4))))
 			k.asm("tileloadd ($0,$1,1), "+tmm(6+j), "r,r,~{memory}", b, vStride)
 		}
 		for i := int64(0); i < ma; i++ {
@@ -189,7 +189,7 @@ func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, v
 	if q.acts && q.K%64 != 0 {
 		full = q.K / 64
 	}
-	k.loop(c64(0), c64(full), func(kb value.Value) { block(kb, 64) })
+	k.Loop(c64(0), c64(full), func(kb value.Value) { block(kb, 64) })
 	if full*64 < q.K {
 		block(c64(full), q.K%64)
 	}
@@ -206,9 +206,9 @@ func (q *qgemm) microAMX(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, v
 	for r := int64(0); r < rows; r++ {
 		for j := int64(0); j < nt; j++ {
 			c := q.channel(k, ch, m0, n0, r, j*amxTile)
-			acc := k.b.NewAdd(k.loadAt(vt, buf, c64(r*ld+j*amxTile*4)), q.corr(k, c, amxTile))
+			acc := k.B.NewAdd(k.loadAt(vt, buf, c64(r*ld+j*amxTile*4)), q.corr(k, c, amxTile))
 			valid := min(amxTile, cols-j*amxTile)
-			q.st.store(k, acc, cp, resp, k.add(cOff, c64(r*q.st.ldc+j*amxTile)), c, amxTile, valid)
+			q.st.store(k, acc, cp, resp, k.Add(cOff, c64(r*q.st.ldc+j*amxTile)), c, amxTile, valid)
 		}
 	}
 }
@@ -223,7 +223,7 @@ func (k *kfn) stackBuffer(name string, n int64) value.Value {
 	a := ll.NewAlloca(types.NewArray(uint64(n), i8))
 	a.Align = 64
 	p := ll.NewBitCast(a, types.NewPointer(i8))
-	entry := k.f.Blocks[0]
+	entry := k.F.Blocks[0]
 	entry.Insts = append([]ll.Instruction{a, p}, entry.Insts...)
 	k.bases[key] = p
 	return p

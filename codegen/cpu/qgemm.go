@@ -153,25 +153,25 @@ func isplat(n int64, v int64) constant.Constant { return splat(int(n), c32(v)) }
 // bytesAt is i8* p advanced by off bytes.
 func (k *kfn) bytesAt(p, off value.Value) value.Value {
 	if p.Type() != i8p {
-		p = k.b.NewBitCast(p, i8p)
+		p = k.B.NewBitCast(p, i8p)
 	}
 	if c, ok := isConst(off); ok && c == 0 {
 		return p
 	}
-	return k.b.NewGetElementPtr(i8, p, off)
+	return k.B.NewGetElementPtr(i8, p, off)
 }
 
 // loadAt loads a value of type t at byte offset off of p (unaligned).
 func (k *kfn) loadAt(t types.Type, p, off value.Value) value.Value {
-	q := k.b.NewBitCast(k.bytesAt(p, off), types.NewPointer(t))
-	ld := k.b.NewLoad(t, q)
+	q := k.B.NewBitCast(k.bytesAt(p, off), types.NewPointer(t))
+	ld := k.B.NewLoad(t, q)
 	ld.Align = 1
 	return ld
 }
 
 func (k *kfn) storeAt(v, p, off value.Value) {
-	q := k.b.NewBitCast(k.bytesAt(p, off), types.NewPointer(v.Type()))
-	st := k.b.NewStore(v, q)
+	q := k.B.NewBitCast(k.bytesAt(p, off), types.NewPointer(v.Type()))
+	st := k.B.NewStore(v, q)
 	st.Align = 1
 }
 
@@ -204,7 +204,7 @@ func (k *kfn) maskedLoadAt(vt *types.VectorType, p, off value.Value, valid int64
 	if pass == nil {
 		pass = constant.NewZeroInitializer(vt)
 	}
-	q := k.b.NewBitCast(k.bytesAt(p, off), types.NewPointer(vt))
+	q := k.B.NewBitCast(k.bytesAt(p, off), types.NewPointer(vt))
 	n := llvmTypeName(vt)
 	return k.call(fmt.Sprintf("llvm.masked.load.%s.p0%s", n, n), vt, q, c32(1), maskConst(int(vt.Len), int(valid)), pass)
 }
@@ -216,7 +216,7 @@ func (k *kfn) maskedStoreAt(v, p, off value.Value, valid int64) {
 		k.storeAt(v, p, off)
 		return
 	}
-	q := k.b.NewBitCast(k.bytesAt(p, off), types.NewPointer(vt))
+	q := k.B.NewBitCast(k.bytesAt(p, off), types.NewPointer(vt))
 	n := llvmTypeName(vt)
 	k.call(fmt.Sprintf("llvm.masked.store.%s.p0%s", n, n), types.Void, v, q, c32(1), maskConst(int(vt.Len), int(valid)))
 }
@@ -224,8 +224,8 @@ func (k *kfn) maskedStoreAt(v, p, off value.Value, valid int64) {
 // splatOf broadcasts scalar x to n lanes.
 func (k *kfn) splatOf(x value.Value, n int64) value.Value {
 	vt := ivec(n, x.Type())
-	v := k.b.NewInsertElement(constant.NewUndef(vt), x, c32(0))
-	return k.b.NewShuffleVector(v, constant.NewUndef(vt), constant.NewZeroInitializer(ivec(n, i32)))
+	v := k.B.NewInsertElement(constant.NewUndef(vt), x, c32(0))
+	return k.B.NewShuffleVector(v, constant.NewUndef(vt), constant.NewZeroInitializer(ivec(n, i32)))
 }
 
 // dot4 adds, per int32 lane, the four products of u's u8 and s's s8 bytes
@@ -241,7 +241,7 @@ func (k *kfn) dot4(acc, u, s value.Value, lanes int64) value.Value {
 // pmaddwd is vpmaddwd: per int32 lane, the sum of the two int16 products.
 func (k *kfn) pmaddwd(a, b value.Value, lanes int64) value.Value {
 	wt := ivec(2*lanes, types.I16)
-	a, b = k.b.NewBitCast(a, wt), k.b.NewBitCast(b, wt)
+	a, b = k.B.NewBitCast(a, wt), k.B.NewBitCast(b, wt)
 	if k.g.arm64() {
 		return k.genericMaddwd(a, b, lanes)
 	}
@@ -253,7 +253,7 @@ func (k *kfn) pmaddwd(a, b value.Value, lanes int64) value.Value {
 // odd bytes.
 func (k *kfn) splitU8(v value.Value, lanes int64) (even, odd value.Value) {
 	m := isplat(lanes, 0x00FF00FF)
-	return k.b.NewAnd(v, m), k.b.NewAnd(k.b.NewLShr(v, isplat(lanes, 8)), m)
+	return k.B.NewAnd(v, m), k.B.NewAnd(k.B.NewLShr(v, isplat(lanes, 8)), m)
 }
 
 // cvtRound converts floats to int32, rounding half to even (the current
@@ -264,13 +264,13 @@ func (k *kfn) cvtRound(f value.Value) value.Value {
 	it := ivec(n, i32)
 	switch {
 	case k.g.arm64(): // frintx + fcvtzs (or fcvtns)
-		return k.b.NewFPToSI(k.call(fmt.Sprintf("llvm.rint.%s", llvmTypeName(vt)), vt, f), it)
+		return k.B.NewFPToSI(k.call(fmt.Sprintf("llvm.rint.%s", llvmTypeName(vt)), vt, f), it)
 	case vt.ElemType == types.Double && n == 8:
 		return k.call("llvm.x86.avx512.mask.cvtpd2dq.512", it, f, constant.NewUndef(it), constant.NewInt(i8, -1), c32(4))
 	case vt.ElemType == types.Double && n == 4:
 		return k.call("llvm.x86.avx.cvt.pd2dq.256", it, f)
 	case vt.ElemType == types.Double:
-		return k.b.NewFPToSI(k.call(fmt.Sprintf("llvm.rint.v%df64", n), vt, f), it)
+		return k.B.NewFPToSI(k.call(fmt.Sprintf("llvm.rint.v%df64", n), vt, f), it)
 	case n == 16:
 		return k.call("llvm.x86.avx512.mask.cvtps2dq.512", it, f, constant.NewUndef(it), constant.NewInt(types.I16, -1), c32(4))
 	case n == 8:
@@ -291,11 +291,11 @@ func (k *kfn) fclamp(x value.Value, lo, hi float64) value.Value {
 	}
 	if !math.IsInf(lo, -1) {
 		c := cst(lo)
-		x = k.b.NewSelect(k.b.NewFCmp(enum.FPredOGT, x, c), x, c)
+		x = k.B.NewSelect(k.B.NewFCmp(enum.FPredOGT, x, c), x, c)
 	}
 	if !math.IsInf(hi, 1) {
 		c := cst(hi)
-		x = k.b.NewSelect(k.b.NewFCmp(enum.FPredOLT, x, c), x, c)
+		x = k.B.NewSelect(k.B.NewFCmp(enum.FPredOLT, x, c), x, c)
 	}
 	return x
 }
@@ -316,15 +316,15 @@ func (q *qgemm) emit(k *kfn) {
 	k.eachTile(q.batch, q.M, q.N, q.mr, nb, q.parallel, (q.N+nb-1)/nb < rowMajorBelow, func(bi, mi, ni value.Value, rows, cols int64) {
 		off := func(base value.Value, f func(k *kfn, b value.Value) value.Value) value.Value {
 			if f != nil {
-				return k.add(base, f(k, bi))
+				return k.Add(base, f(k, bi))
 			}
 			return base
 		}
-		bcOff := off(k.mul(mi, c64(q.bcTile)), q.bcBatch)
-		vecOff := off(k.mul(ni, c64(q.vecTile)), q.vecBatch)
-		cOff := off(k.add(k.mul(mi, c64(q.mr*q.st.ldc)), k.mul(ni, c64(nb))), q.st.cBatch)
+		bcOff := off(k.Mul(mi, c64(q.bcTile)), q.bcBatch)
+		vecOff := off(k.Mul(ni, c64(q.vecTile)), q.vecBatch)
+		cOff := off(k.Add(k.Mul(mi, c64(q.mr*q.st.ldc)), k.Mul(ni, c64(nb))), q.st.cBatch)
 		ch := off(c64(0), q.st.chBatch)
-		m0, n0 := k.mul(mi, c64(q.mr)), k.mul(ni, c64(nb))
+		m0, n0 := k.Mul(mi, c64(q.mr)), k.Mul(ni, c64(nb))
 		if q.amx {
 			q.microAMX(k, rows, cols, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, n0, ch)
 			return
@@ -357,9 +357,9 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 		}
 	}
 	vecLoad := func(g value.Value, j int64, odd bool) value.Value {
-		o := k.add(vecOff, k.add(k.mul(g, c64(q.vecGroup)), c64(j*L*4)))
+		o := k.Add(vecOff, k.Add(k.Mul(g, c64(q.vecGroup)), c64(j*L*4)))
 		if odd {
-			o = k.add(o, c64(q.nb()*4))
+			o = k.Add(o, c64(q.nb()*4))
 		}
 		return k.loadAt(ivec(width[j], i32), vecp, o)
 	}
@@ -377,7 +377,7 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 		if !q.flip {
 			return v
 		}
-		return k.b.NewXor(v, isplat(w, -0x7F7F7F80)) // 0x80808080
+		return k.B.NewXor(v, isplat(w, -0x7F7F7F80)) // 0x80808080
 	}
 	step := func(g value.Value, acc []value.Value, bcDword func(i int64) value.Value) []value.Value {
 		out := make([]value.Value, len(acc))
@@ -393,13 +393,13 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 			}
 			for i := int64(0); i < rows; i++ {
 				if madd {
-					base := k.add(bcOff, k.add(k.mul(g, c64(q.bcGroup)), c64(i*q.bcRow)))
+					base := k.Add(bcOff, k.Add(k.Mul(g, c64(q.bcGroup)), c64(i*q.bcRow)))
 					we := splats(k.loadAt(i32, bcp, base))
-					wo := splats(k.loadAt(i32, bcp, k.add(base, c64(4))))
+					wo := splats(k.loadAt(i32, bcp, k.Add(base, c64(4))))
 					for j := int64(0); j < nv; j++ {
 						w := width[j]
-						s := k.b.NewAdd(k.pmaddwd(ev[j], we[w], w), k.pmaddwd(od[j], wo[w], w))
-						out[i*nv+j] = k.b.NewAdd(acc[i*nv+j], s)
+						s := k.B.NewAdd(k.pmaddwd(ev[j], we[w], w), k.pmaddwd(od[j], wo[w], w))
+						out[i*nv+j] = k.B.NewAdd(acc[i*nv+j], s)
 					}
 					continue
 				}
@@ -426,8 +426,8 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 				av := flip(a[w], w)
 				if madd {
 					ev, od := k.splitU8(av, w)
-					s := k.b.NewAdd(k.pmaddwd(ev, wv[j], w), k.pmaddwd(od, wo[j], w))
-					out[i*nv+j] = k.b.NewAdd(acc[i*nv+j], s)
+					s := k.B.NewAdd(k.pmaddwd(ev, wv[j], w), k.pmaddwd(od, wo[j], w))
+					out[i*nv+j] = k.B.NewAdd(acc[i*nv+j], s)
 					continue
 				}
 				out[i*nv+j] = k.dot4(acc[i*nv+j], av, wv[j], w)
@@ -437,7 +437,7 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 	}
 	dword := func(g value.Value) func(i int64) value.Value {
 		return func(i int64) value.Value {
-			return k.loadAt(i32, bcp, k.add(bcOff, k.add(k.mul(g, c64(q.bcGroup)), c64(i*q.bcRow))))
+			return k.loadAt(i32, bcp, k.Add(bcOff, k.Add(k.Mul(g, c64(q.bcGroup)), c64(i*q.bcRow))))
 		}
 	}
 	k4 := q.k4()
@@ -445,7 +445,7 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 	if q.kTail && q.K%4 != 0 {
 		main--
 	}
-	acc := k.loopAcc(c64(0), c64(main), init, func(g value.Value, acc []value.Value) []value.Value {
+	acc := k.LoopAcc(c64(0), c64(main), 1, init, func(g value.Value, acc []value.Value) []value.Value {
 		return step(g, acc, dword(g))
 	})
 	if main < k4 {
@@ -453,11 +453,11 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 		// data); the weights there are zero.
 		g := c64(main)
 		acc = step(g, acc, func(i int64) value.Value {
-			base := k.add(bcOff, k.add(k.mul(g, c64(q.bcGroup)), c64(i*q.bcRow)))
+			base := k.Add(bcOff, k.Add(k.Mul(g, c64(q.bcGroup)), c64(i*q.bcRow)))
 			var d value.Value = c32(0)
 			for b := int64(0); b < q.K%4; b++ {
-				by := k.b.NewZExt(k.loadAt(i8, bcp, k.add(base, c64(b))), i32)
-				d = k.b.NewOr(d, k.b.NewShl(by, c32(8*b)))
+				by := k.B.NewZExt(k.loadAt(i8, bcp, k.Add(base, c64(b))), i32)
+				d = k.B.NewOr(d, k.B.NewShl(by, c32(8*b)))
 			}
 			return d
 		})
@@ -465,7 +465,7 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 	for i := int64(0); i < rows; i++ {
 		for j := int64(0); j < nv; j++ {
 			valid := min(width[j], cols-j*L)
-			at := k.add(cOff, c64(i*q.st.ldc+j*L))
+			at := k.Add(cOff, c64(i*q.st.ldc+j*L))
 			q.st.store(k, acc[i*nv+j], cp, resp, at, q.channel(k, ch, m0, n0, i, j*L), width[j], valid)
 		}
 	}
@@ -476,9 +476,9 @@ func (q *qgemm) micro(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecO
 // column's (matrix products, whose channels run along the lanes).
 func (q *qgemm) channel(k *kfn, ch, m0, n0 value.Value, i, col int64) value.Value {
 	if q.st.perRow {
-		return k.add(ch, k.add(m0, c64(i)))
+		return k.Add(ch, k.Add(m0, c64(i)))
 	}
-	return k.add(ch, k.add(n0, c64(col)))
+	return k.Add(ch, k.Add(n0, c64(col)))
 }
 
 // corr is channel c's sum correction for a vector of width int32 lanes:
@@ -486,9 +486,9 @@ func (q *qgemm) channel(k *kfn, ch, m0, n0 value.Value, i, col int64) value.Valu
 func (q *qgemm) corr(k *kfn, c value.Value, width int64) value.Value {
 	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
 	if q.st.perRow {
-		return k.splatOf(k.loadAt(i32, corrP, k.mul(c, c64(4))), width)
+		return k.splatOf(k.loadAt(i32, corrP, k.Mul(c, c64(4))), width)
 	}
-	return k.loadAt(ivec(width, i32), corrP, k.mul(c, c64(4)))
+	return k.loadAt(ivec(width, i32), corrP, k.Mul(c, c64(4)))
 }
 
 // widths are the vector widths (int32 lanes) micro covers cols with.
@@ -540,9 +540,9 @@ func (q *qgemm) turnTail(rows, cols int64) bool {
 // per row. Lanes are channels: the store scatters them down the rows.
 func (q *qgemm) microT(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vecOff, cOff, m0, ch value.Value) {
 	W := q.mr
-	ch0 := k.add(ch, m0)
+	ch0 := k.Add(ch, m0)
 	corrP := k.locPtr(loc{space: inWeights, off: q.st.corr}, i8)
-	corr := k.loadAt(ivec(W, i32), corrP, k.mul(ch0, c64(4)))
+	corr := k.loadAt(ivec(W, i32), corrP, k.Mul(ch0, c64(4)))
 	// A few columns are a few dependency chains of vpdpbusd: U
 	// interleaved K groups per iteration keep eight in flight.
 	U := min(max(8/cols, 1), q.k4())
@@ -552,20 +552,20 @@ func (q *qgemm) microT(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vec
 		init[i] = zero
 	}
 	step := func(g value.Value, acc []value.Value) []value.Value {
-		wv := k.loadAt(ivec(W, i32), bcp, k.add(bcOff, k.mul(g, c64(q.bcGroup))))
-		at := k.add(vecOff, k.mul(g, c64(q.vecGroup)))
+		wv := k.loadAt(ivec(W, i32), bcp, k.Add(bcOff, k.Mul(g, c64(q.bcGroup))))
+		at := k.Add(vecOff, k.Mul(g, c64(q.vecGroup)))
 		out := make([]value.Value, cols)
 		for c := range out {
-			d := k.loadAt(i32, vecp, k.add(at, c64(int64(c)*4)))
+			d := k.loadAt(i32, vecp, k.Add(at, c64(int64(c)*4)))
 			out[c] = k.dot4(acc[c], k.splatOf(d, W), wv, W)
 		}
 		return out
 	}
 	main := q.k4() / U
-	acc := k.loopAcc(c64(0), c64(main), init, func(it value.Value, acc []value.Value) []value.Value {
+	acc := k.LoopAcc(c64(0), c64(main), 1, init, func(it value.Value, acc []value.Value) []value.Value {
 		out := make([]value.Value, 0, len(acc))
 		for u := int64(0); u < U; u++ {
-			out = append(out, step(k.add(k.mul(it, c64(U)), c64(u)), acc[u*cols:(u+1)*cols])...)
+			out = append(out, step(k.Add(k.Mul(it, c64(U)), c64(u)), acc[u*cols:(u+1)*cols])...)
 		}
 		return out
 	})
@@ -574,11 +574,11 @@ func (q *qgemm) microT(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vec
 		sum = step(c64(g), sum)
 	}
 	for c := int64(0); c < cols; c++ {
-		v := k.b.NewAdd(sum[c], corr)
+		v := k.B.NewAdd(sum[c], corr)
 		for u := int64(1); u < U; u++ {
-			v = k.b.NewAdd(v, acc[u*cols+c])
+			v = k.B.NewAdd(v, acc[u*cols+c])
 		}
-		q.st.storeDown(k, v, cp, resp, k.add(cOff, c64(c)), ch0, W, rows)
+		q.st.storeDown(k, v, cp, resp, k.Add(cOff, c64(c)), ch0, W, rows)
 	}
 }
 
@@ -586,7 +586,7 @@ func (q *qgemm) microT(k *kfn, rows, cols int64, bcp, vecp, cp, resp, bcOff, vec
 // of lanes channels) and stores its first valid lanes at element at.
 func (st *qstore) store(k *kfn, acc, cp, resp, at, ch value.Value, L, valid int64) {
 	if st.out == qOutInt32 {
-		k.maskedStoreAt(acc, cp, k.mul(at, c64(4)), valid)
+		k.maskedStoreAt(acc, cp, k.Mul(at, c64(4)), valid)
 		return
 	}
 	var res value.Value
@@ -594,17 +594,17 @@ func (st *qstore) store(k *kfn, acc, cp, resp, at, ch value.Value, L, valid int6
 		res = st.residual(k, k.maskedLoadAt(ivec(L, i8), resp, at, valid, nil), L)
 	}
 	q := st.requant(k, acc, res, ch, L, !st.perRow)
-	k.maskedStoreAt(k.b.NewTrunc(q, ivec(L, i8)), cp, at, valid)
+	k.maskedStoreAt(k.B.NewTrunc(q, ivec(L, i8)), cp, at, valid)
 }
 
 // storeDown is store for a vector whose lanes are channels ch, ch+1, ...
 // (rows of the output): lane i goes to element at + i·ldc, for the first
 // valid lanes.
 func (st *qstore) storeDown(k *kfn, acc, cp, resp, at, ch value.Value, L, valid int64) {
-	elem := func(i int64) value.Value { return k.add(at, c64(i*st.ldc)) }
+	elem := func(i int64) value.Value { return k.Add(at, c64(i*st.ldc)) }
 	if st.out == qOutInt32 {
 		for i := int64(0); i < valid; i++ {
-			k.storeAt(k.b.NewExtractElement(acc, c32(i)), cp, k.mul(elem(i), c64(4)))
+			k.storeAt(k.B.NewExtractElement(acc, c32(i)), cp, k.Mul(elem(i), c64(4)))
 		}
 		return
 	}
@@ -612,13 +612,13 @@ func (st *qstore) storeDown(k *kfn, acc, cp, resp, at, ch value.Value, L, valid 
 	if resp != nil {
 		var r value.Value = constant.NewZeroInitializer(ivec(L, i8))
 		for i := int64(0); i < valid; i++ {
-			r = k.b.NewInsertElement(r, k.loadAt(i8, resp, elem(i)), c32(i))
+			r = k.B.NewInsertElement(r, k.loadAt(i8, resp, elem(i)), c32(i))
 		}
 		res = st.residual(k, r, L)
 	}
-	q := k.b.NewTrunc(st.requant(k, acc, res, ch, L, true), ivec(L, i8))
+	q := k.B.NewTrunc(st.requant(k, acc, res, ch, L, true), ivec(L, i8))
 	for i := int64(0); i < valid; i++ {
-		k.storeAt(k.b.NewExtractElement(q, c32(i)), cp, elem(i))
+		k.storeAt(k.B.NewExtractElement(q, c32(i)), cp, elem(i))
 	}
 }
 
@@ -626,12 +626,12 @@ func (st *qstore) storeDown(k *kfn, acc, cp, resp, at, ch value.Value, L, valid 
 func (st *qstore) residual(k *kfn, r value.Value, L int64) value.Value {
 	var res value.Value
 	if st.resSigned {
-		res = k.b.NewSExt(r, ivec(L, i32))
+		res = k.B.NewSExt(r, ivec(L, i32))
 	} else {
-		res = k.b.NewZExt(r, ivec(L, i32))
+		res = k.B.NewZExt(r, ivec(L, i32))
 	}
 	if st.resZp != 0 {
-		res = k.b.NewSub(res, isplat(L, st.resZp))
+		res = k.B.NewSub(res, isplat(L, st.resZp))
 	}
 	return res
 }
@@ -643,9 +643,9 @@ func (st *qstore) requant(k *kfn, acc, res, ch value.Value, L int64, byLane bool
 	param := func(off int64, t types.Type, size int64) value.Value {
 		p := k.locPtr(loc{space: inWeights, off: off}, i8)
 		if !byLane {
-			return k.splatOf(k.loadAt(t, p, k.mul(ch, c64(size))), L)
+			return k.splatOf(k.loadAt(t, p, k.Mul(ch, c64(size))), L)
 		}
-		return k.loadAt(ivec(L, t), p, k.mul(ch, c64(size)))
+		return k.loadAt(ivec(L, t), p, k.Mul(ch, c64(size)))
 	}
 	var q value.Value
 	if st.out == qOutF64 {
@@ -659,21 +659,21 @@ func (st *qstore) requant(k *kfn, acc, res, ch value.Value, L int64, byLane bool
 				idx[i] = c32(half*h + int64(i))
 			}
 			sel := constant.NewVector(ivec(h, i32), idx...)
-			a := k.b.NewSIToFP(k.b.NewShuffleVector(acc, constant.NewUndef(acc.Type()), sel), ivec(h, types.Double))
-			mh := k.b.NewShuffleVector(m, constant.NewUndef(m.Type()), sel)
-			f := k.fclamp(k.b.NewFMul(a, mh), st.lo, st.hi)
+			a := k.B.NewSIToFP(k.B.NewShuffleVector(acc, constant.NewUndef(acc.Type()), sel), ivec(h, types.Double))
+			mh := k.B.NewShuffleVector(m, constant.NewUndef(m.Type()), sel)
+			f := k.fclamp(k.B.NewFMul(a, mh), st.lo, st.hi)
 			parts = append(parts, k.cvtRound(f))
 		}
 		idx := make([]constant.Constant, L)
 		for i := range idx {
 			idx[i] = c32(int64(i))
 		}
-		q = k.b.NewShuffleVector(parts[0], parts[1], constant.NewVector(ivec(L, i32), idx...))
+		q = k.B.NewShuffleVector(parts[0], parts[1], constant.NewVector(ivec(L, i32), idx...))
 		if st.zpY != 0 {
-			q = k.b.NewAdd(q, isplat(L, st.zpY))
+			q = k.B.NewAdd(q, isplat(L, st.zpY))
 		}
 	} else {
-		q = st.requantF(k, k.b.NewSIToFP(acc, ivec(L, f32)), res, ch, L, byLane)
+		q = st.requantF(k, k.B.NewSIToFP(acc, ivec(L, f32)), res, ch, L, byLane)
 	}
 	return q
 }
@@ -683,9 +683,9 @@ func (st *qstore) requantF(k *kfn, acc, res, ch value.Value, L int64, byLane boo
 	param := func(off int64) value.Value {
 		p := k.locPtr(loc{space: inWeights, off: off}, i8)
 		if !byLane {
-			return k.splatOf(k.loadAt(f32, p, k.mul(ch, c64(4))), L)
+			return k.splatOf(k.loadAt(f32, p, k.Mul(ch, c64(4))), L)
 		}
-		return k.loadAt(ivec(L, f32), p, k.mul(ch, c64(4)))
+		return k.loadAt(ivec(L, f32), p, k.Mul(ch, c64(4)))
 	}
 	// The zero point's even part rides in the fma's addend (with the
 	// float bias, which packing offset by it) and the clamp's bounds:
@@ -698,12 +698,12 @@ func (st *qstore) requantF(k *kfn, acc, res, ch value.Value, L int64, byLane boo
 	}
 	f := k.fma(acc, param(st.mult), b)
 	if res != nil {
-		f = k.fma(k.b.NewSIToFP(res, ivec(L, f32)), k.splatOf(cf(float64(st.resMult)), L), f)
+		f = k.fma(k.B.NewSIToFP(res, ivec(L, f32)), k.splatOf(cf(float64(st.resMult)), L), f)
 	}
 	z := float64(zpF)
 	q := k.cvtRound(k.fclamp(f, st.lo+z, st.hi+z))
 	if zpI != 0 {
-		q = k.b.NewAdd(q, isplat(L, zpI))
+		q = k.B.NewAdd(q, isplat(L, zpI))
 	}
 	return q
 }

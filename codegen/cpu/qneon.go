@@ -51,11 +51,11 @@ func (k *kfn) neonDot4(acc, u, s value.Value, lanes int64) value.Value {
 		panic(fmt.Sprintf("codegen/cpu: a NEON dot product of %d lanes", lanes))
 	}
 	vt, bt := ivec(lanes, i32), ivec(4*lanes, i8)
-	ub, sb := k.b.NewBitCast(u, bt), k.b.NewBitCast(s, bt)
+	ub, sb := k.B.NewBitCast(u, bt), k.B.NewBitCast(s, bt)
 	if hasFeature(k.g.feats, "i8mm") {
 		return k.call(fmt.Sprintf("llvm.aarch64.neon.usdot.v%di32.v%di8", lanes, 4*lanes), vt, acc, ub, sb)
 	}
-	flipped := k.b.NewXor(ub, splat(int(4*lanes), constant.NewInt(types.I8, -128)))
+	flipped := k.B.NewXor(ub, splat(int(4*lanes), constant.NewInt(types.I8, -128)))
 	return k.call(fmt.Sprintf("llvm.aarch64.neon.sdot.v%di32.v%di8", lanes, 4*lanes), vt, acc, flipped, sb)
 }
 
@@ -63,11 +63,11 @@ func (k *kfn) neonDot4(acc, u, s value.Value, lanes int64) value.Value {
 // the two products of a's and b's int16 pairs.
 func (k *kfn) genericMaddwd(a, b value.Value, lanes int64) value.Value {
 	wide := ivec(2*lanes, i32)
-	p := k.b.NewMul(k.b.NewSExt(a, wide), k.b.NewSExt(b, wide))
+	p := k.B.NewMul(k.B.NewSExt(a, wide), k.B.NewSExt(b, wide))
 	even, odd := make([]constant.Constant, lanes), make([]constant.Constant, lanes)
 	for i := range even {
 		even[i], odd[i] = c32(int64(2*i)), c32(int64(2*i+1))
 	}
 	mt := ivec(lanes, i32)
-	return k.b.NewAdd(k.b.NewShuffleVector(p, p, constant.NewVector(mt, even...)), k.b.NewShuffleVector(p, p, constant.NewVector(mt, odd...)))
+	return k.B.NewAdd(k.B.NewShuffleVector(p, p, constant.NewVector(mt, even...)), k.B.NewShuffleVector(p, p, constant.NewVector(mt, odd...)))
 }

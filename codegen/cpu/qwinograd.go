@@ -230,12 +230,12 @@ func (g *gen) lowerQWinograd(ql *qlin, c convGeom) {
 	// index image·16 + position.
 	over := func(q *qgemm, v, m func(k *kfn) value.Value, tpad int64) {
 		vPos, mPos := l.C4*tpad*4, c.OC*tpad // bytes of V, int32s of M per (image, position)
-		q.bcBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(16)), c64(posBytes)) }
+		q.bcBatch = func(k *kfn, b value.Value) value.Value { return k.Mul(k.SRem(b, c64(16)), c64(posBytes)) }
 		q.vec, q.vecTile, q.vecGroup = v, q.nb()*4, tpad*4
-		q.vecBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(vPos)) }
+		q.vecBatch = func(k *kfn, b value.Value) value.Value { return k.Mul(b, c64(vPos)) }
 		q.st.c, q.st.ldc = m, tpad
-		q.st.cBatch = func(k *kfn, b value.Value) value.Value { return k.mul(b, c64(mPos)) }
-		q.st.chBatch = func(k *kfn, b value.Value) value.Value { return k.mul(k.rem(b, c64(16)), c64(OCp)) }
+		q.st.cBatch = func(k *kfn, b value.Value) value.Value { return k.Mul(b, c64(mPos)) }
+		q.st.chBatch = func(k *kfn, b value.Value) value.Value { return k.Mul(k.SRem(b, c64(16)), c64(OCp)) }
 	}
 
 	var st qstore
@@ -265,10 +265,10 @@ func (g *gen) lowerQWinograd(ql *qlin, c convGeom) {
 	g.step("QWinogradIn", false, func(k *kfn) {
 		xp, vp := k.bytesAt(k.scratchPtr(0), c64(0)), k.bytesAt(k.scratchPtr(0), c64(l.vOff))
 		k.parLoop(c.N*l.C4*blocks, true, func(it value.Value) {
-			th0 := k.mul(k.rem(it, c64(blocks)), c64(R))
-			rest := k.div(it, c64(blocks))
-			cg, img := k.rem(rest, c64(l.C4)), k.div(rest, c64(l.C4))
-			vAt := k.bytesAt(vp, k.mul(k.add(k.mul(img, c64(16*l.C4*l.Tpad)), k.mul(th0, c64(l.TW))), c64(4)))
+			th0 := k.Mul(k.SRem(it, c64(blocks)), c64(R))
+			rest := k.SDiv(it, c64(blocks))
+			cg, img := k.SRem(rest, c64(l.C4)), k.SDiv(rest, c64(l.C4))
+			vAt := k.bytesAt(vp, k.Mul(k.Add(k.Mul(img, c64(16*l.C4*l.Tpad)), k.Mul(th0, c64(l.TW))), c64(4)))
 			g.qWinoInRows(k, ql, c, l, xp, vAt, l.Tpad, img, cg, th0, R)
 		})
 	})
@@ -276,11 +276,11 @@ func (g *gen) lowerQWinograd(ql *qlin, c convGeom) {
 	g.step("QWinogradOut", false, func(k *kfn) {
 		mp := k.bytesAt(k.scratchPtr(0), c64(l.mOff))
 		k.parLoop(c.N*c.OC*blocks, true, func(it value.Value) {
-			blk := k.rem(it, c64(blocks))
-			plane := k.div(it, c64(blocks)) // img·OC + oc
-			oc, img := k.rem(plane, c64(c.OC)), k.div(plane, c64(c.OC))
-			th0 := k.mul(blk, c64(R))
-			mAt := k.bytesAt(mp, k.mul(k.add(k.mul(img, c64(16*c.OC*l.Tpad)), k.mul(th0, c64(l.TW))), c64(4)))
+			blk := k.SRem(it, c64(blocks))
+			plane := k.SDiv(it, c64(blocks)) // img·OC + oc
+			oc, img := k.SRem(plane, c64(c.OC)), k.SDiv(plane, c64(c.OC))
+			th0 := k.Mul(blk, c64(R))
+			mAt := k.bytesAt(mp, k.Mul(k.Add(k.Mul(img, c64(16*c.OC*l.Tpad)), k.Mul(th0, c64(l.TW))), c64(4)))
 			g.qWinoOutRows(k, ql, c, l, out, mAt, l.Tpad, img, oc, th0, R)
 		})
 	})
@@ -295,29 +295,29 @@ func (g *gen) qWinoFused(ql *qlin, c convGeom, l qWinoLayout, q *qgemm, over fun
 	par := q.parallel
 	g.step("QWinograd", !par, func(k *kfn) {
 		xp := k.bytesAt(k.scratchPtr(0), c64(0))
-		slot := k.tid
+		slot := k.Tid
 		if !par {
 			slot = c64(0)
 		}
-		vs := k.bytesAt(k.scratchPtr(0), k.add(c64(l.padBytes), k.mul(slot, c64(l.sliceBytes))))
+		vs := k.bytesAt(k.scratchPtr(0), k.Add(c64(l.padBytes), k.Mul(slot, c64(l.sliceBytes))))
 		ms := k.bytesAt(vs, c64(l.sMOff))
 		k.parLoop(c.N*blocks, par, func(it value.Value) {
-			img, blk := k.div(it, c64(blocks)), k.rem(it, c64(blocks))
-			th0 := k.mul(blk, c64(R))
+			img, blk := k.SDiv(it, c64(blocks)), k.SRem(it, c64(blocks))
+			th0 := k.Mul(blk, c64(R))
 			run := func(rows int64) {
-				k.loop(c64(0), c64(l.C4), func(cg value.Value) {
+				k.Loop(c64(0), c64(l.C4), func(cg value.Value) {
 					g.qWinoInRows(k, ql, c, l, xp, vs, l.sTpad, img, cg, th0, rows)
 				})
 				t := *q
 				t.N, t.batch, t.parallel = rows*l.TW, 16, false
 				over(&t, func(*kfn) value.Value { return vs }, func(*kfn) value.Value { return ms }, l.sTpad)
 				t.emit(k)
-				k.loop(c64(0), c64(c.OC), func(oc value.Value) {
+				k.Loop(c64(0), c64(c.OC), func(oc value.Value) {
 					g.qWinoOutRows(k, ql, c, l, out, ms, l.sTpad, img, oc, th0, rows)
 				})
 			}
 			if tail := l.TH % R; tail > 0 {
-				k.ifElse(k.icmp(enum.IPredEQ, blk, c64(blocks-1)), func() { run(tail) }, func() { run(R) })
+				k.IfElse(k.icmp(enum.IPredEQ, blk, c64(blocks-1)), func() { run(tail) }, func() { run(R) })
 			} else {
 				run(R)
 			}
@@ -352,11 +352,11 @@ func (g *gen) qWinoInRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp va
 		thFirst := t0 / l.TW         // the tile rows this vector touches, from thFirst
 		var bytes [4][16]value.Value // [channel][position]
 		for j := range int64(4) {
-			ch := k.add(k.mul(cg, c64(4)), c64(j))
+			ch := k.Add(k.Mul(cg, c64(4)), c64(j))
 			if c.C%4 != 0 && j >= c.C%4 {
 				ch = k.sel(k.icmp(enum.IPredULT, ch, c64(c.C)), ch, c64(c.C-1)) // read a real channel; U's row is zero
 			}
-			plane := k.add(k.mul(img, c64(c.C)), ch)
+			plane := k.Add(k.Mul(img, c64(c.C)), ch)
 			d := make([][]value.Value, 4)
 			for i := range int64(4) {
 				// One load per tile row: its tiles' patch row i, from the
@@ -364,7 +364,7 @@ func (g *gen) qWinoInRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp va
 				var spans []value.Value
 				for th := thFirst; th <= (t0+valid-1)/l.TW; th++ {
 					tw := max(t0, th*l.TW) - th*l.TW
-					row := k.add(k.mul(k.add(k.mul(plane, c64(l.Hp)), k.add(k.mul(k.add(th0, c64(th)), c64(2)), c64(i))), c64(l.Wp)), c64(2*tw))
+					row := k.Add(k.Mul(k.Add(k.Mul(plane, c64(l.Hp)), k.Add(k.Mul(k.Add(th0, c64(th)), c64(2)), c64(i))), c64(l.Wp)), c64(2*tw))
 					spans = append(spans, k.loadAt(ivec(4*L, i8), xp, row))
 				}
 				d[i] = make([]value.Value, 4)
@@ -378,9 +378,9 @@ func (g *gen) qWinoInRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp va
 						return int(th-thFirst)*4*vl + int(2*(t-first)) + jj
 					})
 					if ql.xSigned {
-						d[i][jj] = k.b.NewSExt(b, wt)
+						d[i][jj] = k.B.NewSExt(b, wt)
 					} else {
-						d[i][jj] = k.b.NewZExt(b, wt)
+						d[i][jj] = k.B.NewZExt(b, wt)
 					}
 				}
 			}
@@ -392,23 +392,23 @@ func (g *gen) qWinoInRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, xp, vp va
 				for a, v := range k.imatVec(winoF2.bt, column(t, b)) {
 					p := int64(a)*4 + b
 					// Round half to even: +1, and +1 more when the quotient is odd.
-					v = k.b.NewAdd(v, i16s(l.vOff16[p]))
-					odd := k.b.NewAnd(k.b.NewAShr(v, i16s(2)), i16s(1))
-					v = k.b.NewAShr(k.b.NewAdd(k.b.NewAdd(v, i16s(1)), odd), i16s(2))
+					v = k.B.NewAdd(v, i16s(l.vOff16[p]))
+					odd := k.B.NewAnd(k.B.NewAShr(v, i16s(2)), i16s(1))
+					v = k.B.NewAShr(k.B.NewAdd(k.B.NewAdd(v, i16s(1)), odd), i16s(2))
 					lo, hi := i16s(0), i16s(255)
 					v = k.sel(k.icmp(enum.IPredSLT, v, lo), lo, v)
 					v = k.sel(k.icmp(enum.IPredSGT, v, hi), hi, v)
-					bytes[j][p] = k.b.NewTrunc(v, ivec(L, i8))
+					bytes[j][p] = k.B.NewTrunc(v, ivec(L, i8))
 				}
 			}
 		}
 		pairs := lanes(2*vl, func(e int) int64 { return int64(e/2 + e%2*vl) })
 		for p := range int64(16) {
-			lo := k.b.NewBitCast(k.b.NewShuffleVector(bytes[0][p], bytes[1][p], pairs), wt)
-			hi := k.b.NewBitCast(k.b.NewShuffleVector(bytes[2][p], bytes[3][p], pairs), wt)
-			w := k.b.NewBitCast(k.b.NewShuffleVector(lo, hi, pairs), ivec(L, i32))
-			at := k.add(k.mul(k.add(c64(p*l.C4), cg), c64(tpad)), c64(t0))
-			k.maskedStoreAt(w, vp, k.mul(at, c64(4)), valid)
+			lo := k.B.NewBitCast(k.B.NewShuffleVector(bytes[0][p], bytes[1][p], pairs), wt)
+			hi := k.B.NewBitCast(k.B.NewShuffleVector(bytes[2][p], bytes[3][p], pairs), wt)
+			w := k.B.NewBitCast(k.B.NewShuffleVector(lo, hi, pairs), ivec(L, i32))
+			at := k.Add(k.Mul(k.Add(c64(p*l.C4), cg), c64(tpad)), c64(t0))
+			k.maskedStoreAt(w, vp, k.Mul(at, c64(4)), valid)
 		}
 	}
 }
@@ -424,11 +424,11 @@ func (k *kfn) imatVec(m [][]float64, x []value.Value) []value.Value {
 			case acc == nil && c == 1:
 				acc = x[j]
 			case acc == nil:
-				acc = k.b.NewSub(constant.NewZeroInitializer(x[j].Type()), x[j])
+				acc = k.B.NewSub(constant.NewZeroInitializer(x[j].Type()), x[j])
 			case c == 1:
-				acc = k.b.NewAdd(acc, x[j])
+				acc = k.B.NewAdd(acc, x[j])
 			default:
-				acc = k.b.NewSub(acc, x[j])
+				acc = k.B.NewSub(acc, x[j])
 			}
 		}
 		out[i] = acc
@@ -461,13 +461,13 @@ func (g *gen) qWinoOutRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, o qWinoO
 	if st.res != nil {
 		resp = k.bytesAt(st.res(k), c64(0))
 	}
-	plane := k.add(k.mul(img, c64(c.OC)), oc)
+	plane := k.Add(k.Mul(img, c64(c.OC)), oc)
 	scp := k.locPtr(loc{space: inWeights, off: o.scale}, i8)
 	var sc [16]value.Value
 	for p := range sc {
-		sc[p] = k.splatOf(k.loadAt(f32, scp, k.mul(k.add(c64(int64(p)*o.OCp), oc), c64(4))), L)
+		sc[p] = k.splatOf(k.loadAt(f32, scp, k.Mul(k.Add(c64(int64(p)*o.OCp), oc), c64(4))), L)
 	}
-	bias := k.splatOf(k.loadAt(f32, k.locPtr(loc{space: inWeights, off: o.bias}, i8), k.mul(oc, c64(4))), L)
+	bias := k.splatOf(k.loadAt(f32, k.locPtr(loc{space: inWeights, off: o.bias}, i8), k.Mul(oc, c64(4))), L)
 	n := rows * l.TW
 	for t0 := int64(0); t0 < n; t0 += L {
 		valid := min(L, n-t0)
@@ -476,9 +476,9 @@ func (g *gen) qWinoOutRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, o qWinoO
 			m := make([]value.Value, 4)
 			for b := range int64(4) {
 				p := a*4 + b
-				off := k.add(k.mul(k.add(c64(p*c.OC), oc), c64(tpad)), c64(t0))
-				v := k.maskedLoadAt(ivec(L, i32), mp, k.mul(off, c64(4)), valid, nil)
-				m[b] = k.fmul(k.b.NewSIToFP(v, vecT(vl)), sc[p])
+				off := k.Add(k.Mul(k.Add(c64(p*c.OC), oc), c64(tpad)), c64(t0))
+				v := k.maskedLoadAt(ivec(L, i32), mp, k.Mul(off, c64(4)), valid, nil)
+				m[b] = k.fmul(k.B.NewSIToFP(v, vecT(vl)), sc[p])
 			}
 			s[a] = k.matVec(at, m)
 		}
@@ -495,24 +495,24 @@ func (g *gen) qWinoOutRows(k *kfn, ql *qlin, c convGeom, l qWinoLayout, o qWinoO
 			width := min(2*(end-first), c.OW-2*tw0)
 			for r := int64(0); r < 2; r++ {
 				store := func() {
-					oh := k.add(k.mul(k.add(th0, c64(th)), c64(2)), c64(r))
-					rowAt := k.add(k.mul(k.add(k.mul(plane, c64(c.OH)), oh), c64(c.OW)), c64(2*tw0))
+					oh := k.Add(k.Mul(k.Add(th0, c64(th)), c64(2)), c64(r))
+					rowAt := k.Add(k.Mul(k.Add(k.Mul(plane, c64(c.OH)), oh), c64(c.OW)), c64(2*tw0))
 					for e0 := int64(0); e0 < width; e0 += L {
 						v := k.pick(y[r], vl, func(e int) int {
 							el := e0 + int64(e) // element 2·tile + q of the row segment
 							return int(el%2)*vl + int(first-t0+el/2)
 						})
-						pos, nv := k.add(rowAt, c64(e0)), min(L, width-e0)
+						pos, nv := k.Add(rowAt, c64(e0)), min(L, width-e0)
 						var res value.Value
 						if resp != nil {
 							res = st.residual(k, k.maskedLoadAt(ivec(L, i8), resp, pos, nv, nil), L)
 						}
 						qv := st.requantF(k, v, res, oc, L, false)
-						k.maskedStoreAt(k.b.NewTrunc(qv, ivec(L, i8)), yp, pos, nv)
+						k.maskedStoreAt(k.B.NewTrunc(qv, ivec(L, i8)), yp, pos, nv)
 					}
 				}
 				if c.OH%2 != 0 && r == 1 {
-					k.ifThen(k.icmp(enum.IPredULT, k.add(th0, c64(th)), c64(l.TH-1)), store)
+					k.If(k.icmp(enum.IPredULT, k.Add(th0, c64(th)), c64(l.TH-1)), store)
 				} else {
 					store()
 				}

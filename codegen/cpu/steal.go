@@ -5,6 +5,8 @@ import (
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
+
+	"github.com/kiln-ml/kiln/codegen/llvm"
 )
 
 // Work stealing. A step that splits its work statically is as slow as its
@@ -31,30 +33,30 @@ func (k *kfn) stealLoop(total int64, body func(t value.Value)) {
 	off := g.counterBase + g.counterBytes
 	g.counterBytes += stealThreads * 64
 	k.counters = append(k.counters, counterRange{off, stealThreads * 64})
-	T := k.sel(k.icmp(enum.IPredSGT, k.nth, c64(stealThreads)), c64(stealThreads), k.nth)
-	k.ifThen(k.icmp(enum.IPredSLT, k.tid, T), func() {
-		per := k.b.NewSDiv(c64(total), k.b.NewMul(T, c64(8)))
+	T := k.sel(k.icmp(enum.IPredSGT, k.Nth, c64(stealThreads)), c64(stealThreads), k.Nth)
+	k.If(k.icmp(enum.IPredSLT, k.Tid, T), func() {
+		per := k.B.NewSDiv(c64(total), k.B.NewMul(T, c64(8)))
 		chunk := k.sel(k.icmp(enum.IPredSLT, per, c64(1)), c64(1), per)
-		k.loop(c64(0), T, func(j value.Value) {
-			v := k.b.NewSRem(k.add(k.tid, j), T) // own share first
-			lo := k.b.NewSDiv(k.mul(v, c64(total)), T)
-			hi := k.b.NewSDiv(k.mul(k.add(v, c64(1)), c64(total)), T)
-			raw := k.b.NewGetElementPtr(i8, k.a, k.add(c64(off), k.mul(v, c64(64))))
-			ctr := k.b.NewBitCast(raw, i64p)
+		k.Loop(c64(0), T, func(j value.Value) {
+			v := k.B.NewSRem(k.Add(k.Tid, j), T) // own share first
+			lo := k.B.NewSDiv(k.Mul(v, c64(total)), T)
+			hi := k.B.NewSDiv(k.Mul(k.Add(v, c64(1)), c64(total)), T)
+			raw := k.B.NewGetElementPtr(i8, k.a, k.Add(c64(off), k.Mul(v, c64(64))))
+			ctr := k.B.NewBitCast(raw, i64p)
 			// for { start := lo + claim(chunk); if start >= hi break; body over [start, min(start+chunk, hi)) }
-			pre := k.b
-			hdr, work, exit := k.newBlock(), k.newBlock(), k.newBlock()
+			pre := k.B
+			hdr, work, exit := k.Block(), k.Block(), k.Block()
 			pre.NewBr(hdr)
-			k.b = hdr
+			k.B = hdr
 			claimed := hdr.NewAtomicRMW(enum.AtomicOpAdd, ctr, chunk, enum.AtomicOrderingMonotonic)
 			start := hdr.NewAdd(lo, claimed)
 			hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, start, hi), work, exit)
-			k.b = work
-			end := k.add(start, chunk)
+			k.B = work
+			end := k.Add(start, chunk)
 			end = k.sel(k.icmp(enum.IPredSLT, end, hi), end, hi)
-			k.loop(start, end, body)
-			k.b.NewBr(hdr)
-			k.b = exit
+			k.Loop(start, end, body)
+			k.B.NewBr(hdr)
+			k.B = exit
 		})
 	})
 }
@@ -66,7 +68,7 @@ func (k *kfn) parLoop(total int64, parallel bool, body func(t value.Value)) {
 		k.stealLoop(total, body)
 		return
 	}
-	k.loop(c64(0), c64(total), body)
+	k.Loop(c64(0), c64(total), body)
 }
 
 // counterRange is a stealing step's counters: bytes at an arena offset.
@@ -78,16 +80,15 @@ func (g *gen) emitCounterClear() *ll.Func {
 	f := g.mod.NewFunc("kiln_clear", types.Void, ll.NewParam("tid", i64), ll.NewParam("a", i8p),
 		ll.NewParam("off", i64), ll.NewParam("bytes", i64))
 	f.Linkage = enum.LinkageInternal
-	k := &kfn{g: g, f: f, tid: f.Params[0], a: f.Params[1], bases: map[string]value.Value{}}
-	k.b = f.NewBlock("")
-	k.ifThen(k.icmp(enum.IPredEQ, k.tid, c64(0)), func() {
-		base := k.b.NewBitCast(k.b.NewGetElementPtr(i8, k.a, f.Params[2]), i64p)
-		k.loop(c64(0), k.b.NewSDiv(f.Params[3], c64(8)), func(i value.Value) {
-			st := k.b.NewStore(c64(0), k.b.NewGetElementPtr(i64, base, i))
+	k := &kfn{Fn: llvm.NewFn(g.mod, f, f.Params[0], nil, nil, g.decls), g: g, a: f.Params[1], bases: map[string]value.Value{}}
+	k.If(k.icmp(enum.IPredEQ, k.Tid, c64(0)), func() {
+		base := k.B.NewBitCast(k.B.NewGetElementPtr(i8, k.a, f.Params[2]), i64p)
+		k.Loop(c64(0), k.B.NewSDiv(f.Params[3], c64(8)), func(i value.Value) {
+			st := k.B.NewStore(c64(0), k.B.NewGetElementPtr(i64, base, i))
 			st.Atomic, st.Ordering, st.Align = true, enum.AtomicOrderingMonotonic, 8
 		})
 	})
-	k.b.NewRet(nil)
+	k.B.NewRet(nil)
 	return f
 }
 

@@ -142,13 +142,13 @@ func (g *gen) lowerWinograd(n *ir.Node, c convGeom, spec *winoSpec) {
 	uOff := g.addDerived(rcpu.Derived{Kind: rcpu.DerivedWinograd, Bytes: 4 * A * A * panel, Src: src.off, OC: c.OC, C: c.C, MR: gm.mr, G: w.g})
 	gm.a = func(k *kfn) value.Value { return k.locPtr(loc{space: inDerived, off: uOff}, f32) }
 	gm.aTile, gm.aRi, gm.aKi = c.C*gm.mr, 1, gm.mr
-	gm.aBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(panel)) }
+	gm.aBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(panel)) }
 	gm.b = func(k *kfn) value.Value { return k.scratchPtr(0) }
 	gm.bTile, gm.bKi = gm.nb(), w.T
-	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(w.vPlane)) }
+	gm.bBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(w.vPlane)) }
 	gm.c = func(k *kfn) value.Value { return k.scratchPtr(vOff) }
 	gm.ldc = w.T
-	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.mul(bi, c64(w.mPlane)) }
+	gm.cBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(w.mPlane)) }
 	g.step("WinogradGemm", false, gm.emit)
 
 	g.winoOutput(n, Y, w, vOff)
@@ -161,18 +161,18 @@ func (g *gen) winoInput(X *ir.Value, w winoGeom) {
 	g.step("WinogradIn", false, func(k *kfn) {
 		xp, vp := k.ptr(X), k.scratchPtr(0)
 		k.parLoop(items, true, func(it value.Value) {
-			th := k.rem(it, c64(w.TH))
-			plane := k.div(it, c64(w.TH)) // n*C + ic
-			ic := k.rem(plane, c64(w.C))
-			img := k.div(plane, c64(w.C))
+			th := k.SRem(it, c64(w.TH))
+			plane := k.SDiv(it, c64(w.TH)) // n*C + ic
+			ic := k.SRem(plane, c64(w.C))
+			img := k.SDiv(plane, c64(w.C))
 			for tw0 := int64(0); tw0 < w.TW; tw0 += vl {
 				valid := int(min(vl, w.TW-tw0))
 				d := make([][]value.Value, w.a)
 				for i := int64(0); i < w.a; i++ {
 					d[i] = make([]value.Value, w.a)
-					ih := k.add(k.mul(th, c64(w.m)), c64(i-w.ph))
+					ih := k.Add(k.Mul(th, c64(w.m)), c64(i-w.ph))
 					ok := k.icmp(enum.IPredULT, ih, c64(w.H))
-					row := k.mul(k.add(k.mul(plane, c64(w.H)), k.sel(ok, ih, c64(0))), c64(w.W))
+					row := k.Mul(k.Add(k.Mul(plane, c64(w.H)), k.sel(ok, ih, c64(0))), c64(w.W))
 					// Patch column j of lane l is input column m(tw0+l) + j - pw.
 					cols := k.loadSpan(xp, row, w.m*tw0-w.pw, w.m*int64(valid-1)+w.a, w.W, int(vl))
 					zero := constant.NewZeroInitializer(vecT(int(vl)))
@@ -184,11 +184,11 @@ func (g *gen) winoInput(X *ir.Value, w winoGeom) {
 				for i := range t {
 					t[i] = k.matVec(w.bt, d[i])
 				}
-				t0 := k.add(k.mul(k.add(k.mul(img, c64(w.TH)), th), c64(w.TW)), c64(tw0))
+				t0 := k.Add(k.Mul(k.Add(k.Mul(img, c64(w.TH)), th), c64(w.TW)), c64(tw0))
 				for b := int64(0); b < w.a; b++ {
 					for a, v := range k.matVec(w.bt, column(t, b)) {
 						p := int64(a)*w.a + b
-						k.vstore(v, vp, k.add(k.add(c64(p*w.vPlane), k.mul(ic, c64(w.T))), t0), int(vl), valid)
+						k.vstore(v, vp, k.Add(k.Add(c64(p*w.vPlane), k.Mul(ic, c64(w.T))), t0), int(vl), valid)
 					}
 				}
 			}
@@ -213,22 +213,22 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 	g.step("WinogradOut", false, func(k *kfn) {
 		mp, yp := k.scratchPtr(mOff), k.ptr(Y)
 		k.parLoop(items, true, func(it value.Value) {
-			th := k.rem(it, c64(w.TH))
-			plane := k.div(it, c64(w.TH)) // n*OC + oc
-			oc := k.rem(plane, c64(w.OC))
-			img := k.div(plane, c64(w.OC))
+			th := k.SRem(it, c64(w.TH))
+			plane := k.SDiv(it, c64(w.TH)) // n*OC + oc
+			oc := k.SRem(plane, c64(w.OC))
+			img := k.SDiv(plane, c64(w.OC))
 			var bias value.Value
 			if bOff >= 0 {
 				bias = k.vsplat(k.load(k.locPtr(loc{space: inWeights, off: bOff}, f32), oc), int(vl))
 			}
 			for tw0 := int64(0); tw0 < w.TW; tw0 += vl {
 				valid := int(min(vl, w.TW-tw0))
-				t0 := k.add(k.mul(k.add(k.mul(img, c64(w.TH)), th), c64(w.TW)), c64(tw0))
+				t0 := k.Add(k.Mul(k.Add(k.Mul(img, c64(w.TH)), th), c64(w.TW)), c64(tw0))
 				s := make([][]value.Value, w.a)
 				for a := int64(0); a < w.a; a++ {
 					m := make([]value.Value, w.a)
 					for b := int64(0); b < w.a; b++ {
-						m[b] = k.vload(mp, k.add(k.add(c64((a*w.a+b)*w.mPlane), k.mul(oc, c64(w.T))), t0), int(vl), valid)
+						m[b] = k.vload(mp, k.Add(k.Add(c64((a*w.a+b)*w.mPlane), k.Mul(oc, c64(w.T))), t0), int(vl), valid)
 					}
 					s[a] = k.matVec(w.at, m)
 				}
@@ -241,8 +241,8 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 						y[q] = k.matVec(w.at, column(s, int64(q)))[r]
 					}
 					store := func() {
-						oh := k.add(k.mul(th, c64(w.m)), c64(r))
-						rowAt := k.add(k.mul(k.add(k.mul(plane, c64(w.OH)), oh), c64(w.OW)), c64(w.m*tw0))
+						oh := k.Add(k.Mul(th, c64(w.m)), c64(r))
+						rowAt := k.Add(k.Mul(k.Add(k.Mul(plane, c64(w.OH)), oh), c64(w.OW)), c64(w.m*tw0))
 						for e0 := int64(0); e0 < width; e0 += vl {
 							v := k.pick(y, int(vl), func(e int) int {
 								el := e0 + int64(e) // element ml + q of the row segment
@@ -251,7 +251,7 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 							if bias != nil {
 								v = k.fadd(v, bias)
 							}
-							at, nv := k.add(rowAt, c64(e0)), int(min(vl, width-e0))
+							at, nv := k.Add(rowAt, c64(e0)), int(min(vl, width-e0))
 							if res != nil {
 								v = k.fadd(v, k.vload(k.ptr(res), at, int(vl), nv))
 							}
@@ -259,7 +259,7 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 						}
 					}
 					if rem := w.OH % w.m; rem != 0 && r >= rem {
-						k.ifThen(k.icmp(enum.IPredULT, th, c64(w.TH-1)), store)
+						k.If(k.icmp(enum.IPredULT, th, c64(w.TH-1)), store)
 					} else {
 						store()
 					}
@@ -317,7 +317,7 @@ func (k *kfn) loadSpan(p, row value.Value, col0, n, width int64, vl int) []value
 			col := col0 + s + int64(e)
 			mask[e] = s+int64(e) < n && col >= 0 && col < width
 		}
-		vs = append(vs, k.vloadMask(p, k.add(row, c64(col0+s)), mask, 0))
+		vs = append(vs, k.vloadMask(p, k.Add(row, c64(col0+s)), mask, 0))
 	}
 	return vs
 }
@@ -339,7 +339,7 @@ func (k *kfn) pick(vs []value.Value, n int, src func(l int) int) value.Value {
 					mask[l] = c32(int64(s - lo*w))
 				}
 			}
-			return k.b.NewShuffleVector(vs[lo], constant.NewUndef(vt), constant.NewVector(maskT, mask...))
+			return k.B.NewShuffleVector(vs[lo], constant.NewUndef(vt), constant.NewVector(maskT, mask...))
 		}
 		mid := (lo + hi) / 2
 		a, b := build(lo, mid), build(mid, hi)
@@ -352,7 +352,7 @@ func (k *kfn) pick(vs []value.Value, n int, src func(l int) int) value.Value {
 				mask[l] = c32(int64(n + l))
 			}
 		}
-		return k.b.NewShuffleVector(a, b, constant.NewVector(maskT, mask...))
+		return k.B.NewShuffleVector(a, b, constant.NewVector(maskT, mask...))
 	}
 	return build(0, len(vs))
 }

@@ -233,29 +233,38 @@ func (f *Fn) Mul(x, y value.Value) value.Value {
 }
 
 // Div is x / y on non-negative i64 (y > 0).
-func (f *Fn) Div(x, y value.Value) value.Value {
-	a, ok1 := intConst(x)
-	b, ok2 := intConst(y)
-	switch {
-	case ok1 && ok2:
-		return I64(a / b)
-	case ok2 && b == 1:
-		return x
-	}
-	return f.B.NewUDiv(x, y)
-}
+func (f *Fn) Div(x, y value.Value) value.Value { return f.divRem(x, y, false, false) }
 
 // Rem is x % y on non-negative i64 (y > 0).
-func (f *Fn) Rem(x, y value.Value) value.Value {
+func (f *Fn) Rem(x, y value.Value) value.Value { return f.divRem(x, y, false, true) }
+
+// SDiv is x / y on i64, truncated toward zero (y != 0).
+func (f *Fn) SDiv(x, y value.Value) value.Value { return f.divRem(x, y, true, false) }
+
+// SRem is x % y on i64, of x's sign (y != 0).
+func (f *Fn) SRem(x, y value.Value) value.Value { return f.divRem(x, y, true, true) }
+
+// divRem is x / y or x % y, folded when both are constants or y is 1.
+func (f *Fn) divRem(x, y value.Value, signed, rem bool) value.Value {
 	a, ok1 := intConst(x)
 	b, ok2 := intConst(y)
 	switch {
-	case ok1 && ok2:
+	case ok1 && ok2 && rem:
 		return I64(a % b)
-	case ok2 && b == 1:
+	case ok1 && ok2:
+		return I64(a / b)
+	case ok2 && b == 1 && rem:
 		return I64(0)
+	case ok2 && b == 1:
+		return x
+	case signed && rem:
+		return f.B.NewSRem(x, y)
+	case signed:
+		return f.B.NewSDiv(x, y)
+	case rem:
+		return f.B.NewURem(x, y)
 	}
-	return f.B.NewURem(x, y)
+	return f.B.NewUDiv(x, y)
 }
 
 // Min is min(x, y) on i64.
@@ -352,6 +361,19 @@ func (f *Fn) If(cond value.Value, then func()) {
 	f.B.NewCondBr(cond, tb, done)
 	f.B = tb
 	then()
+	f.B.NewBr(done)
+	f.B = done
+}
+
+// IfElse emits if cond { then() } else { els() }.
+func (f *Fn) IfElse(cond value.Value, then, els func()) {
+	tb, eb, done := f.Block(), f.Block(), f.Block()
+	f.B.NewCondBr(cond, tb, eb)
+	f.B = tb
+	then()
+	f.B.NewBr(done)
+	f.B = eb
+	els()
 	f.B.NewBr(done)
 	f.B = done
 }

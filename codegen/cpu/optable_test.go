@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -17,7 +18,11 @@ import (
 
 // TestEveryLoweredOp runs every op the CPU backend lowers, for every
 // element type it declares, against the reference executor on random
-// inputs (opCases, below). An op or type without a passing case fails.
+// inputs (opCases, below). Where the kernel layer defines the case, the
+// engine's outputs are also held to the layer's evaluator (the oracle its
+// own tests run without llc), so the evaluator is checked against the
+// LLVM path on every op case. An op or type without a passing case, or a
+// kernel-layer op or type without one compared with the evaluator, fails.
 func TestEveryLoweredOp(t *testing.T) {
 	needLLC(t)
 	want := loweredOps()
@@ -49,23 +54,34 @@ func TestEveryLoweredOp(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("lowered ops without a case in opCases: %s", strings.Join(missing, ", "))
 	}
-	covered := map[string]map[ir.DType]bool{}
-	for _, res := range runCaseJobs(t, jobs, Options{Winograd: WinogradOff}) {
+	covered, evaluated := map[string]map[ir.DType]bool{}, map[string]map[ir.DType]bool{}
+	mark := func(m map[string]map[ir.DType]bool, res caseResult) {
+		if m[res.job.c.Op] == nil {
+			m[res.job.c.Op] = map[ir.DType]bool{}
+		}
+		m[res.job.c.Op][res.typ] = true
+	}
+	for _, res := range runCaseJobsWith(t, jobs, Options{Winograd: WinogradOff}, true) {
 		if res.err != nil {
 			t.Errorf("%s [T=%s]: %v", res.job.c.Line, res.job.t, res.err)
 			continue
 		}
-		if covered[res.job.c.Op] == nil {
-			covered[res.job.c.Op] = map[ir.DType]bool{}
-		}
-		for _, d := range res.types {
-			covered[res.job.c.Op][d] = true
+		mark(covered, res)
+		if res.evaluated {
+			mark(evaluated, res)
 		}
 	}
 	for _, op := range sortedKeys(want) {
 		for _, d := range want[op] {
 			if !covered[op][d] && len(opCases[op]) > 0 {
 				t.Errorf("%s: no passing case for element type %s", op, d)
+			}
+		}
+	}
+	for _, op := range kernel.Ops() {
+		for _, d := range kernel.Lookup(op).Types {
+			if !evaluated[op][d] && len(opCases[op]) > 0 {
+				t.Errorf("%s: no case compared with the evaluator for element type %s", op, d)
 			}
 		}
 	}
@@ -104,16 +120,16 @@ type caseJob struct {
 }
 
 type caseResult struct {
-	job   caseJob
-	types []ir.DType // the first input's element type, which the case covers
-	err   error
+	job caseJob
+	typ ir.DType // the first input's element type, which the case covers
+	err error
+	// evaluated says the engine's outputs were also held to the kernel
+	// layer's evaluator.
+	evaluated bool
 }
 
-// oracle computes the outputs a compiled model is held to.
-type oracle func(m *ir.Model, feeds map[string]*ir.Tensor) (map[string]*ir.Tensor, error)
-
-// referenceOracle runs the model on the reference executor.
-func referenceOracle(m *ir.Model, feeds map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+// referenceOutputs runs the model on the reference executor.
+func referenceOutputs(m *ir.Model, feeds map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
 	ref, err := reference.New(m)
 	if err != nil {
 		return nil, fmt.Errorf("reference: %v", err)
@@ -125,15 +141,48 @@ func referenceOracle(m *ir.Model, feeds map[string]*ir.Tensor) (map[string]*ir.T
 	return want, nil
 }
 
-// runCaseJobs runs the jobs in few engines against the reference.
-func runCaseJobs(t *testing.T, jobs []caseJob, opts Options) []caseResult {
-	return runCaseJobsAgainst(t, jobs, opts, referenceOracle)
+// evaluatorVL is the lanes the evaluator's CPU schedules take: AVX-512's,
+// these machines' (another width changes a reduction's rounding only).
+const evaluatorVL = 16
+
+// evaluatorOutputs runs node n of job j through its kernel-layer
+// definition on the evaluator, under the CPU schedule: nil where the layer
+// does not define the op at j's element type or refuses the node (the
+// engine lowers it by hand).
+func evaluatorOutputs(m *ir.Model, n *ir.Node, j caseJob, feeds map[string]*ir.Tensor) (map[string]*ir.Tensor, error) {
+	def := kernel.Lookup(n.OpType)
+	if def == nil || j.t != ir.Undefined && !slices.Contains(def.Types, j.t) {
+		return nil, nil
+	}
+	schedule := func(k *kernel.Kernel) kernel.Schedule { return kernel.CPUSchedule(k, evaluatorVL) }
+	inputs, consts := opcase.Inputs(n, feeds)
+	got, err := kernel.RunNode(n, ops.OpsetsOf(m), inputs, consts, schedule)
+	var unsupported *ops.UnsupportedError
+	switch {
+	case errors.As(err, &unsupported):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("evaluator: %w", err)
+	}
+	out := map[string]*ir.Tensor{}
+	for i, v := range n.Outputs {
+		if v != nil && i < len(got) {
+			out[v.Name] = got[i]
+		}
+	}
+	return out, nil
 }
 
-// runCaseJobsAgainst runs the jobs in few engines, held to want: one model
-// per opset holding every job's node; a batch that fails is split to find
-// the culprits.
-func runCaseJobsAgainst(t *testing.T, jobs []caseJob, opts Options, want oracle) []caseResult {
+// runCaseJobs runs the jobs in few engines against the reference.
+func runCaseJobs(t *testing.T, jobs []caseJob, opts Options) []caseResult {
+	return runCaseJobsWith(t, jobs, opts, false)
+}
+
+// runCaseJobsWith runs the jobs in few engines, held to the reference and,
+// with evaluate, to the kernel layer's evaluator where it defines a job:
+// one model per opset holding every job's node; a batch that fails as a
+// whole is split to find the culprits.
+func runCaseJobsWith(t *testing.T, jobs []caseJob, opts Options, evaluate bool) []caseResult {
 	byOpset := map[int64][]caseJob{}
 	for _, j := range jobs {
 		byOpset[j.c.Opset] = append(byOpset[j.c.Opset], j)
@@ -145,101 +194,98 @@ func runCaseJobsAgainst(t *testing.T, jobs []caseJob, opts Options, want oracle)
 	}
 	slices.Sort(opsets)
 	for _, o := range opsets {
-		out = append(out, runBatch(t, byOpset[o], opts, want)...)
+		out = append(out, runBatch(byOpset[o], opts, evaluate)...)
 	}
 	return out
 }
 
-func runBatch(t *testing.T, jobs []caseJob, opts Options, want oracle) []caseResult {
-	errs, types := runTogether(jobs, opts, want)
-	if errs == nil {
-		res := make([]caseResult, len(jobs))
-		for i, j := range jobs {
-			res[i] = caseResult{job: j, types: []ir.DType{types[i]}}
-		}
+func runBatch(jobs []caseJob, opts Options, evaluate bool) []caseResult {
+	res, err := runTogether(jobs, opts, evaluate)
+	switch {
+	case err == nil:
 		return res
+	case len(jobs) == 1:
+		return []caseResult{{job: jobs[0], err: err}}
 	}
-	if len(jobs) == 1 {
-		return []caseResult{{job: jobs[0], err: errs[0]}}
-	}
-	if errs[0] != nil && len(errs) == 1 { // the batch failed as a whole
-		mid := len(jobs) / 2
-		return append(runBatch(t, jobs[:mid], opts, want), runBatch(t, jobs[mid:], opts, want)...)
-	}
-	res := make([]caseResult, len(jobs))
-	for i, j := range jobs {
-		res[i] = caseResult{job: j, types: []ir.DType{types[i]}, err: errs[i]}
-	}
-	return res
+	mid := len(jobs) / 2
+	return append(runBatch(jobs[:mid], opts, evaluate), runBatch(jobs[mid:], opts, evaluate)...)
 }
 
-// runTogether builds one model of all jobs, runs it on the oracle and
-// compiled, and returns per-job comparison errors (nil: all passed), or a
-// single error when the batch could not run at all.
-func runTogether(jobs []caseJob, opts Options, oracle oracle) ([]error, []ir.DType) {
+// runTogether builds one model of all jobs (a node each), runs it on the
+// reference (and the evaluator) and compiled, and returns each job's
+// result, or an error when the batch could not run at all.
+func runTogether(jobs []caseJob, opts Options, evaluate bool) ([]caseResult, error) {
 	g := ir.NewGraph("cases")
 	r := rand.New(rand.NewSource(1))
 	feeds := map[string]*ir.Tensor{}
 	outs := make([][]*ir.Value, len(jobs))
-	types := make([]ir.DType, len(jobs))
+	nodes := make([]*ir.Node, len(jobs))
+	res := make([]caseResult, len(jobs))
 	for i, j := range jobs {
 		o, f, err := j.c.Add(g, fmt.Sprintf("c%d", i), j.t, r)
 		if err != nil {
-			return []error{err}, nil
+			return nil, err
 		}
 		outs[i] = o
 		for k, v := range f {
 			feeds[k] = v
 		}
-		n := g.Nodes[len(g.Nodes)-1]
-		if v := n.Input(0); v != nil {
-			types[i] = v.Type.Elem
-		} else {
-			types[i] = j.t
+		nodes[i] = g.Nodes[len(g.Nodes)-1]
+		res[i] = caseResult{job: j, typ: j.t}
+		if v := nodes[i].Input(0); v != nil {
+			res[i].typ = v.Type.Elem
 		}
 	}
 	m := ir.NewModel(g, jobs[0].c.Opset)
 	if _, err := ops.InferShapes(m); err != nil {
-		return []error{fmt.Errorf("shape inference: %v", err)}, nil
+		return nil, fmt.Errorf("shape inference: %v", err)
 	}
 	for _, v := range g.Outputs {
-		if _, err := ops.InferShapes(m); err != nil || v.Type.Kind == ir.UnknownKind {
-			return []error{fmt.Errorf("output %s has no type", v.Name)}, nil
+		if v.Type.Kind == ir.UnknownKind {
+			return nil, fmt.Errorf("output %s has no type", v.Name)
 		}
 	}
-	want, err := oracle(m, feeds)
+	want, err := referenceOutputs(m, feeds)
 	if err != nil {
-		return []error{err}, nil
+		return nil, err
 	}
-	res, err := Compile(m, opts)
-	if err != nil {
-		return []error{fmt.Errorf("compile: %v", err)}, nil
+	evaluated := make([]map[string]*ir.Tensor, len(jobs))
+	if evaluate {
+		for i, j := range jobs {
+			evaluated[i], res[i].err = evaluatorOutputs(m, nodes[i], j, feeds)
+			res[i].evaluated = evaluated[i] != nil
+		}
 	}
-	e, err := Load(res)
+	compiled, err := Compile(m, opts)
 	if err != nil {
-		return []error{fmt.Errorf("load: %v", err)}, nil
+		return nil, fmt.Errorf("compile: %v", err)
+	}
+	e, err := Load(compiled)
+	if err != nil {
+		return nil, fmt.Errorf("load: %v", err)
 	}
 	defer e.Close()
-	errs := make([]error, len(jobs))
-	failed := false
 	for _, threads := range []int{1, 2} {
 		got, err := e.Run(feeds, threads, nil)
 		if err != nil {
-			return []error{fmt.Errorf("run: %v", err)}, nil
+			return nil, fmt.Errorf("run: %v", err)
 		}
 		for i := range jobs {
 			for _, o := range outs[i] {
-				if err := compareOut(got[o.Name], want[o.Name]); err != nil && errs[i] == nil {
-					errs[i] = fmt.Errorf("%s (%d threads): %v", o.Name, threads, err)
-					failed = true
+				if res[i].err != nil {
+					break
+				}
+				if err := compareOut(got[o.Name], want[o.Name]); err != nil {
+					res[i].err = fmt.Errorf("%s (%d threads): %v", o.Name, threads, err)
+				} else if ev := evaluated[i]; ev != nil {
+					if err := compareOut(got[o.Name], ev[o.Name]); err != nil {
+						res[i].err = fmt.Errorf("%s (%d threads), against the evaluator: %v", o.Name, threads, err)
+					}
 				}
 			}
 		}
 	}
-	if failed {
-		return errs, types
-	}
-	return nil, types
+	return res, nil
 }
 
 // compareOut compares a compiled output with the reference's (tolerance

@@ -101,16 +101,88 @@ func bindViews(k *Kernel, bufs map[*Buffer]*ir.Tensor, byID map[int]*ir.Tensor, 
 		if bufs[b] != nil || b.Data != nil || b.ID < 0 || base == nil {
 			continue
 		}
-		dims, err := evalDims(b, syms)
+		t, err := viewOf(b, base, syms)
 		if err != nil {
 			return err
 		}
-		if base.DType != b.DType || base.Len() != ir.Product(dims) {
-			return fmt.Errorf("buffer %s (%s%v) views a tensor of %s%v", b.Name, b.DType, dims, base.DType, base.Dims)
-		}
-		bufs[b] = &ir.Tensor{Name: base.Name, DType: base.DType, Dims: dims, Raw: base.Raw}
+		bufs[b] = t
 	}
 	return nil
+}
+
+// viewOf is tensor base under buffer b's shape: base itself when the
+// shapes agree, else its elements, row-major, sharing its bytes.
+func viewOf(b *Buffer, base *ir.Tensor, syms map[string]int64) (*ir.Tensor, error) {
+	dims, err := evalDims(b, syms)
+	if err != nil {
+		return nil, err
+	}
+	if base.DType != b.DType || base.Len() != ir.Product(dims) || len(base.Raw) != ir.RawLen(base.DType, base.Len()) {
+		return nil, fmt.Errorf("buffer %s (%s%v) views a tensor of %s%v", b.Name, b.DType, dims, base.DType, base.Dims)
+	}
+	if slices.Equal(base.Dims, dims) {
+		return base, nil
+	}
+	return &ir.Tensor{Name: base.Name, DType: base.DType, Dims: dims, Raw: base.Raw}, nil
+}
+
+// RunKernelOn is RunKernel with the tensor of each buffer k reads or
+// writes given by tensor (a table's Data needs none), as a caller that
+// keeps tensors by buffer ID binds them; a buffer whose dims differ from
+// its tensor's views the tensor's elements, row-major.
+func RunKernelOn(k *Kernel, tensor func(*Buffer) (*ir.Tensor, error), syms map[string]int64, s Schedule) error {
+	if k == nil {
+		return fmt.Errorf("a nil kernel")
+	}
+	bufs := map[*Buffer]*ir.Tensor{}
+	for _, b := range kernelBuffers(k) {
+		if b == nil || b.Data != nil || bufs[b] != nil {
+			continue
+		}
+		base, err := tensor(b)
+		if err != nil {
+			return fmt.Errorf("kernel %s: %w", k.Name, err)
+		}
+		t, err := viewOf(b, base, syms)
+		if err != nil {
+			return fmt.Errorf("kernel %s: %w", k.Name, err)
+		}
+		bufs[b] = t
+	}
+	return RunKernel(k, bufs, syms, s)
+}
+
+// FillHole returns e with every Hole(name) replaced by v (of the hole's
+// type): how an evaluator supplies what a host kernel would, such as a
+// micro-kernel's value under its epilogue.
+func FillHole(e *Expr, name string, v *Expr) *Expr {
+	memo := map[*Expr]*Expr{}
+	var fill func(e *Expr) *Expr
+	fill = func(e *Expr) *Expr {
+		if r, ok := memo[e]; ok {
+			return r
+		}
+		r := e
+		if e.Op == OpHole && e.Name == name {
+			r = v
+		} else if len(e.Args) > 0 {
+			args := make([]*Expr, len(e.Args))
+			changed := false
+			for i, a := range e.Args {
+				args[i] = fill(a)
+				changed = changed || args[i] != a
+			}
+			if changed {
+				r = rebuild(e, args)
+			}
+		}
+		memo[e] = r
+		return r
+	}
+	if e == nil {
+		return nil
+	}
+	return fill(e)
 }
 
 // kernelBuffers lists the buffers k writes and loads from.

@@ -484,7 +484,7 @@ func (f *Fn) binaryOp(op kernel.Op, t ir.DType, x, y value.Value) value.Value {
 		}
 		return f.B.NewSelect(over, intConstLike(ty, 0), r)
 	case kernel.OpPow:
-		return f.intPow(x, y)
+		return f.intPow(x, y, signed)
 	case kernel.OpEq, kernel.OpNe, kernel.OpLt, kernel.OpLe, kernel.OpGt, kernel.OpGe:
 		pred := map[kernel.Op]enum.IPred{kernel.OpEq: enum.IPredEQ, kernel.OpNe: enum.IPredNE, kernel.OpLt: enum.IPredULT, kernel.OpLe: enum.IPredULE, kernel.OpGt: enum.IPredUGT, kernel.OpGe: enum.IPredUGE}[op]
 		if signed {
@@ -529,28 +529,29 @@ func (f *Fn) intDiv(op kernel.Op, signed bool, x, y value.Value) value.Value {
 	return f.B.NewSelect(bad, intConstLike(ty, 0), r)
 }
 
-// intPow is x^y by squaring over y's low 6 bits (larger exponents overflow
-// every type but for bases 0 and ±1); a negative y gives 1/x^|y|
-// truncated: 0 except for ±1.
-func (f *Fn) intPow(x, y value.Value) value.Value {
+// intPow is x^y by squaring over every bit of y, wrapping to the type as
+// the reference does (3^64 is 3^64 mod 2^64, not 0); a negative signed y
+// gives 1/x^|y| truncated: 0 except for ±1.
+func (f *Fn) intPow(x, y value.Value, signed bool) value.Value {
 	ty := x.Type()
-	one := intConstLike(ty, 1)
+	one, zero := intConstLike(ty, 1), intConstLike(ty, 0)
 	r, b := value.Value(one), x
-	for bit := 0; bit < 6; bit++ {
-		set := f.B.NewICmp(enum.IPredNE, f.B.NewAnd(f.B.NewLShr(y, intConstLike(ty, int64(bit))), one), intConstLike(ty, 0))
+	bits := int(elemOf(ty).(*types.IntType).BitSize)
+	for bit := 0; bit < bits; bit++ {
+		set := f.B.NewICmp(enum.IPredNE, f.B.NewAnd(f.B.NewLShr(y, intConstLike(ty, int64(bit))), one), zero)
 		r = f.B.NewSelect(set, f.B.NewMul(r, b), r)
-		b = f.B.NewMul(b, b)
+		if bit < bits-1 {
+			b = f.B.NewMul(b, b)
+		}
 	}
-	// Exponents of 64 and more: 0 and 1 stay, -1 alternates, others wrap to 0.
-	big := f.B.NewICmp(enum.IPredSGE, y, intConstLike(ty, 64))
-	odd := f.B.NewICmp(enum.IPredNE, f.B.NewAnd(y, one), intConstLike(ty, 0))
+	if !signed {
+		return r
+	}
+	odd := f.B.NewICmp(enum.IPredNE, f.B.NewAnd(y, one), zero)
 	minus1 := f.B.NewICmp(enum.IPredEQ, x, intConstLike(ty, -1))
-	small := f.B.NewOr(f.B.NewICmp(enum.IPredEQ, x, intConstLike(ty, 0)), f.B.NewICmp(enum.IPredEQ, x, one))
 	signOne := f.B.NewSelect(odd, intConstLike(ty, -1), one)
-	bigR := f.B.NewSelect(small, x, f.B.NewSelect(minus1, signOne, intConstLike(ty, 0)))
-	r = f.B.NewSelect(big, bigR, r)
-	neg := f.B.NewICmp(enum.IPredSLT, y, intConstLike(ty, 0))
-	negR := f.B.NewSelect(f.B.NewICmp(enum.IPredEQ, x, one), one, f.B.NewSelect(minus1, signOne, intConstLike(ty, 0)))
+	neg := f.B.NewICmp(enum.IPredSLT, y, zero)
+	negR := f.B.NewSelect(f.B.NewICmp(enum.IPredEQ, x, one), one, f.B.NewSelect(minus1, signOne, zero))
 	return f.B.NewSelect(neg, negR, r)
 }
 

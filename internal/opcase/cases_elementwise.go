@@ -54,7 +54,7 @@ var elementwiseCases = map[string][]string{
 	"Mul":            {"Mul-14 T[4,17], T[4,1]"},
 	"Div":            {"Div-14 T[4,17], T[17]~nz", "Div-14 T[4]~[7 -7 7 -7], T[4]~[2 2 -2 5]"},
 	"Mod":            {"Mod-13(fmod=1) T[4,9], T[9]~nz", "Mod-13 T[6]~[7 -7 7 -7 5 -5], T[6]~[3 3 -3 -3 2 5]"},
-	"Pow":            {"Pow-15 T[3,9]~pos, T[9]~[0 1 2 3 0 1 2 3 2]", "Pow-15 T[2,3], int64[3]~[2 0 3]"},
+	"Pow":            {"Pow-15 T[3,9]~pos, T[9]~[0 1 2 3 0 1 2 3 2]", "Pow-15 T[2,3], int64[3]~[2 0 3]", powWraps, powWraps32},
 	"PRelu":          {"PRelu-16 T[2,3,9], T[3,1]"},
 	"Equal":          {"Equal-13 T[3,9], T[9]"},
 	"Less":           {"Less-13 T[3,9], T[9]"},
@@ -74,3 +74,10 @@ var elementwiseCases = map[string][]string{
 	"Clip": {"Clip-13 T[3,9], T=[-1], T=[2]", "Clip-13 T[3,9], _, T~[1]", "Clip-13 T[5]",
 		"Clip-6(min=-0.5, max=0.5) float[3,9]", "Clip-13 float[18]~[NaN -3 3 0 Inf -Inf NaN 1 2 3 4 5 6 7 8 9 10 NaN], float=[-1], float=[2]"},
 }
+
+// Integer powers wrap to the type at every exponent (3^64 is 3^64 mod
+// 2^64, not 0; an int32's past 2^32).
+const (
+	powWraps   = "Pow-15 int64[8]~[3 -3 2 5 -1 7 0 1], int64[8]~[64 65 64 100 65 127 70 99]"
+	powWraps32 = "Pow-15 int32[6]~[3 -3 5 7 2 -1], int64[6]~[64 33 1000 32 40 1001]"
+)

@@ -11,14 +11,15 @@ import (
 // layout its weights are packed in, and records it on the convolution's
 // fusion group as the attribute "algorithm" (a Conv without an epilogue
 // gets a group of its own). The backend says what it can do and measures
-// where it must (Context.ConvAlgorithm; for the CPU: Winograd F(4×4,3×3) or
+// where it must (a ConvChooser Target; for the CPU: Winograd F(4×4,3×3) or
 // F(2×2,3×3) with weights transformed into 36 or 16 [OC][C] matrices,
 // im2col or banded im2col with weights in register-tile row panels, 1×1
 // straight on NCHW, grouped/depthwise on NCHW, or a conv-dw group's fused
 // kernel); it then compiles what the graph says. Without a backend (no
 // hook) the pass does nothing.
 func convLayoutPass(c *Context, m *ir.Model) error {
-	if c.ConvAlgorithm == nil {
+	chooser, ok := c.Target.(ConvChooser)
+	if !ok {
 		return nil
 	}
 	f, err := newFuser(c, m)
@@ -40,7 +41,7 @@ func convLayoutPass(c *Context, m *ir.Model) error {
 		if kind != ops.GroupConv && kind != ops.GroupConvDepthwise {
 			continue
 		}
-		algo, err := c.ConvAlgorithm(m, n)
+		algo, err := chooser.ConvAlgorithm(m, n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", n, err)
 		}

@@ -28,8 +28,8 @@ type fuser struct {
 	names  map[string]bool   // value names handed out for nodes not yet in the graph
 	// used is every name in the graph and every one uniqueName handed out.
 	used map[string]bool
-	// fusible is the target's capability (Context.Fusible).
-	fusible func(n *ir.Node) bool
+	// target is the backend's judgement of what fuses (Context.Target).
+	target Target
 }
 
 func newFuser(c *Context, m *ir.Model) (*fuser, error) {
@@ -38,10 +38,7 @@ func newFuser(c *Context, m *ir.Model) (*fuser, error) {
 		return nil, err
 	}
 	f := &fuser{m: m, g: m.Graph, opsets: ops.OpsetsOf(m), known: known, uses: m.Graph.Uses(),
-		outSet: map[*ir.Value]bool{}, order: map[*ir.Node]int{}, taken: map[*ir.Node]bool{}, fusible: c.Fusible}
-	if f.fusible == nil {
-		f.fusible = f.opsets.Elementwise
-	}
+		outSet: map[*ir.Value]bool{}, order: map[*ir.Node]int{}, taken: map[*ir.Node]bool{}, target: c.target()}
 	for _, v := range m.Graph.Outputs {
 		f.outSet[v] = true
 	}
@@ -50,6 +47,9 @@ func newFuser(c *Context, m *ir.Model) (*fuser, error) {
 	}
 	return f, nil
 }
+
+// fusible reports whether the target computes n in a fused loop.
+func (f *fuser) fusible(n *ir.Node) bool { return f.target.Fusible(n, f.opsets) }
 
 // constOf returns v's compile-time value, or nil; a graph input with a
 // default is not constant (callers may override it).

@@ -32,7 +32,7 @@ const maxTableBody = 16
 //
 // Activations are per-tensor uint8 or int8 with constant parameters. A
 // DequantizeLinear read also outside the group is copied into it. The
-// target may refuse a group it has no kernel for (Context.QuantizedKernel).
+// target may refuse a group it has no kernel for (Target.QuantizedKernel).
 func fuseQDQPass(c *Context, m *ir.Model) error {
 	f, err := newFuser(c, m)
 	if err != nil {
@@ -40,7 +40,7 @@ func fuseQDQPass(c *Context, m *ir.Model) error {
 	}
 	var groups []group
 	add := func(q *qgroup) {
-		if q == nil || c.QuantizedKernel != nil && !c.QuantizedKernel(q.kind, q.nodes, q.roles) {
+		if q == nil || !c.target().QuantizedKernel(q.kind, q.nodes, q.roles) {
 			return
 		}
 		groups = append(groups, f.take(q))

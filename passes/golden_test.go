@@ -40,7 +40,7 @@ func TestGolden(t *testing.T) {
 			require.NotNil(t, input, "%s has no input.onnxtxt section", file)
 			m, err := text.Parse(file, input)
 			require.NoError(t, err)
-			c := &Context{OptLevel: 2, Verify: true, ConvAlgorithm: kernelSizeAlgorithm}
+			c := &Context{OptLevel: 2, Verify: true, Target: kernelSizeTarget{}}
 			infer, _ := Lookup(O2, "infer")
 			require.NoError(t, Run(c, []Pass{infer, p}, m))
 			name, got, err := goldenOutput(passName, c, m)
@@ -57,9 +57,11 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// kernelSizeAlgorithm stands in for a backend in the conv-layout goldens:
-// it names a group's algorithm after its first convolution's kernel.
-func kernelSizeAlgorithm(_ *ir.Model, fg *ir.Node) (string, error) {
+// kernelSizeTarget stands in for a backend in the conv-layout goldens: it
+// names a group's algorithm after its first convolution's kernel.
+type kernelSizeTarget struct{ Reference }
+
+func (kernelSizeTarget) ConvAlgorithm(_ *ir.Model, fg *ir.Node) (string, error) {
 	w, ok := staticDims(fg.Attr("body").G.Nodes[0].Inputs[1])
 	if !ok || len(w) != 4 {
 		return "", errors.New("no static 2-D kernel")

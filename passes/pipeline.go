@@ -44,22 +44,53 @@ type Context struct {
 	// Memory is the memplan pass's plan of the final graph (nil when the
 	// pass did not run or shapes are dynamic).
 	Memory *MemoryPlan
-	// ConvAlgorithm is the target backend's choice of algorithm for the
-	// convolution group fg of m (conv-layout); nil: no target; "": none
-	// (the target cannot compile it).
-	ConvAlgorithm func(m *ir.Model, fg *ir.Node) (string, error)
-	// Fusible is the target backend's judgement that node n computes in a
-	// fused elementwise loop (fuse-elementwise, fuse-epilogue); nil: every
-	// elementwise op (ops.Opsets.Elementwise) does, as on the reference.
-	Fusible func(n *ir.Node) bool
-	// QuantizedKernel is the target's judgement that it computes the
-	// quantized group (fuse-qdq) of kind with the given body and roles in
-	// integer kernels; nil: every group the pass forms, as on the
-	// reference.
-	QuantizedKernel func(kind ops.GroupKind, body []*ir.Node, roles []ops.Role) bool
+	// Target is the backend the graph is optimized for (nil: the
+	// reference executor, Reference).
+	Target Target
 	// Limits bound every value's size (inference) and the arena (memplan);
 	// zero fields take ir.DefaultLimits.
 	Limits ir.Limits
+}
+
+// Target is what the passes ask of the backend they optimize for. Each
+// backend implements it once (codegen/cpu.Target, codegen/cuda.Target),
+// as Go's SSA backend has one Config per architecture.
+type Target interface {
+	// Fusible reports whether node n, of a model at opsets o, computes in
+	// a fused elementwise loop (fuse-elementwise, fuse-epilogue).
+	Fusible(n *ir.Node, o ops.Opsets) bool
+	// QuantizedKernel reports whether the target computes the quantized
+	// group of kind with body and roles in integer kernels (fuse-qdq); a
+	// group it declines stays unfused, its QDQ nodes computed in float.
+	QuantizedKernel(kind ops.GroupKind, body []*ir.Node, roles []ops.Role) bool
+}
+
+// ConvChooser is a Target that chooses each convolution's algorithm and
+// so its weights' layout (conv-layout), measuring where it must; "" is
+// none (the target cannot compile that convolution, and will say so). For
+// a Target that is not one, conv-layout does nothing.
+type ConvChooser interface {
+	Target
+	ConvAlgorithm(m *ir.Model, fg *ir.Node) (string, error)
+}
+
+// Reference is the reference executor's Target, a nil Context.Target's:
+// every op its schema calls elementwise fuses and every quantized group
+// forms. A target that differs in one judgement embeds it.
+type Reference struct{}
+
+// Fusible reports whether n's schema is elementwise.
+func (Reference) Fusible(n *ir.Node, o ops.Opsets) bool { return o.Elementwise(n) }
+
+// QuantizedKernel takes every group.
+func (Reference) QuantizedKernel(ops.GroupKind, []*ir.Node, []ops.Role) bool { return true }
+
+// target is c's Target, Reference when none is set.
+func (c *Context) target() Target {
+	if c.Target == nil {
+		return Reference{}
+	}
+	return c.Target
 }
 
 // Timing is how long one pass took.

@@ -102,11 +102,8 @@ such a build is refused before it starts.`,
 					*cpuName = cpu.DefaultCPU(triple) // native names this machine
 				}
 			}
-			if *emit == "obj" && build.IsCUDA(*target) || *emit == "ptx" && *target != build.TargetCUDA {
-				return cli.Usagef("--emit ptx is --target cuda's (and obj the CPU targets')")
-			}
-			if *emit == "kernels" && !build.IsCUDA(*target) {
-				return cli.Usagef("--emit kernels is the CUDA targets' (cuda, cuda-sim): the CPU backend's hand-written kernels are not lowered through the shared program yet")
+			if err := build.CheckEmit(*target, *emit); err != nil {
+				return cli.Usagef("%v", err)
 			}
 			opts := build.Options{CPU: *cpuName, Target: *target, GPUs: gpus, OptLevel: *opt, Disabled: split(*disable),
 				DumpAfter: split(*dumpAfter), DumpDir: *dumpDir, Verify: *verify, Winograd: *winograd, TimingCache: *timingCache,

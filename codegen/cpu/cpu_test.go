@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
 	"github.com/kiln-ml/kiln/runtime/reference"
 )
@@ -73,7 +75,7 @@ func checkO2(t *testing.T, m *ir.Model, inputs map[string]*ir.Tensor, tol float6
 // optimize runs the O2 pipeline on m in place.
 func optimize(t testing.TB, m *ir.Model) *ir.Model {
 	t.Helper()
-	if err := passes.Run(&passes.Context{OptLevel: 2, Verify: true, Fusible: Fusible}, passes.O2, m); err != nil {
+	if err := passes.Run(&passes.Context{OptLevel: 2, Verify: true, Target: fusionOnly{}}, passes.O2, m); err != nil {
 		t.Fatalf("passes: %v", err)
 	}
 	return m
@@ -338,3 +340,19 @@ func TestMissingLLC(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// fusionOnly is this backend's judgement of what fuses, with every
+// quantized group formed and no convolution algorithm chosen: the passes
+// as the lowering tests want them, without measuring.
+type fusionOnly struct{ passes.Reference }
+
+func (fusionOnly) Fusible(n *ir.Node, _ ops.Opsets) bool { return kernel.Fusible(n) }
+
+// chooseWith is the reference's judgements with convolution algorithms
+// chosen by choose.
+type chooseWith struct {
+	passes.Reference
+	choose func(m *ir.Model, fg *ir.Node) (string, error)
+}
+
+func (c chooseWith) ConvAlgorithm(m *ir.Model, fg *ir.Node) (string, error) { return c.choose(m, fg) }

@@ -44,7 +44,7 @@ func FuzzCompile(f *testing.F) {
 		if err != nil {
 			return // e.g. an integer division by zero the reference refuses
 		}
-		if err := passes.Run(&passes.Context{OptLevel: 2, Verify: true, Fusible: Fusible}, passes.O2, m); err != nil {
+		if err := passes.Run(&passes.Context{OptLevel: 2, Verify: true, Target: fusionOnly{}}, passes.O2, m); err != nil {
 			t.Fatalf("passes: %v", err)
 		}
 		res, err := Compile(m, Options{Winograd: WinogradOff})

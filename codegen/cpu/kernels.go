@@ -184,14 +184,3 @@ func (h kernelHost) Ptr(_ *llvm.Fn, b *kernel.Buffer) value.Value {
 }
 
 func (h kernelHost) Sym(_ *llvm.Fn, name string) value.Value { return h.k.symValue(name) }
-
-// Fusible reports whether node n computes in a fused elementwise loop on
-// this backend: its kernel-layer definition is elementwise (the fusion
-// passes ask, through passes.Context.Fusible).
-func Fusible(n *ir.Node) bool {
-	if n.Domain != "" && n.Domain != "ai.onnx" {
-		return false
-	}
-	d := kernel.Lookup(n.OpType)
-	return d != nil && d.Elementwise
-}

@@ -629,7 +629,7 @@ func (g *gen) qlutKernel(fg *ir.Node, p *qParts) (*kernel.Kernel, error) {
 		in = append(in, t)
 	}
 	for _, n := range fg.Attr("body").G.Nodes {
-		if n.Domain != "" || !(Fusible(n) || n.OpType == "QuantizeLinear" || n.OpType == "DequantizeLinear") {
+		if n.Domain != "" || !(kernel.Fusible(n) || n.OpType == "QuantizeLinear" || n.OpType == "DequantizeLinear") {
 			return nil, fmt.Errorf("%s is not elementwise", n)
 		}
 	}

@@ -11,9 +11,9 @@ import (
 var quantizedLowerings = map[ops.GroupKind]func(body []*ir.Node, roles []ops.Role) bool{}
 
 // QuantizedKernel reports whether this backend lowers a quantized group of
-// kind with the given body and roles (the passes ask, through
-// passes.Context.QuantizedKernel): a group it declines stays unfused, its
-// dequantization, float op and quantization computed as they are written.
+// kind with the given body and roles (Target.QuantizedKernel): a group it
+// declines stays unfused, its dequantization, float op and quantization
+// computed as they are written.
 func QuantizedKernel(kind ops.GroupKind, body []*ir.Node, roles []ops.Role) bool {
 	ok := quantizedLowerings[kind]
 	return ok != nil && ok(body, roles)

@@ -81,7 +81,7 @@ func TestConvAlgorithmRecorded(t *testing.T) {
 		y.Name = "y"
 		g.SetOutputs(y)
 		m := ir.NewModel(g, 13)
-		c := &passes.Context{OptLevel: 2, Verify: true, ConvAlgorithm: func(*ir.Model, *ir.Node) (string, error) { return algo, nil }}
+		c := &passes.Context{OptLevel: 2, Verify: true, Target: chooseWith{choose: func(*ir.Model, *ir.Node) (string, error) { return algo, nil }}}
 		require.NoError(t, passes.Run(c, passes.O2, m))
 		return m, map[string]*ir.Tensor{"x": randTensor(r, 1, 16, 14, 14)}
 	}
@@ -115,7 +115,7 @@ func TestConvChooserRuntimeWeightsAndLayerConvs(t *testing.T) {
 	m := ir.NewModel(g, 13)
 	choose, err := ConvChooser(Options{Winograd: WinogradOn})
 	require.NoError(t, err)
-	c := &passes.Context{OptLevel: 2, Verify: true, ConvAlgorithm: choose}
+	c := &passes.Context{OptLevel: 2, Verify: true, Target: chooseWith{choose: choose}}
 	require.NoError(t, passes.Run(c, passes.O2, m))
 	var algos []string
 	for _, n := range m.Graph.Nodes {

@@ -32,6 +32,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
+	"github.com/kiln-ml/kiln/passes"
 	"github.com/kiln-ml/kiln/runtime/cudacode"
 	ll "github.com/llir/llvm/ir"
 )
@@ -91,10 +92,20 @@ type Result struct {
 // model; errors.As finds each *ops.UnsupportedError.
 type UnsupportedErrors = ops.UnsupportedErrors
 
-// DisabledPasses are the O2 passes a CUDA build skips: fuse-qdq's groups
-// are the CPU's integer kernels (the GPU computes QDQ models in float).
-// The other fusion groups run as one step each (codegen/lower).
-var DisabledPasses = []string{"fuse-qdq"}
+// Target is this backend as the passes see it: the kernel layer's
+// elementwise ops fuse (every fusion group runs as one step, its maps
+// inlined: codegen/lower), no quantized group forms (the GPU has no
+// integer kernels: QDQ models compute in float), and the tiled GEMM takes
+// every convolution as it is laid out (no algorithm to choose).
+type Target struct{}
+
+var _ passes.Target = Target{}
+
+// Fusible reports whether n's kernel-layer definition is elementwise.
+func (Target) Fusible(n *ir.Node, _ ops.Opsets) bool { return kernel.Fusible(n) }
+
+// QuantizedKernel declines every quantized group.
+func (Target) QuantizedKernel(ops.GroupKind, []*ir.Node, []ops.Role) bool { return false }
 
 // ParseGPUs reads --gpu's list (sm_80,sm_90), sorted and without repeats.
 func ParseGPUs(list string) ([]string, error) {

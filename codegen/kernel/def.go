@@ -37,6 +37,16 @@ func define(rows map[string]*OpDef) {
 // Lookup returns the definition of an ONNX op (default domain), or nil.
 func Lookup(op string) *OpDef { return defs[op] }
 
+// Fusible reports whether node n computes in a fused elementwise loop:
+// its definition is elementwise, so its kernel inlines into its readers.
+func Fusible(n *ir.Node) bool {
+	if n.Domain != "" && n.Domain != "ai.onnx" {
+		return false
+	}
+	d := defs[n.OpType]
+	return d != nil && d.Elementwise
+}
+
 // Ops lists the defined ops, sorted.
 func Ops() []string {
 	names := make([]string, 0, len(defs))

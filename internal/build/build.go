@@ -119,25 +119,31 @@ func ReadModelWithin(path string, lim ir.Limits) (*ir.Model, []string, error) {
 }
 
 // Optimize runs the O2 pipeline (or the required passes at -O0) for the
-// CPU target of opts and returns its context, holding the timings and the
+// target of opts and returns its context, holding the timings and the
 // memory plan, and warnings (a timing cache it could not save).
 func Optimize(m *ir.Model, opts Options) (*passes.Context, []string, error) {
-	if IsCUDA(opts.Target) {
-		c, err := cudaPasses(m, &opts)
-		return c, nil, err
-	}
-	cache, err := opts.timingCache()
+	b, err := prepare(m, &opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := opts.declareInputs(m); err != nil {
-		return nil, nil, err
-	}
-	c, err := optimize(m, opts, cache)
+	c, err := optimize(m, opts, b)
 	if err != nil {
 		return c, nil, err
 	}
-	return c, saveCache(cache), nil
+	return c, b.done(), nil
+}
+
+// prepare chooses opts' backend, checks the options against it and
+// declares m's inputs (--shape, defaults), before any pass runs.
+func prepare(m *ir.Model, opts *Options) (backend, error) {
+	b, err := backendFor(*opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.refuse(opts); err != nil {
+		return nil, err
+	}
+	return b, opts.declareInputs(m)
 }
 
 // saveCache writes the timing cache back; failing to is a warning, not an
@@ -181,17 +187,14 @@ func (o Options) timingCache() (*cpu.TimingCache, error) {
 	return cpu.LoadTimingCache(o.TimingCache)
 }
 
-func optimize(m *ir.Model, opts Options, cache *cpu.TimingCache) (*passes.Context, error) {
-	choose, err := cpu.ConvChooser(opts.cpuOptions(cache))
-	if err != nil {
-		return nil, err
-	}
+// optimize runs the pipeline for backend b.
+func optimize(m *ir.Model, opts Options, b backend) (*passes.Context, error) {
 	dump := opts.Dump
 	if dump == nil {
 		dump = text.WriteFile
 	}
 	c := &passes.Context{OptLevel: opts.OptLevel, Verify: opts.Verify, DumpDir: opts.DumpDir,
-		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: dump, ConvAlgorithm: choose, Fusible: cpu.Fusible, QuantizedKernel: cpu.QuantizedKernel, Limits: opts.Limits}
+		Disabled: set(opts.Disabled), DumpAfter: set(opts.DumpAfter), Dump: dump, Target: b, Limits: opts.Limits}
 	for name := range c.Disabled {
 		p, ok := passes.Lookup(passes.O2, name)
 		if !ok {
@@ -206,8 +209,7 @@ func optimize(m *ir.Model, opts Options, cache *cpu.TimingCache) (*passes.Contex
 			return nil, fmt.Errorf("--dump-after: no pass named %q (see cc passes)", name)
 		}
 	}
-	err = passes.Run(c, passes.O2, m)
-	return c, err
+	return c, passes.Run(c, passes.O2, m)
 }
 
 // Build compiles the model at path into an engine.
@@ -235,34 +237,35 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err := checkBindingNames(m.Graph); err != nil {
 		return nil, err
 	}
-	if IsCUDA(opts.Target) {
-		return buildCUDA(m, src, opts)
-	}
-	cache, err := opts.timingCache()
+	b, err := prepare(m, &opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := opts.declareInputs(m); err != nil {
-		return nil, err
-	}
-	pc, err := optimize(m, opts, cache)
+	pc, err := optimize(m, opts, b)
 	if err != nil {
 		return nil, err
 	}
+	out, err := b.compile(m, src, opts, pc)
+	if err != nil {
+		return nil, err
+	}
+	out.Warnings = append(b.done(), out.Warnings...)
+	return out, nil
+}
+
+// compile is the CPU targets' code generation and engine.
+func (b *cpuBackend) compile(m *ir.Model, src []byte, opts Options, pc *passes.Context) (*Output, error) {
 	debug, err := markOutputs(m.Graph, opts.MarkOutputs)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := cpu.NormalizeTriple(opts.target()); err != nil {
-		return nil, err
-	}
-	copts := opts.cpuOptions(cache)
+	copts := b.opts
 	cpuName := copts.CPU
 	code, err := cpu.Compile(m, copts)
 	if err != nil {
 		return nil, err
 	}
-	warnings := saveCache(cache)
+	var warnings []string
 	if opts.Precision == "int8" && precisionOf(m) != "int8" {
 		warnings = append(warnings, "nothing in the model computes in INT8 (where it would be slower, quantization left it float): the engine is FP32")
 	}
@@ -279,7 +282,7 @@ func BuildModel(m *ir.Model, src []byte, opts Options) (*Output, error) {
 		Target:       engine.Target{Triple: copts.Triple, CPU: cpuName, Features: code.Features},
 		ArenaBytes:   code.ArenaBytes,
 		TensorBytes:  code.TensorBytes,
-		BuildFlags:   opts.flags(),
+		BuildFlags:   opts.flags(b),
 		Kernels:      code.Kernels,
 		MaxThreads:   code.MaxThreads,
 	}
@@ -325,9 +328,9 @@ func checkBindingNames(g *ir.Graph) error {
 	return check("output", g.Outputs)
 }
 
-func (o Options) flags() []string {
+func (o Options) flags(b backend) []string {
 	f := []string{fmt.Sprintf("-O%d", o.OptLevel)}
-	if !IsCUDA(o.Target) {
+	if _, ok := b.(*cpuBackend); ok {
 		f = append(f, "--cpu="+o.CPU)
 	}
 	if o.Target != "" {

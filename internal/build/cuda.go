@@ -23,20 +23,13 @@ const (
 	TargetCUDASim = "cuda-sim"
 )
 
-// IsCUDA reports whether target is a GPU target.
+// IsCUDA reports whether target is a GPU target (cc's flags: --gpu
+// rather than --cpu).
 func IsCUDA(target string) bool { return target == TargetCUDA || target == TargetCUDASim }
 
-// buildCUDA compiles for a GPU target: the O2 passes less the fusions
-// into the CPU's hand-written kernels (cuda.DisabledPasses), then every
-// node's kernel-layer kernels under the GPU schedule.
-func buildCUDA(m *ir.Model, src []byte, opts Options) (*Output, error) {
-	if len(opts.MarkOutputs) > 0 {
-		return nil, errors.New("--mark-outputs applies to the CPU targets")
-	}
-	c, err := cudaPasses(m, &opts)
-	if err != nil {
-		return nil, err
-	}
+// compile compiles for a GPU target: every node's kernel-layer kernels
+// (fusion groups one step each) under the GPU schedule.
+func (b *cudaBackend) compile(m *ir.Model, src []byte, opts Options, pc *passes.Context) (*Output, error) {
 	for _, d := range m.Graph.Inputs {
 		if !d.Type.Shape.IsStatic() {
 			return nil, fmt.Errorf("input %q has shape %s: the CUDA targets compile static shapes (cc build --shape %s=DIMS)", d.Name, d.Type, d.Name)
@@ -46,7 +39,7 @@ func buildCUDA(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if len(gpus) == 0 {
 		gpus = []string{"sm_80"}
 	}
-	code, err := cuda.Compile(m, cuda.Options{GPUs: gpus, Sim: opts.Target == TargetCUDASim, LLC: opts.LLC, Limits: opts.Limits})
+	code, err := cuda.Compile(m, cuda.Options{GPUs: gpus, Sim: b.sim, LLC: opts.LLC, Limits: opts.Limits})
 	if err != nil {
 		return nil, err
 	}
@@ -56,9 +49,9 @@ func buildCUDA(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	}
 	sum := sha256.Sum256(src)
 	meta := engine.Metadata{KilnVersion: Version, ModelName: m.Graph.Name, SourceSHA256: hex.EncodeToString(sum[:]),
-		Precision: precisionOf(m), ArenaBytes: code.ArenaBytes, TensorBytes: code.TensorBytes, BuildFlags: opts.flags(), Kernels: code.Kernels}
+		Precision: precisionOf(m), ArenaBytes: code.ArenaBytes, TensorBytes: code.TensorBytes, BuildFlags: opts.flags(b), Kernels: code.Kernels}
 	e := &engine.Engine{Plan: []byte(plan), Weights: code.Weights}
-	if opts.Target == TargetCUDASim {
+	if b.sim {
 		meta.Target = engine.Target{Triple: cuda.SimTriple(), CPU: TargetCUDASim, Features: cuda.SimFeatures()}
 		meta.MaxThreads = 1
 		e.Code = map[string][]byte{meta.Target.Triple: code.SharedObject}
@@ -79,34 +72,22 @@ func buildCUDA(m *ir.Model, src []byte, opts Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Output{Model: m, Timings: c.Timings, Memory: c.Memory, Engine: buf, Warnings: code.Warnings,
+	return &Output{Model: m, Timings: pc.Timings, Memory: pc.Memory, Engine: buf, Warnings: code.Warnings,
 		GPU: code}, nil
 }
 
-// cudaPasses runs the O2 passes for a GPU target on m: shapes pinned by
-// --shape (ranges are refused: the targets compile static shapes), the
-// fusions into the CPU's hand-written kernels skipped.
-func cudaPasses(m *ir.Model, opts *Options) (*passes.Context, error) {
+// refuse says which options the GPU targets do not take: ranges of
+// dynamic dims (they compile static shapes), input defaults and debug
+// outputs (the CUDA runtime has neither).
+func (*cudaBackend) refuse(opts *Options) error {
+	if len(opts.MarkOutputs) > 0 {
+		return errors.New("--mark-outputs applies to the CPU targets")
+	}
 	if len(opts.Shapes.Min)+len(opts.Shapes.Opt)+len(opts.Shapes.Max) > 0 {
-		return nil, fmt.Errorf("the CUDA targets compile static shapes: give each dynamic input's dims with --shape, not --min, --opt or --max")
+		return fmt.Errorf("the CUDA targets compile static shapes: give each dynamic input's dims with --shape, not --min, --opt or --max")
 	}
 	if opts.OverridableInitializers {
-		return nil, fmt.Errorf("--overridable-initializers applies to the CPU targets (the CUDA runtime has no input defaults)")
+		return fmt.Errorf("--overridable-initializers applies to the CPU targets (the CUDA runtime has no input defaults)")
 	}
-	if err := opts.declareInputs(m); err != nil {
-		return nil, err
-	}
-	for _, name := range opts.Disabled {
-		if p, ok := passes.Lookup(passes.O2, name); !ok || p.Required {
-			return nil, fmt.Errorf("--disable: %q is not a pass that can be skipped (see cc passes)", name)
-		}
-	}
-	dump := opts.Dump
-	if dump == nil {
-		dump = text.WriteFile
-	}
-	disabled := set(append(append([]string{}, opts.Disabled...), cuda.DisabledPasses...))
-	c := &passes.Context{OptLevel: opts.OptLevel, Verify: opts.Verify, DumpDir: opts.DumpDir, Disabled: disabled,
-		DumpAfter: set(opts.DumpAfter), Dump: dump, Limits: opts.Limits}
-	return c, passes.Run(c, passes.O2, m)
+	return nil
 }

@@ -1,0 +1,80 @@
+package build
+
+import (
+	"errors"
+
+	"github.com/kiln-ml/kiln/codegen/cpu"
+	"github.com/kiln-ml/kiln/codegen/cuda"
+	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/passes"
+)
+
+// backend is what a build compiles for, chosen once from Options.Target
+// (backendFor), as Go's SSA backend picks one Config per architecture:
+// the passes' judgements (passes.Target: what fuses, which quantized
+// groups form, convolution algorithms), the options it refuses, and how
+// it compiles the optimized graph into an engine.
+type backend interface {
+	passes.Target
+	// refuse returns the error for an option this backend does not take,
+	// before any work.
+	refuse(opts *Options) error
+	// compile turns the optimized graph into an engine.
+	compile(m *ir.Model, src []byte, opts Options, pc *passes.Context) (*Output, error)
+	// done returns the warnings of a finished build (a timing cache it
+	// could not save).
+	done() []string
+}
+
+// backendFor chooses opts' backend: a CUDA target, or a CPU triple.
+func backendFor(opts Options) (backend, error) {
+	if opts.Target == TargetCUDA || opts.Target == TargetCUDASim {
+		return &cudaBackend{sim: opts.Target == TargetCUDASim}, nil
+	}
+	if _, err := cpu.NormalizeTriple(opts.target()); err != nil {
+		return nil, err
+	}
+	cache, err := opts.timingCache()
+	if err != nil {
+		return nil, err
+	}
+	copts := opts.cpuOptions(cache)
+	t, err := cpu.NewTarget(copts)
+	if err != nil {
+		return nil, err
+	}
+	return &cpuBackend{Target: t, cache: cache, opts: copts}, nil
+}
+
+// CheckEmit refuses an --emit kind that target's backend does not write:
+// ptx is the GPU's, obj the CPU's, kernels (the lowered program) the CUDA
+// targets' (the CPU's hand-written kernels keep a driver of their own).
+func CheckEmit(target, emit string) error {
+	gpu := target == TargetCUDA || target == TargetCUDASim
+	switch {
+	case emit == "obj" && gpu, emit == "ptx" && target != TargetCUDA:
+		return errors.New("--emit ptx is --target cuda's (and obj the CPU targets')")
+	case emit == "kernels" && !gpu:
+		return errors.New("--emit kernels is the CUDA targets' (cuda, cuda-sim): the CPU backend's hand-written kernels are not lowered through the shared program yet")
+	}
+	return nil
+}
+
+// cpuBackend compiles x86-64 and AArch64 engines (codegen/cpu).
+type cpuBackend struct {
+	*cpu.Target
+	cache *cpu.TimingCache
+	opts  cpu.Options
+}
+
+func (*cpuBackend) refuse(*Options) error { return nil }
+
+func (b *cpuBackend) done() []string { return saveCache(b.cache) }
+
+// cudaBackend compiles CUDA engines, or cuda-sim's (codegen/cuda).
+type cudaBackend struct {
+	cuda.Target
+	sim bool
+}
+
+func (*cudaBackend) done() []string { return nil }

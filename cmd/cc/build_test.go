@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/kiln-ml/kiln/codegen/cpu"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kiln-ml/kiln/codegen/cpu"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/frontend/text"
 	"github.com/kiln-ml/kiln/passes"
 )
@@ -43,6 +44,34 @@ func TestBuildDumpAfter(t *testing.T) {
 	r = cc(t, "build", "--dump-after", "nosuchpass", mlpModel)
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, `no pass named "nosuchpass"`)
+}
+
+// --dump-after names the lowering stages of a CUDA build as it names
+// passes: the program after each (its slots; once inlined, its steps);
+// the stages are the CUDA targets' only.
+func TestBuildDumpAfterStages(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "mlp.kiln")
+	r := cc(t, "build", "--target", "cuda-sim", "--dump-after", "support,memory", "--dump-dir", dir, "-o", out, mlpModel)
+	require.Equal(t, 0, r.code, r.stderr)
+	for i, stage := range lower.Stages {
+		data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("kernels-%02d-%s.txt", i+1, stage.Name)))
+		if stage.Name != "support" && stage.Name != "memory" {
+			assert.Error(t, err, "no dump after %s", stage.Name)
+			continue
+		}
+		require.NoError(t, err, stage.Name)
+		assert.Contains(t, string(data), `input  0 "input" float[1,64]`, stage.Name)
+		if stage.Name == "memory" {
+			assert.Contains(t, string(data), "step 0: ")
+		}
+	}
+	r = cc(t, "build", "--dump-after", "memory", "-o", filepath.Join(dir, "cpu.kiln"), mlpModel)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, `no pass named "memory"`)
 }
 
 // An engine build writes a file infer can load; a model with an op the

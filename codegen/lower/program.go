@@ -234,7 +234,15 @@ func (p *Program) String() string {
 				}
 				b.WriteByte('\n')
 			case pt.Kernel != nil:
-				fmt.Fprintf(&b, "  kernel %s -> %s = %s\n", pt.Kernel.Name, pt.Kernel.Out.Name, pt.Kernel.Value)
+				k := pt.Kernel
+				fmt.Fprintf(&b, "  kernel %s -> %s = %s", k.Name, k.Out.Name, k.Value)
+				if r := k.Reduce; r != nil {
+					fmt.Fprintf(&b, " reduced by %s over %v", r.Op, r.Extents)
+					if r.Post != nil {
+						fmt.Fprintf(&b, ", then %s", r.Post)
+					}
+				}
+				b.WriteByte('\n')
 			}
 		}
 	}

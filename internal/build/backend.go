@@ -2,9 +2,15 @@ package build
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/codegen/cuda"
+	"github.com/kiln-ml/kiln/codegen/lower"
+	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/passes"
 )
@@ -24,6 +30,9 @@ type backend interface {
 	// done returns the warnings of a finished build (a timing cache it
 	// could not save).
 	done() []string
+	// stage reports whether name is one of the backend's lowering stages,
+	// which --dump-after names as it names passes.
+	stage(name string) bool
 }
 
 // backendFor chooses opts' backend: a CUDA target, or a CPU triple.
@@ -71,6 +80,8 @@ func (*cpuBackend) refuse(*Options) error { return nil }
 
 func (b *cpuBackend) done() []string { return saveCache(b.cache) }
 
+func (*cpuBackend) stage(string) bool { return false }
+
 // cudaBackend compiles CUDA engines, or cuda-sim's (codegen/cuda).
 type cudaBackend struct {
 	cuda.Target
@@ -78,3 +89,35 @@ type cudaBackend struct {
 }
 
 func (*cudaBackend) done() []string { return nil }
+
+func (*cudaBackend) stage(name string) bool {
+	for _, s := range lower.Stages {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// dumpProgram returns the driver's Dump for opts' --dump-after: the
+// program after each stage named (or all), as DumpDir/kernels-NN-stage.txt;
+// the first write error is kept in *err.
+func dumpProgram(opts Options, err *error) func(stage string, p *lower.Program) {
+	after := set(opts.DumpAfter)
+	if len(after) == 0 {
+		return nil
+	}
+	write := opts.DumpText
+	if write == nil {
+		write = func(path, text string) error { return atomicfile.WriteFile(path, []byte(text), 0o644) }
+	}
+	return func(stage string, p *lower.Program) {
+		i := slices.IndexFunc(lower.Stages, func(s lower.Stage) bool { return s.Name == stage })
+		if *err != nil || !after["all"] && !after[stage] {
+			return
+		}
+		if *err = os.MkdirAll(opts.DumpDir, 0o755); *err == nil {
+			*err = write(filepath.Join(opts.DumpDir, fmt.Sprintf("kernels-%02d-%s.txt", i+1, stage)), p.String())
+		}
+	}
+}

@@ -46,8 +46,10 @@ type Options struct {
 	// reproducible: same model, flags and cache, same bytes.
 	TimingCache string
 	// Dump writes a --dump-after file (nil: text.WriteFile); cc's checks
-	// that it overwrites none of the build's inputs.
-	Dump func(path string, m *ir.Model) error
+	// that it overwrites none of the build's inputs. DumpText writes one
+	// of the lowered program's (nil: atomically, unchecked).
+	Dump     func(path string, m *ir.Model) error
+	DumpText func(path, text string) error
 	// Limits bound the model file, its nesting, every value's size and the
 	// arena (zero fields: ir.DefaultLimits). They change what builds, never
 	// what is built, so the engine does not record them.
@@ -205,7 +207,7 @@ func optimize(m *ir.Model, opts Options, b backend) (*passes.Context, error) {
 		}
 	}
 	for name := range c.DumpAfter {
-		if _, ok := passes.Lookup(passes.O2, name); !ok && name != "all" {
+		if _, ok := passes.Lookup(passes.O2, name); !ok && name != "all" && !b.stage(name) {
 			return nil, fmt.Errorf("--dump-after: no pass named %q (see cc passes)", name)
 		}
 	}

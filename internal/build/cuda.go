@@ -39,7 +39,11 @@ func (b *cudaBackend) compile(m *ir.Model, src []byte, opts Options, pc *passes.
 	if len(gpus) == 0 {
 		gpus = []string{"sm_80"}
 	}
-	code, err := cuda.Compile(m, cuda.Options{GPUs: gpus, Sim: b.sim, LLC: opts.LLC, Limits: opts.Limits})
+	var dumpErr error
+	code, err := cuda.Compile(m, cuda.Options{GPUs: gpus, Sim: b.sim, LLC: opts.LLC, Limits: opts.Limits, Dump: dumpProgram(opts, &dumpErr)})
+	if err == nil {
+		err = dumpErr
+	}
 	if err != nil {
 		return nil, err
 	}

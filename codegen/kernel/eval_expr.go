@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // The evaluator's expressions: an Expr DAG is compiled once per kernel into
@@ -573,33 +574,9 @@ func intBinary(op Op, t ir.DType, a, b int64) int64 {
 		}
 		return int64(uint64(a) >> n)
 	case OpPow:
-		return intPow(a, b, signed)
+		return ops.IntPow(a, b, signed)
 	}
 	return 0 // excluded by checkBinary
-}
-
-// intPow raises integers exactly, wrapping (as the reference does): a
-// negative exponent leaves |x^y| < 1, truncated to 0, except for bases ±1.
-func intPow(a, b int64, signed bool) int64 {
-	if signed && b < 0 {
-		switch {
-		case a == 1:
-			return 1
-		case a == -1 && b%2 == 0:
-			return 1
-		case a == -1:
-			return -1
-		}
-		return 0
-	}
-	r := int64(1)
-	for n := uint64(b); n > 0; n >>= 1 {
-		if n&1 == 1 {
-			r *= a
-		}
-		a *= a
-	}
-	return r
 }
 
 // castScalar converts x of type from to type to (ONNX Cast, as CastTo

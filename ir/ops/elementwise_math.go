@@ -156,18 +156,24 @@ func floorModFloat(a, b float64) float64 {
 	return r
 }
 
-// powArith raises integers exactly (wrapping on overflow, as numpy does);
-// a negative exponent leaves |result| < 1, truncated to 0, except for
-// bases ±1.
-var powArith = arith{f: math.Pow, i: powInt, check: func(a, b int64) error {
-	if a == 0 && b < 0 {
-		return errors.New("integer 0 raised to a negative power")
-	}
-	return nil
-}}
+// powArith raises integers exactly (wrapping on overflow, as numpy does):
+// IntPow.
+var powArith = arith{f: math.Pow,
+	i: func(a, b int64) int64 { return IntPow(a, b, true) },
+	u: func(a, b uint64) uint64 { return uint64(IntPow(int64(a), int64(b), false)) },
+	check: func(a, b int64) error {
+		if a == 0 && b < 0 {
+			return errors.New("integer 0 raised to a negative power")
+		}
+		return nil
+	}}
 
-func powInt(a, b int64) int64 {
-	if b < 0 {
+// IntPow is a to the power b in 64-bit integers, wrapping on overflow (b
+// the bits of an unsigned exponent when signed is false): a negative
+// exponent leaves |a^b| < 1, truncated to 0, except for bases ±1. Every
+// executor computes integer Pow with it.
+func IntPow(a, b int64, signed bool) int64 {
+	if signed && b < 0 {
 		switch {
 		case a == 1:
 			return 1
@@ -179,8 +185,8 @@ func powInt(a, b int64) int64 {
 		return 0
 	}
 	r := int64(1)
-	for ; b > 0; b >>= 1 {
-		if b&1 == 1 {
+	for n := uint64(b); n > 0; n >>= 1 {
+		if n&1 == 1 {
 			r *= a
 		}
 		a *= a

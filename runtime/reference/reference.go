@@ -103,24 +103,7 @@ func (sc *scope) get(v *ir.Value) *ir.Tensor {
 }
 
 // UnsupportedErrors is every unsupported op, opset and dtype of a model.
-type UnsupportedErrors []*ops.UnsupportedError
-
-func (u UnsupportedErrors) Error() string {
-	msgs := make([]string, len(u))
-	for i, e := range u {
-		msgs[i] = e.Error()
-	}
-	return strings.Join(msgs, "; ")
-}
-
-// Unwrap lets errors.As find the first *ops.UnsupportedError.
-func (u UnsupportedErrors) Unwrap() []error {
-	errs := make([]error, len(u))
-	for i, e := range u {
-		errs[i] = e
-	}
-	return errs
-}
+type UnsupportedErrors = ops.UnsupportedErrors
 
 // Unsupported lists each distinct op/opset/dtype combination of the model
 // that the reference kernels do not implement, or returns nil.

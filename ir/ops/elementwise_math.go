@@ -160,7 +160,6 @@ func floorModFloat(a, b float64) float64 {
 // IntPow.
 var powArith = arith{f: math.Pow,
 	i: func(a, b int64) int64 { return IntPow(a, b, true) },
-	u: func(a, b uint64) uint64 { return uint64(IntPow(int64(a), int64(b), false)) },
 	check: func(a, b int64) error {
 		if a == 0 && b < 0 {
 			return errors.New("integer 0 raised to a negative power")

@@ -513,12 +513,22 @@ func (m *model) check(req *Request) (map[string]*ir.Tensor, error) {
 			return nil, badRequest("model %q has no input %q; its inputs are %s", m.name, in.Name, bindingNames(m.inputs))
 		}
 	}
-	for _, b := range m.inputs {
-		if !seen[b.Name] {
+	shapes := make([][]int64, len(m.inputs))
+	out := make(map[string]*ir.Tensor, len(m.inputs))
+	for i, b := range m.inputs {
+		switch {
+		case seen[b.Name]:
+		case b.Default != nil:
+			// An input with a default (cc build --overridable-initializers)
+			// takes it, as infer run does; fed here, so that a batch of
+			// requests concatenates it like any other input.
+			out[b.Name] = ir.FromRaw(m.dtypes[b.Name], b.Shape, b.Default)
+			out[b.Name].Name = b.Name
+			shapes[i] = b.Shape
+		default:
 			return nil, badRequest("missing input %q (%s %v)", b.Name, Datatype(m.dtypes[b.Name]), metadataShape(b))
 		}
 	}
-	shapes := make([][]int64, len(m.inputs))
 	for _, in := range req.Inputs {
 		b := m.input(in.Name)
 		want := m.dtypes[b.Name]
@@ -534,7 +544,6 @@ func (m *model) check(req *Request) (map[string]*ir.Tensor, error) {
 	if _, err := engine.Resolve(m.eng.Meta.Symbols, m.inputs, shapes); err != nil {
 		return nil, badRequest("%v", err)
 	}
-	out := make(map[string]*ir.Tensor, len(req.Inputs))
 	for _, in := range req.Inputs {
 		t, err := in.Decode(m.dtypes[in.Name], in.Shape)
 		if err != nil {

@@ -52,6 +52,11 @@ type Options struct {
 	// Limits bound every value's size and the arena; zero fields take
 	// ir.DefaultLimits.
 	Limits ir.Limits
+	// Dump, when set, receives a listing of the compilation's state after
+	// each of Stages: the nodes in order with how each is lowered (its
+	// fused pieces, algorithm, scratch) and where what it reads and
+	// writes lives, and then the steps.
+	Dump func(stage, text string)
 	// schedule, in tests, replaces the schedule CPUSchedule picks for a
 	// kernel-layer kernel (every schedule must give the same results).
 	schedule func(k *kernel.Kernel, auto kernel.Schedule) kernel.Schedule

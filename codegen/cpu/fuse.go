@@ -18,11 +18,11 @@ import (
 // functions take, without searching for patterns again:
 //
 //   - an epilogue group ("conv", "gemm", "matmul") becomes its base node in
-//     g.nodes, with fusedBias, fusedAdd and fusedAct saying what its store
-//     applies and fusedOut where it writes (the group's output). The
+//     g.nodes, its plan's biasAdd, residualAdd and clamp saying what its
+//     store applies and out where it writes (the group's output). The
 //     store applies the activation: a clamp (Relu, Clip) as bounds, any
 //     other function of the value alone as a kernel-layer expression
-//     (fusedActExpr); one that reads another tensor runs as an in-place
+//     (clampExpr); one that reads another tensor runs as an in-place
 //     elementwise step right after.
 //   - an elementwise group becomes one kernel-layer map: each body node's
 //     kernel inlined into the next (kernel.Inline); a layernorm group a
@@ -38,7 +38,7 @@ func isGroup(n *ir.Node) bool { return n.Domain == ir.KilnDomain && n.OpType == 
 func (g *gen) prepareGroups() error {
 	g.nodes = nil
 	for _, n := range g.model.Graph.Nodes {
-		if g.skip[n] || !isGroup(n) {
+		if g.plan(n).folded || !isGroup(n) {
 			g.nodes = append(g.nodes, n)
 			continue
 		}
@@ -59,14 +59,15 @@ func (g *gen) prepareGroups() error {
 		case ops.GroupElementwise:
 			var kern *kernel.Kernel
 			kern, err = g.fusedMap(body.Nodes, n.Outputs[0])
-			g.fused[n] = func() error { g.emitKernel(kern, nil); return nil }
-			g.layered[n] = true
+			p := g.plan(n)
+			p.lower = func() error { g.emitKernel(kern, nil); return nil }
+			p.layered = true
 		case ops.GroupQConv, ops.GroupQGemm, ops.GroupQMatMul, ops.GroupQAdd, ops.GroupQMul, ops.GroupQPool, ops.GroupQLut:
 			err = g.prepareQGroup(n, kind, body.Nodes, roles) // ops_qgroup.go
 		case ops.GroupLayerNorm:
 			var ln *layerNorm
 			ln, err = g.layerNormOf(body.Nodes, roles, n.Outputs[0])
-			g.fused[n] = func() error { return g.lowerLayerNorm(ln) }
+			g.plan(n).lower = func() error { return g.lowerLayerNorm(ln) }
 		default:
 			err = fmt.Errorf("unknown kind %q", kind)
 		}
@@ -74,7 +75,10 @@ func (g *gen) prepareGroups() error {
 			return fmt.Errorf("codegen/cpu: %s: %w", n, err)
 		}
 		if a := n.Attr("algorithm"); a != nil {
-			g.convAlgo[lowered] = a.S
+			if a.S == "" {
+				return fmt.Errorf("codegen/cpu: %s: the algorithm recorded is empty", n)
+			}
+			g.plan(lowered).algorithm = a.S
 		}
 		g.nodes = append(g.nodes, lowered)
 	}
@@ -101,29 +105,30 @@ func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node, roles []ops.Role) (*
 		return nil, fmt.Errorf("an epilogue group's base is %s", base)
 	}
 	roles = roles[1:]
+	p := g.plan(base)
 	v := base.Outputs[0]
 	if len(rest) > 0 && roles[0] == ops.RoleBias {
 		if base.OpType != "MatMul" || !g.isBiasAdd(rest[0], v) {
 			return nil, fmt.Errorf("%s is not a bias this backend adds", rest[0])
 		}
-		g.fusedBias[base], v, rest, roles = rest[0], rest[0].Outputs[0], rest[1:], roles[1:]
+		p.biasAdd, v, rest, roles = rest[0], rest[0].Outputs[0], rest[1:], roles[1:]
 	}
 	if len(rest) > 0 && roles[0] == ops.RoleResidual {
 		if rest[0].OpType != "Add" || residual(rest[0], v) == nil {
 			return nil, fmt.Errorf("%s is not a residual Add of the product", rest[0])
 		}
-		g.fusedAdd[base], v, rest, roles = rest[0], rest[0].Outputs[0], rest[1:], roles[1:]
+		p.residualAdd, v, rest, roles = rest[0], rest[0].Outputs[0], rest[1:], roles[1:]
 	}
 	if slices.ContainsFunc(roles, func(r ops.Role) bool { return r != ops.RoleActivation }) {
 		return nil, fmt.Errorf("an epilogue group's roles are out of order")
 	}
 	out := fg.Outputs[0]
-	g.fusedOut[base] = out
+	p.out = out
 	if g.handInfo(base) == nil {
 		return g.prepareLayerEpilogue(base, body[1:], out)
 	}
 	if len(rest) == 1 && g.storeActivation(rest[0]) {
-		g.fusedAct[base] = rest[0]
+		p.clamp = rest[0]
 		return base, nil
 	}
 	if len(rest) == 0 {
@@ -134,7 +139,7 @@ func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node, roles []ops.Role) (*
 		return nil, err
 	}
 	if e := g.storeActExpr(post, v); e != nil {
-		g.fusedActExpr[base] = e
+		p.clampExpr = e
 		return base, nil
 	}
 	// Else it runs over the stored output in place: the pre-activation
@@ -142,7 +147,7 @@ func (g *gen) prepareEpilogue(fg *ir.Node, body []*ir.Node, roles []ops.Role) (*
 	ob := g.buffer(out)
 	post.Value = kernel.Inline(post.Value, map[*kernel.Buffer]*kernel.Kernel{
 		g.buffer(v): {Out: ob, Value: kernel.Load(ob, kernel.Vars(ob.Rank())...)}})
-	g.fused[base] = func() error {
+	p.lower = func() error {
 		if err := opTable[base.OpType].lower(g, base); err != nil {
 			return err
 		}
@@ -167,8 +172,8 @@ func (g *gen) storeActExpr(post *kernel.Kernel, v *ir.Value) *kernel.Expr {
 // prepareLayerEpilogue sets up an epilogue group whose base the kernel
 // layer lowers (handInfo): the base's kernels write the group's output
 // out, and the rest of the body (bias, residual, activation) runs over it
-// in place as one map. fusedBias and fusedAdd stay set, so that the
-// memory plan keeps the residual alive until then (reads).
+// in place as one map. Its plan's biasAdd and residualAdd stay set, so
+// that the memory plan keeps the residual alive until then (reads).
 func (g *gen) prepareLayerEpilogue(base *ir.Node, rest []*ir.Node, out *ir.Value) (*ir.Node, error) {
 	if _, err := g.kernelCtx(base); err != nil {
 		return nil, err
@@ -182,8 +187,9 @@ func (g *gen) prepareLayerEpilogue(base *ir.Node, rest []*ir.Node, out *ir.Value
 			return nil, err
 		}
 	}
-	g.layered[base] = true
-	g.fused[base] = func() error {
+	p := g.plan(base)
+	p.layered = true
+	p.lower = func() error {
 		if err := g.lowerKernelOp(base); err != nil {
 			return err
 		}

@@ -1,9 +1,7 @@
 package cpu
 
 import (
-	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/llvm"
@@ -76,42 +74,17 @@ type gen struct {
 	derivedBytes int64
 	derivedBase  *ll.Global
 	locs         map[*ir.Value]loc
-	skip         map[*ir.Node]bool // folded at compile time
 	alias        map[*ir.Value]*ir.Value
-	// within places values inside another value's buffer, and inPlace
-	// marks the Concats that this makes free (passes.PlanMemory).
-	within  map[*ir.Value]passes.Placement
-	inPlace map[*ir.Node]bool
-	scratch map[*ir.Node]int64 // arena offset of each node's scratch
-	// fusedAct, fusedAdd and fusedBias map the base Conv/Gemm/MatMul of
-	// an epilogue group to the Relu/Clip, the residual Add and (MatMul)
-	// the bias Add its store applies; fusedOut to the value it writes,
-	// the group's output (fuse.go).
-	fusedAct map[*ir.Node]*ir.Node
-	// fusedActExpr, instead of fusedAct, is an activation the store
-	// computes as an expression of the value (storeAct).
-	fusedActExpr map[*ir.Node]*kernel.Expr
-	fusedAdd     map[*ir.Node]*ir.Node
-	fusedBias    map[*ir.Node]*ir.Node
-	fusedOut     map[*ir.Node]*ir.Value
-	// expandOf maps the depthwise Conv of a conv-dw group to the 1×1 Conv
-	// feeding it (ops_conv_expand.go).
-	expandOf map[*ir.Node]*ir.Node
+	// within places values inside another value's buffer
+	// (passes.PlanMemory).
+	within map[*ir.Value]passes.Placement
+	// isOutput marks the graph's outputs (slots).
+	isOutput map[*ir.Value]bool
 	// nodes is what is lowered, in order: the graph's nodes with epilogue
-	// groups replaced by their base nodes (fuse.go); fused holds the
-	// lowering of groups and of base nodes needing more than their op's.
+	// groups replaced by their base nodes (fuse.go); plans says how each
+	// node is lowered (lowered.go).
 	nodes []*ir.Node
-	fused map[*ir.Node]func() error
-	// winograd holds the Winograd variant each convolution runs as (none:
-	// direct); convAlgo the algorithm a group records for its convolution
-	// (tune.go).
-	winograd map[*ir.Node]*winoSpec
-	convAlgo map[*ir.Node]string
-	// groupScratch is the scratch of fusion groups lowered whole
-	// (ops_qgroup.go); qops the ONNX integer ops read for the int8
-	// kernels (ops_qops.go).
-	groupScratch map[*ir.Node]int64
-	qops         map[*ir.Node]*qlin
+	plans map[*ir.Node]*nodePlan
 
 	arenaBytes, tensorBytes int64
 	// counterBase and counterBytes place the work-stealing counters past
@@ -123,15 +96,10 @@ type gen struct {
 	parts                     int // kiln_run's
 	nstep                     int
 
-	// bufs and bufVals are the kernel layer's buffers of values; kops the
-	// nodes lowered through it (kernels.go).
+	// bufs and bufVals are the kernel layer's buffers of values
+	// (kernels.go).
 	bufs    map[*ir.Value]*kernel.Buffer
 	bufVals []*ir.Value
-	kops    map[*ir.Node]*kernelOp
-	// hand caches handInfo's decisions (ops.go); layered marks the fused
-	// nodes lowered through the kernel layer (fuse.go).
-	hand    map[*ir.Node]*opInfo
-	layered map[*ir.Node]bool
 
 	// syms are the model's symbolic dims (the dims table's order) and
 	// symIndex their positions; symShapes the symbolic shapes of values,
@@ -152,12 +120,10 @@ func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts, winograd: map[*ir.Node]*winoSpec{}, convAlgo: map[*ir.Node]string{},
+	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts,
 		mod: ll.NewModule(), decls: map[string]*ll.Func{}, weights: lower.NewWeights(64),
-		locs: map[*ir.Value]loc{}, skip: map[*ir.Node]bool{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, inPlace: map[*ir.Node]bool{}, scratch: map[*ir.Node]int64{},
-		fusedAct: map[*ir.Node]*ir.Node{}, fusedActExpr: map[*ir.Node]*kernel.Expr{}, fusedAdd: map[*ir.Node]*ir.Node{}, fusedBias: map[*ir.Node]*ir.Node{}, fusedOut: map[*ir.Node]*ir.Value{}, expandOf: map[*ir.Node]*ir.Node{},
-		nodes: m.Graph.Nodes, fused: map[*ir.Node]func() error{},
-		bufs: map[*ir.Value]*kernel.Buffer{}, kops: map[*ir.Node]*kernelOp{}, hand: map[*ir.Node]*opInfo{}, layered: map[*ir.Node]bool{}}
+		locs: map[*ir.Value]loc{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, isOutput: map[*ir.Value]bool{},
+		nodes: m.Graph.Nodes, plans: map[*ir.Node]*nodePlan{}, bufs: map[*ir.Value]*kernel.Buffer{}}
 	g.schedule()
 	return g, nil
 }
@@ -363,115 +329,11 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 // scratchPtr returns a float pointer to the current node's scratch plus
 // byteOff.
 func (k *kfn) scratchPtr(byteOff int64) value.Value {
-	off, ok := k.g.scratch[k.g.curNode]
-	if !ok {
+	p := k.g.plan(k.g.curNode)
+	if !p.hasScratch {
 		panic("codegen/cpu: node has no scratch")
 	}
-	return k.locPtr(loc{space: inArena, off: off + byteOff}, f32)
-}
-
-// ---- the whole build ----
-
-func (g *gen) build() error {
-	gr := g.model.Graph
-	if len(gr.Outputs) == 0 {
-		return errors.New("codegen/cpu: the graph has no outputs, so an engine would compute nothing (ONNX requires at least one)")
-	}
-	// Inputs and outputs go in io.
-	slot := 0
-	for _, v := range gr.Inputs {
-		if v.Const != nil && false {
-			continue
-		}
-		d, ok := v.Type.Shape.Ints()
-		if !ok {
-			return fmt.Errorf("codegen/cpu: input %q has shape %s: the CPU backend needs static shapes", v.Name, v.Type)
-		}
-		g.locs[v] = loc{space: inIO, io: slot}
-		g.inputs = append(g.inputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, DimNames: g.dimNames(v), Index: slot})
-		slot++
-	}
-	outSet := map[*ir.Value]bool{}
-	for _, v := range gr.Outputs {
-		d, ok := v.Type.Shape.Ints()
-		if !ok {
-			return fmt.Errorf("codegen/cpu: output %q has shape %s: the CPU backend needs static shapes", v.Name, v.Type)
-		}
-		if g.isGraphInput(v) {
-			return fmt.Errorf("codegen/cpu: output %q is graph input %q: an engine binds each name once (compute the output with a node, e.g. an Identity writing a new name)", v.Name, v.Name)
-		}
-		if outSet[v] {
-			return fmt.Errorf("codegen/cpu: output %q is listed twice: an engine binds each name once", v.Name)
-		}
-		outSet[v] = true
-		g.locs[v] = loc{space: inIO, io: slot}
-		g.outputs = append(g.outputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, DimNames: g.dimNames(v), Index: slot})
-		slot++
-	}
-	if err := g.checkSupport(outSet); err != nil {
-		return err
-	}
-	if err := g.prepareGroups(); err != nil {
-		return err
-	}
-	if err := g.chooseConvAlgorithms(); err != nil {
-		return err
-	}
-	if err := g.planMemory(outSet); err != nil {
-		return err
-	}
-	g.counterBase = align64(g.arenaBytes)
-	for _, n := range g.nodes {
-		if g.skip[n] || g.alias[n.Outputs[0]] != nil || g.inPlace[n] || writesNothing(n) {
-			continue
-		}
-		g.curNode = n
-		lower := func() error { return g.lowerKernelOp(n) }
-		if info := g.handInfo(n); info != nil {
-			lower = func() error { return info.lower(g, n) }
-		}
-		if f := g.fused[n]; f != nil {
-			lower = f
-		}
-		if g.handInfo(n) != nil || g.fused[n] != nil && !g.layered[n] {
-			// Hand-written kernels take static shapes: a node touching
-			// dynamic dims runs per sample (dynamic.go).
-			sl, err := g.sliceFor(n)
-			if err != nil {
-				return fmt.Errorf("codegen/cpu: %s: %w", n, err)
-			}
-			g.slice = sl
-		}
-		err := lower()
-		if g.slice != nil {
-			g.slice.done()
-			g.slice = nil
-		}
-		if err != nil {
-			return fmt.Errorf("codegen/cpu: %s: %w", n, err)
-		}
-	}
-	// Graph outputs that are compile-time constants are copied in.
-	for _, v := range gr.Outputs {
-		if t := g.constOf(v); t != nil && (v.Producer == nil || g.skip[v.Producer]) {
-			src := g.constLoc(t)
-			dst := g.locs[v]
-			n := int64(len(t.Raw))
-			g.step("const_out", true, func(k *kfn) {
-				s, d := k.locPtr(src, i8), k.locPtr(dst, i8)
-				k.loopN(0, n, func(i value.Value) { k.store(k.load(s, i), d, i) })
-			})
-		}
-	}
-	if g.counterBytes > 0 {
-		g.arenaBytes = g.counterBase + g.counterBytes
-	}
-	g.emitEntry()
-	g.placeDerived()
-	g.emitDerive()
-	g.emitABI()
-	noBuiltins(g.mod)
-	return nil
+	return k.locPtr(loc{space: inArena, off: p.scratch + byteOff}, f32)
 }
 
 // noBuiltins marks every function the module defines "no-builtins", so
@@ -781,6 +643,3 @@ func (g *gen) emitBarrier() *ll.Func {
 	done.NewRet(sense)
 	return f
 }
-
-var _ = constant.NewInt
-var _ = sort.Ints

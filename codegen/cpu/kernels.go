@@ -46,7 +46,7 @@ func (g *gen) buffer(v *ir.Value) *kernel.Buffer {
 
 // kernelCtx builds node n's kernels (once) or says why it cannot.
 func (g *gen) kernelCtx(n *ir.Node) (*kernelOp, error) {
-	if ko, ok := g.kops[n]; ok {
+	if ko := g.plan(n).kernel; ko != nil {
 		return ko, nil
 	}
 	in := make([]*kernel.Buffer, len(n.Inputs))
@@ -67,7 +67,7 @@ func (g *gen) kernelCtx(n *ir.Node) (*kernelOp, error) {
 		return nil, err
 	}
 	ko := &kernelOp{ctx: c}
-	g.kops[n] = ko
+	g.plan(n).kernel = ko
 	return ko, nil
 }
 
@@ -177,7 +177,7 @@ func (h kernelHost) Ptr(_ *llvm.Fn, b *kernel.Buffer) value.Value {
 		if !ok {
 			panic(fmt.Sprintf("codegen/cpu: scratch %s has no place", b.Name))
 		}
-		base := h.g.scratch[h.g.curNode]
+		base := h.g.plan(h.g.curNode).scratch
 		return h.k.locPtr(loc{space: inArena, off: base + off}, mt)
 	}
 	return h.k.locPtr(h.g.locOf(h.g.bufVals[b.ID]), mt)

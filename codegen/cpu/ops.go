@@ -41,8 +41,9 @@ func (g *gen) handInfo(n *ir.Node) *opInfo {
 	if info == nil || kernel.Lookup(n.OpType) == nil || n.Domain != "" && n.Domain != "ai.onnx" {
 		return info
 	}
-	if hand, ok := g.hand[n]; ok {
-		return hand
+	p := g.plan(n)
+	if p.rowDecided {
+		return p.row
 	}
 	if g.rowRefuses(info, n) != nil {
 		info = nil
@@ -53,7 +54,7 @@ func (g *gen) handInfo(n *ir.Node) *opInfo {
 	} else if _, err := g.sliceLead(n); err != nil {
 		info = nil // dynamic dims the hand kernel cannot run per sample
 	}
-	g.hand[n] = info
+	p.row, p.rowDecided = info, true
 	return info
 }
 
@@ -128,7 +129,7 @@ func Unsupported(m *ir.Model) error {
 }
 
 // checkSupport marks the nodes whose outputs inference computed as folded
-// (skip) and checks that the backend can lower all the others.
+// and checks that the backend can lower all the others.
 func (g *gen) checkSupport(outSet map[*ir.Value]bool) error {
 	var list UnsupportedErrors
 	seen := map[string]bool{}
@@ -140,15 +141,16 @@ func (g *gen) checkSupport(outSet map[*ir.Value]bool) error {
 			}
 		}
 		if allKnown || n.OpType == "Constant" && n.Domain == "" && !outSet[n.Outputs[0]] {
-			g.skip[n] = true
+			p := g.plan(n)
+			p.folded = true
 			if g.known[n.Outputs[0]] == nil { // a big Constant
 				if t := n.Attr("value"); t != nil && t.T != nil {
 					g.known[n.Outputs[0]] = t.T
 				} else {
-					delete(g.skip, n)
+					p.folded = false
 				}
 			}
-			if g.skip[n] {
+			if p.folded {
 				continue
 			}
 		}

@@ -73,7 +73,7 @@ func convCheck(g *gen, n *ir.Node) error {
 }
 
 func convScratch(g *gen, n *ir.Node) int64 {
-	if a := g.expandOf[n]; a != nil {
+	if a := g.plan(n).expansion; a != nil {
 		return expandDWScratch(g, a)
 	}
 	if g.splitKSource(n) != nil {
@@ -83,7 +83,7 @@ func convScratch(g *gen, n *ir.Node) int64 {
 	if err != nil || c.group != 1 || c.pointwise() {
 		return 0
 	}
-	if s := g.winograd[n]; s != nil {
+	if s := g.plan(n).winograd; s != nil {
 		return newWinoGeom(c, s).scratchBytes()
 	}
 	if bd, ok := g.bands(c); ok {
@@ -99,7 +99,7 @@ func (g *gen) lowerConv(n *ir.Node) error {
 	if c.group != 1 {
 		return g.lowerConvGrouped(n, c)
 	}
-	if s := g.winograd[n]; s != nil {
+	if s := g.plan(n).winograd; s != nil {
 		g.lowerWinograd(n, c, s)
 		return nil
 	}

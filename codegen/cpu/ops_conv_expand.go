@@ -28,8 +28,9 @@ func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node, roles []ops.Role) (*
 		return nil, fmt.Errorf("a conv-dw group is a 1×1 Conv, its activation and a depthwise Conv's group")
 	}
 	a, d := body[0], body[i]
+	pa := g.plan(a)
 	if acts := body[1:i]; len(acts) == 1 && g.storeActivation(acts[0]) {
-		g.fusedAct[a] = acts[0]
+		pa.clamp = acts[0]
 	} else if len(acts) > 0 {
 		// Any other function of the expanded value alone (SiLU) is
 		// computed in the expansion's store.
@@ -37,7 +38,7 @@ func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node, roles []ops.Role) (*
 		if err != nil {
 			return nil, err
 		}
-		if g.fusedActExpr[a] = g.storeActExpr(post, a.Outputs[0]); g.fusedActExpr[a] == nil {
+		if pa.clampExpr = g.storeActExpr(post, a.Outputs[0]); pa.clampExpr == nil {
 			return nil, fmt.Errorf("the expansion's activation %s is not a function of its value alone", acts[len(acts)-1])
 		}
 	}
@@ -57,11 +58,12 @@ func (g *gen) prepareExpandDW(fg *ir.Node, body []*ir.Node, roles []ops.Role) (*
 	if _, err := g.prepareEpilogue(fg, body[i:], dwRoles); err != nil {
 		return nil, err
 	}
-	if g.fused[d] != nil {
+	pd := g.plan(d)
+	if pd.lower != nil {
 		return nil, fmt.Errorf("%s: only a clamp or a residual may follow the depthwise convolution", fg)
 	}
-	g.expandOf[d] = a
-	g.fused[d] = func() error { return g.lowerExpandDW(a, d, ca, cd) }
+	pd.expansion = a
+	pd.lower = func() error { return g.lowerExpandDW(a, d, ca, cd) }
 	return d, nil
 }
 

@@ -62,7 +62,7 @@ func (g *gen) groupedPlanes(n *ir.Node, c convGeom) *groupedPlanes {
 		}
 	}
 	pl.act = g.storeActOf(n)
-	if a := g.fusedAdd[n]; a != nil {
+	if a := g.plan(n).residualAdd; a != nil {
 		pl.res = residual(a, n.Outputs[0])
 	}
 	return pl

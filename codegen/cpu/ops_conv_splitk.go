@@ -25,8 +25,9 @@ func (g *gen) splitKSource(n *ir.Node) *ir.Node {
 	if err != nil || !c.pointwise() || c.group != 1 || c.N != 1 {
 		return nil
 	}
-	for d, a := range g.expandOf {
-		if g.outValue(d) != n.Inputs[0] {
+	for _, d := range g.nodes {
+		a := g.plan(d).expansion
+		if a == nil || g.outValue(d) != n.Inputs[0] {
 			continue
 		}
 		if _, par := g.expandDWSplit(a); par {
@@ -51,7 +52,7 @@ func splitKScratch(g *gen, n *ir.Node) int64 {
 
 func (g *gen) lowerConv1x1SplitK(n *ir.Node, c convGeom, src *ir.Node) {
 	X, Y := n.Inputs[0], g.outValue(n)
-	rows, _ := g.expandDWSplit(g.expandOf[src])
+	rows, _ := g.expandDWSplit(g.plan(src).expansion)
 	M, N, K := c.OC, c.OH*c.OW, c.C
 	nblk := (K + rows - 1) / rows
 	gm := g.newGemm(M, N, K)

@@ -30,12 +30,13 @@ func residual(a *ir.Node, v *ir.Value) *ir.Value {
 // nil: the Add's operand other than the fused chain's value (after the
 // bias Add when there is one).
 func (g *gen) residualOf(n *ir.Node) *ir.Value {
-	a := g.fusedAdd[n]
+	p := g.plan(n)
+	a := p.residualAdd
 	if a == nil {
 		return nil
 	}
 	v := n.Outputs[0]
-	if b := g.fusedBias[n]; b != nil {
+	if b := p.biasAdd; b != nil {
 		v = b.Outputs[0]
 	}
 	return residual(a, v)
@@ -44,7 +45,7 @@ func (g *gen) residualOf(n *ir.Node) *ir.Value {
 // reads lists the values node n reads, its fused residual included.
 func (g *gen) reads(n *ir.Node) []*ir.Value {
 	ins := n.Inputs
-	if a := g.expandOf[n]; a != nil {
+	if a := g.plan(n).expansion; a != nil {
 		ins = append(slices.Clip(ins), a.Inputs...)
 	}
 	if r := g.residualOf(n); r != nil {
@@ -74,10 +75,11 @@ func (a storeAct) apply(k *kfn, v value.Value) value.Value {
 
 // storeActOf returns the activation fused into n's store.
 func (g *gen) storeActOf(n *ir.Node) storeAct {
-	if e := g.fusedActExpr[n]; e != nil {
+	p := g.plan(n)
+	if e := p.clampExpr; e != nil {
 		return storeAct{lo: math.Inf(-1), hi: math.Inf(1), expr: e}
 	}
-	act := g.fusedAct[n]
+	act := p.clamp
 	switch {
 	case act == nil:
 		return noAct
@@ -99,7 +101,7 @@ func (g *gen) epilogue(n *ir.Node, gm *gemm) {
 // outValue is where node n's (first) output is written: its epilogue
 // group's output when it is the base of one.
 func (g *gen) outValue(n *ir.Node) *ir.Value {
-	if v := g.fusedOut[n]; v != nil {
+	if v := g.plan(n).out; v != nil {
 		return v
 	}
 	return n.Outputs[0]
@@ -244,7 +246,7 @@ func (g *gen) lowerMatMul(n *ir.Node) error {
 			gm.bBatch = batchOffset(batchDims, bs)
 		}
 	}
-	if b := g.fusedBias[n]; b != nil {
+	if b := g.plan(n).biasAdd; b != nil {
 		// A bias along the last dim: the same for every row and batch.
 		C := b.Inputs[0]
 		if C == n.Outputs[0] {

@@ -110,7 +110,7 @@ func (g *gen) prepareQGroup(fg *ir.Node, kind ops.GroupKind, body []*ir.Node, ro
 		var ql *qlin
 		if ql, why = g.qlinOfGroup(fg, kind, p); why == nil {
 			g.setGroupScratch(fg, g.qlinScratch(ql))
-			g.fused[fg] = func() error { return g.lowerQLin(ql) }
+			g.plan(fg).lower = func() error { return g.lowerQLin(ql) }
 			return nil
 		}
 	case ops.GroupQAdd, ops.GroupQMul:
@@ -120,8 +120,7 @@ func (g *gen) prepareQGroup(fg *ir.Node, kind ops.GroupKind, body []*ir.Node, ro
 		var kern *kernel.Kernel
 		if kern, why = g.fusedMap(body, fg.Outputs[0]); why == nil {
 			kern.Name = map[ops.GroupKind]string{ops.GroupQAdd: "QAdd", ops.GroupQMul: "QMul"}[kind]
-			g.fused[fg] = func() error { g.emitKernel(kern, nil); return nil }
-			g.layered[fg] = true
+			g.layerKernel(fg, kern)
 			return nil
 		}
 	case ops.GroupQPool:
@@ -130,8 +129,7 @@ func (g *gen) prepareQGroup(fg *ir.Node, kind ops.GroupKind, body []*ir.Node, ro
 		}
 		var kern *kernel.Kernel
 		if kern, why = g.qpoolKernel(fg, p); why == nil {
-			g.fused[fg] = func() error { g.emitKernel(kern, nil); return nil }
-			g.layered[fg] = true
+			g.layerKernel(fg, kern)
 			return nil
 		}
 	case ops.GroupQLut:
@@ -140,8 +138,7 @@ func (g *gen) prepareQGroup(fg *ir.Node, kind ops.GroupKind, body []*ir.Node, ro
 		}
 		var kern *kernel.Kernel
 		if kern, why = g.qlutKernel(fg, p); why == nil {
-			g.fused[fg] = func() error { g.emitKernel(kern, nil); return nil }
-			g.layered[fg] = true
+			g.layerKernel(fg, kern)
 			return nil
 		}
 	default:
@@ -194,10 +191,15 @@ func init() {
 // setGroupScratch records the scratch a group's lowering needs (plan.go
 // reads it for the memory plan).
 func (g *gen) setGroupScratch(fg *ir.Node, bytes int64) {
-	if g.groupScratch == nil {
-		g.groupScratch = map[*ir.Node]int64{}
-	}
-	g.groupScratch[fg] = bytes
+	p := g.plan(fg)
+	p.groupScratch, p.hasGroupScratch = bytes, true
+}
+
+// layerKernel makes group fg's lowering the one kernel-layer kernel kern.
+func (g *gen) layerKernel(fg *ir.Node, kern *kernel.Kernel) {
+	p := g.plan(fg)
+	p.lower = func() error { g.emitKernel(kern, nil); return nil }
+	p.layered = true
 }
 
 // ---- reading constants ----
@@ -721,8 +723,9 @@ func (g *gen) prepareBodyAsIs(fg *ir.Node, body []*ir.Node) error {
 		kernels = append(kernels, c.Kernels...)
 	}
 	g.setGroupScratch(fg, scratch)
-	g.layered[fg] = true
-	g.fused[fg] = func() error {
+	p := g.plan(fg)
+	p.layered = true
+	p.lower = func() error {
 		for _, kern := range kernels {
 			g.emitKernel(kern, temps)
 		}

@@ -40,17 +40,14 @@ func init() {
 
 // qlinOfOp reads an ONNX integer op (once per node).
 func (g *gen) qlinOfOp(n *ir.Node) (*qlin, error) {
-	if ql, ok := g.qops[n]; ok {
+	if ql := g.plan(n).qop; ql != nil {
 		return ql, nil
 	}
 	ql, err := g.readQOp(n)
 	if err != nil {
 		return nil, err
 	}
-	if g.qops == nil {
-		g.qops = map[*ir.Node]*qlin{}
-	}
-	g.qops[n] = ql
+	g.plan(n).qop = ql
 	return ql, nil
 }
 

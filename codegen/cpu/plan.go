@@ -12,16 +12,16 @@ import (
 // view ops (opInfo.view, viewIf) alias their input, opInfo.scratch sizes
 // each node's scratch, and a Concat whose inputs the planner places in its
 // output (ConcatInPlace) runs no kernel.
-func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
+func (g *gen) planMemory() error {
 	var nodes []*ir.Node
 	for _, n := range g.nodes {
-		if !g.skip[n] {
+		if !g.plan(n).folded {
 			nodes = append(nodes, n)
 		}
 	}
 	p, err := passes.PlanMemory(nodes, passes.MemoryHooks{
 		Limits:  g.opts.Limits,
-		InArena: func(v *ir.Value) bool { return !outSet[v] },
+		InArena: func(v *ir.Value) bool { return !g.isOutput[v] },
 		View: func(n *ir.Node) bool {
 			if n.Domain != "" {
 				return false
@@ -31,25 +31,13 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 			}
 			return n.OpType == "Transpose" && transposeIsView(g, n)
 		},
-		Reads: g.reads,
-		Writes: func(n *ir.Node) []*ir.Value {
-			if len(n.Outputs) == 0 {
-				return nil
-			}
-			return append([]*ir.Value{g.outValue(n)}, n.Outputs[1:]...)
-		},
-		ConcatInPlace: func(n *ir.Node) bool { return g.fused[n] == nil },
+		Reads:         g.reads,
+		Writes:        g.writesOf,
+		ConcatInPlace: func(n *ir.Node) bool { return g.plan(n).lower == nil },
 		Scratch: func(n *ir.Node) int64 {
-			if s, ok := g.groupScratch[n]; ok {
-				return s
-			}
-			if info := g.handInfo(n); info != nil {
-				if info.scratch != nil {
-					return info.scratch(g, n)
-				}
-				return 0
-			}
-			return g.kernelScratch(n)
+			p := g.plan(n)
+			p.scratchBytes = g.scratchBytes(n)
+			return p.scratchBytes
 		},
 	})
 	if err != nil {
@@ -58,14 +46,33 @@ func (g *gen) planMemory(outSet map[*ir.Value]bool) error {
 	for v, in := range p.Aliases {
 		g.alias[v] = in
 	}
-	g.within, g.inPlace = p.Within, p.InPlace
+	g.within = p.Within
+	for n := range p.InPlace {
+		g.plan(n).inPlace = true
+	}
 	for _, b := range p.Buffers {
 		if b.Value != nil {
 			g.locs[b.Value] = loc{space: inArena, off: b.Offset}
 		} else {
-			g.scratch[b.Node] = b.Offset
+			q := g.plan(b.Node)
+			q.scratch, q.hasScratch = b.Offset, true
 		}
 	}
 	g.arenaBytes, g.tensorBytes = p.ArenaBytes, p.TensorBytes
 	return nil
+}
+
+// scratchBytes is the scratch node n's lowering needs: its group's, its
+// hand-written row's or its kernels' temporaries.
+func (g *gen) scratchBytes(n *ir.Node) int64 {
+	if p := g.plan(n); p.hasGroupScratch {
+		return p.groupScratch
+	}
+	if info := g.handInfo(n); info != nil {
+		if info.scratch != nil {
+			return info.scratch(g, n)
+		}
+		return 0
+	}
+	return g.kernelScratch(n)
 }

@@ -245,28 +245,30 @@ func (g *gen) convAlgorithm(c convGeom, wino *winoSpec) string {
 	return algoIm2col
 }
 
-// chooseConvAlgorithms fills g.winograd before memory planning (which
+// chooseConvAlgorithms sets each convolution plan's winograd before
+// memory planning (which
 // sizes each convolution's scratch by its algorithm). A group's recorded
 // algorithm (conv-layout) is obeyed, after checking it applies; without
 // one, codegen decides the same way.
 func (g *gen) chooseConvAlgorithms() error {
 	for _, n := range g.nodes {
-		if g.skip[n] || n.Domain != "" || n.OpType != "Conv" || g.handInfo(n) == nil {
+		p := g.plan(n)
+		if p.folded || n.Domain != "" || n.OpType != "Conv" || g.handInfo(n) == nil {
 			continue
 		}
 		c, err := g.convGeom(n)
 		if err != nil {
 			return err
 		}
-		want, recorded := g.convAlgo[n]
-		if !recorded || want == algoExpandDW {
-			if g.winograd[n], err = g.useWinograd(n, c); err != nil {
+		want := p.algorithm
+		if want == "" || want == algoExpandDW {
+			if p.winograd, err = g.useWinograd(n, c); err != nil {
 				return err
 			}
 			continue
 		}
-		g.winograd[n] = winogradNamed(c, want)
-		if got := g.convAlgorithm(c, g.winograd[n]); got != want {
+		p.winograd = winogradNamed(c, want)
+		if got := g.convAlgorithm(c, p.winograd); got != want {
 			return fmt.Errorf("codegen/cpu: %s: the graph asks for algorithm %q, which does not apply (this convolution runs as %q)", n, want, got)
 		}
 	}
@@ -381,7 +383,7 @@ func (g *gen) measureConv(n *ir.Node, cands []*winoSpec) (ConvTiming, error) {
 	}
 	run := func(force string) ([]float32, time.Duration, error) {
 		opts := g.opts
-		opts.winoForce = force
+		opts.winoForce, opts.Dump = force, nil
 		res, err := Compile(m, opts)
 		if err != nil {
 			return nil, 0, err

@@ -206,7 +206,7 @@ func (g *gen) winoOutput(n *ir.Node, Y *ir.Value, w winoGeom, mOff int64) {
 	}
 	act := g.storeActOf(n)
 	var res *ir.Value
-	if a := g.fusedAdd[n]; a != nil {
+	if a := g.plan(n).residualAdd; a != nil {
 		res = residual(a, n.Outputs[0])
 	}
 	items := w.N * w.OC * w.TH

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,9 +47,9 @@ func TestBuildDumpAfter(t *testing.T) {
 	assert.Contains(t, r.stderr, `no pass named "nosuchpass"`)
 }
 
-// --dump-after names the lowering stages of a CUDA build as it names
-// passes: the program after each (its slots; once inlined, its steps);
-// the stages are the CUDA targets' only.
+// --dump-after names the lowering stages as it names passes: a CUDA
+// build's program after each (its slots; once inlined, its steps), a CPU
+// build's nodes with their lowering and places.
 func TestBuildDumpAfterStages(t *testing.T) {
 	if err := cpu.Available(); err != nil {
 		t.Skip(err)
@@ -69,9 +70,15 @@ func TestBuildDumpAfterStages(t *testing.T) {
 			assert.Contains(t, string(data), "step 0: ")
 		}
 	}
-	r = cc(t, "build", "--dump-after", "memory", "-o", filepath.Join(dir, "cpu.kiln"), mlpModel)
-	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, `no pass named "memory"`)
+	cpuDir := t.TempDir()
+	r = cc(t, "build", "--dump-after", "memory", "--dump-dir", cpuDir, "-o", filepath.Join(dir, "cpu.kiln"), mlpModel)
+	require.Equal(t, 0, r.code, r.stderr)
+	data, err := os.ReadFile(filepath.Join(cpuDir, fmt.Sprintf("kernels-%02d-memory.txt", slices.IndexFunc(cpu.Stages, func(s cpu.Stage) bool { return s.Name == "memory" })+1)))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `reads "input" io[0]`)
+	r = cc(t, "build", "--dump-after", "inline", "-o", filepath.Join(dir, "cpu.kiln"), mlpModel)
+	assert.Equal(t, 1, r.code, "inline is the CUDA driver's stage")
+	assert.Contains(t, r.stderr, `no pass named "inline"`)
 }
 
 // An engine build writes a file infer can load; a model with an op the

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
+	"github.com/kiln-ml/kiln/frontend/onnx"
+	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -156,4 +158,38 @@ func TestBuildSign(t *testing.T) {
 	r = cc(t, "inspect", out)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "signature    ed25519, key "+engine.Fingerprint(pub)+" (verified)")
+}
+
+// cc inspect shows the inputs that have initializer defaults: optional
+// ones (--overridable-initializers) marked so, and those compiled as
+// constants listed by name.
+func TestInspectEngineDefaults(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	m, err := onnx.ReadFile(mlpModel)
+	require.NoError(t, err)
+	m.IRVersion = max(m.IRVersion, 4)
+	bias := m.Graph.Initializers[len(m.Graph.Initializers)-1]
+	m.Graph.Inputs = append(m.Graph.Inputs, bias)
+	model := filepath.Join(dir, "defaults.onnx")
+	require.NoError(t, onnx.WriteFile(model, m))
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "(and 1 inputs with initializer defaults compiled as constants: [" + ir.QuoteName(bias.Name) + "])"},
+		{[]string{"--overridable-initializers"}, ir.QuoteName(bias.Name)[1:len(ir.QuoteName(bias.Name))-1] + " "},
+	} {
+		out := filepath.Join(dir, "e.kiln")
+		r := cc(t, append(append([]string{"build", "-o", out}, c.flags...), model)...)
+		require.Equal(t, 0, r.code, r.stderr)
+		r = cc(t, "inspect", out)
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stdout, c.want)
+		if c.flags != nil {
+			assert.Contains(t, r.stdout, "(optional: its initializer is the default)")
+		}
+	}
 }

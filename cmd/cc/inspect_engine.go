@@ -10,6 +10,7 @@ import (
 
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/readfile"
+	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
 	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
@@ -87,7 +88,14 @@ func inspectEngine(path string, asJSON bool, w io.Writer) error {
 		if i == 0 {
 			label = "inputs"
 		}
-		row(label, "%s %s", b.Name, b.ShapeString())
+		note := ""
+		if b.Default != nil {
+			note = " (optional: its initializer is the default)"
+		}
+		row(label, "%s %s%s", b.Name, b.ShapeString(), note)
+	}
+	if n := len(m.Folded); n > 0 {
+		row("", "(and %d inputs with initializer defaults compiled as constants: %s)", n, ir.FormatList(quoted(m.Folded)))
 	}
 	for i, b := range m.Outputs {
 		label := ""
@@ -163,4 +171,12 @@ func readEngine(path string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(f)
+}
+
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = ir.QuoteName(n)
+	}
+	return out
 }

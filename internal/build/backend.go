@@ -80,7 +80,7 @@ func (*cpuBackend) refuse(*Options) error { return nil }
 
 func (b *cpuBackend) done() []string { return saveCache(b.cache) }
 
-func (*cpuBackend) stage(string) bool { return false }
+func (*cpuBackend) stage(name string) bool { return slices.Contains(cpuStages(), name) }
 
 // cudaBackend compiles CUDA engines, or cuda-sim's (codegen/cuda).
 type cudaBackend struct {
@@ -90,19 +90,12 @@ type cudaBackend struct {
 
 func (*cudaBackend) done() []string { return nil }
 
-func (*cudaBackend) stage(name string) bool {
-	for _, s := range lower.Stages {
-		if s.Name == name {
-			return true
-		}
-	}
-	return false
-}
+func (*cudaBackend) stage(name string) bool { return slices.Contains(lowerStages(), name) }
 
-// dumpProgram returns the driver's Dump for opts' --dump-after: the
-// program after each stage named (or all), as DumpDir/kernels-NN-stage.txt;
-// the first write error is kept in *err.
-func dumpProgram(opts Options, err *error) func(stage string, p *lower.Program) {
+// dumpStages returns a Dump for opts' --dump-after: the text after each
+// of the lowering stages (names, in order) named or all, written as
+// DumpDir/kernels-NN-STAGE.txt; the first write error is kept in *err.
+func dumpStages(opts Options, names []string, err *error) func(stage, text string) {
 	after := set(opts.DumpAfter)
 	if len(after) == 0 {
 		return nil
@@ -111,13 +104,30 @@ func dumpProgram(opts Options, err *error) func(stage string, p *lower.Program) 
 	if write == nil {
 		write = func(path, text string) error { return atomicfile.WriteFile(path, []byte(text), 0o644) }
 	}
-	return func(stage string, p *lower.Program) {
-		i := slices.IndexFunc(lower.Stages, func(s lower.Stage) bool { return s.Name == stage })
+	return func(stage, text string) {
 		if *err != nil || !after["all"] && !after[stage] {
 			return
 		}
+		i := slices.Index(names, stage)
 		if *err = os.MkdirAll(opts.DumpDir, 0o755); *err == nil {
-			*err = write(filepath.Join(opts.DumpDir, fmt.Sprintf("kernels-%02d-%s.txt", i+1, stage)), p.String())
+			*err = write(filepath.Join(opts.DumpDir, fmt.Sprintf("kernels-%02d-%s.txt", i+1, stage)), text)
 		}
 	}
+}
+
+// lowerStages and cpuStages are the two drivers' stage names, in order.
+func lowerStages() []string {
+	var names []string
+	for _, s := range lower.Stages {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+func cpuStages() []string {
+	var names []string
+	for _, s := range cpu.Stages {
+		names = append(names, s.Name)
+	}
+	return names
 }

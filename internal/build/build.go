@@ -263,7 +263,12 @@ func (b *cpuBackend) compile(m *ir.Model, src []byte, opts Options, pc *passes.C
 	}
 	copts := b.opts
 	cpuName := copts.CPU
+	var dumpErr error
+	copts.Dump = dumpStages(opts, cpuStages(), &dumpErr)
 	code, err := cpu.Compile(m, copts)
+	if err == nil {
+		err = dumpErr
+	}
 	if err != nil {
 		return nil, err
 	}

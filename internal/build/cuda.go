@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/cuda"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/frontend/text"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/passes"
@@ -40,7 +41,11 @@ func (b *cudaBackend) compile(m *ir.Model, src []byte, opts Options, pc *passes.
 		gpus = []string{"sm_80"}
 	}
 	var dumpErr error
-	code, err := cuda.Compile(m, cuda.Options{GPUs: gpus, Sim: b.sim, LLC: opts.LLC, Limits: opts.Limits, Dump: dumpProgram(opts, &dumpErr)})
+	copts := cuda.Options{GPUs: gpus, Sim: b.sim, LLC: opts.LLC, Limits: opts.Limits}
+	if dump := dumpStages(opts, lowerStages(), &dumpErr); dump != nil {
+		copts.Dump = func(stage string, p *lower.Program) { dump(stage, p.String()) }
+	}
+	code, err := cuda.Compile(m, copts)
 	if err == nil {
 		err = dumpErr
 	}

@@ -28,9 +28,10 @@ const (
 	Complex64  DType = 14
 	Complex128 DType = 15
 	BFloat16   DType = 16
-	// The 8-, 4- and 2-bit float and int types (IR v9+) are kept so models
-	// that declare them read and write faithfully; kiln does not compute with
-	// them.
+	// The 8-, 4- and 2-bit float and int types (IR v9+): models that
+	// declare them read and write faithfully, and the reference computes
+	// with them through float64 (smallfloat.go) in Cast, CastLike,
+	// QuantizeLinear and DequantizeLinear.
 	Float8E4M3FN   DType = 17
 	Float8E4M3FNUZ DType = 18
 	Float8E5M2     DType = 19
@@ -110,7 +111,8 @@ func (d DType) PerByte() int64 {
 	return 0
 }
 
-// IsFloat reports whether d is a floating-point type kiln computes with.
+// IsFloat reports whether d is a floating-point type kiln computes with
+// natively (not the 8- and 4-bit ones: IsSmallFloat).
 func (d DType) IsFloat() bool {
 	return d == Float32 || d == Float64 || d == Float16 || d == BFloat16
 }

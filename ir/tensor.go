@@ -214,7 +214,8 @@ func (t *Tensor) Clone() *Tensor {
 	return &c
 }
 
-// Float64At returns element i converted to float64, for any numeric dtype.
+// Float64At returns element i converted to float64, for any numeric dtype
+// (the 8-, 4- and 2-bit types included: smallfloat.go).
 func (t *Tensor) Float64At(i int) float64 {
 	switch t.DType {
 	case Float32:
@@ -247,6 +248,12 @@ func (t *Tensor) Float64At(i int) float64 {
 		}
 		return 0
 	}
+	switch {
+	case t.DType.IsSmallFloat():
+		return DecodeSmallFloat(t.DType, t.Code(i))
+	case t.DType.IsPackedInt():
+		return float64(t.packedIntAt(i))
+	}
 	panic(fmt.Sprintf("ir.Tensor.Float64At: %s is not numeric", t.DType))
 }
 
@@ -269,6 +276,9 @@ func (t *Tensor) Int64At(i int) int64 {
 		return Data[int64](t)[i]
 	case Uint64:
 		return int64(Data[uint64](t)[i])
+	}
+	if t.DType.IsPackedInt() {
+		return t.packedIntAt(i)
 	}
 	return int64(t.Float64At(i))
 }

@@ -321,7 +321,7 @@ func Compare(want, got *ir.Tensor, tol Tolerance) (string, bool) {
 		w, g := *want, *got
 		w.DType, g.DType = ir.Uint16, ir.Uint16
 		return compareFloats(ops.Float64s(&w), ops.Float64s(&g), tol)
-	case !want.DType.IsFloat():
+	case !want.DType.IsFloat() && !want.DType.IsSmallFloat(): // the 8- and 4-bit floats compare as floats
 		w, g := ops.Int64s(want), ops.Int64s(got)
 		for i := range w {
 			if w[i] != g[i] {

@@ -34,6 +34,7 @@ var upgrades = []opUpgrade{
 	{op: "AveragePool", from: 7, to: 10},
 	{op: "BatchNormalization", from: 7, to: 9, rewrite: dropSpatial},
 	{op: "Clip", from: 6, to: 11, rewrite: clipAttrsToInputs},
+	{op: "Compress", from: 9, to: 11},
 	{op: "Constant", from: 1, to: 11},
 	{op: "Constant", from: 11, to: 12},
 	{op: "DepthToSpace", from: 1, to: 11},
@@ -57,12 +58,14 @@ var upgrades = []opUpgrade{
 	{op: "MaxUnpool", from: 9, to: 11},
 	{op: "NegativeLogLikelihoodLoss", from: 12, to: 13},
 	{op: "NonMaxSuppression", from: 10, to: 11},
+	{op: "NonZero", from: 9, to: 13},
 	{op: "Pad", from: 2, to: 11, rewrite: padAttrsToInputs},
 	{op: "Pow", from: 7, to: 12},
 	{op: "ReduceSum", from: 1, to: 13, rewrite: intsAttrToInput("axes", 1)},
 	{op: "Resize", from: 10, to: 13, rewrite: resize10To13},
 	{op: "Resize", from: 11, to: 13},
 	{op: "Scan", from: 9, to: 11},
+	{op: "Scatter", from: 9, to: 11, rewrite: scatterToScatterElements},
 	{op: "Slice", from: 1, to: 10, rewrite: sliceAttrsToInputs},
 	{op: "Softmax", from: 1, to: 13, rewrite: softmaxOnLastAxis},
 	{op: "SoftmaxCrossEntropyLoss", from: 12, to: 13},
@@ -74,10 +77,6 @@ var upgrades = []opUpgrade{
 	{op: "Upsample", from: 7, to: 9, rewrite: upsampleScalesToInput},
 	{op: "Upsample", from: 9, to: 10, rewrite: upsampleToResize},
 }
-
-// unregistered are the ONNX versions of ops kiln has no row for that an
-// upgrade rewrites away: Upsample became Resize at 10.
-var unregistered = map[string][]int64{"Upsample": {7, 9}}
 
 // upgrader raises one model's default-domain opset.
 type upgrader struct {
@@ -204,23 +203,13 @@ func (u *upgrader) refusal(n *ir.Node, orig, target int64, lookupErr error) erro
 		n, u.from, u.why, what, u.hint)
 }
 
-// versionAt is the Since of op's row in effect at opset (kiln's registry,
-// or unregistered's versions).
+// versionAt is the Since of op's row in effect at opset.
 func versionAt(op string, opset int64) (int64, error) {
 	s, err := ops.Lookup("", op, opset)
-	if err == nil {
-		return s.Since, nil
-	}
-	var found int64
-	for _, v := range unregistered[op] {
-		if v <= opset {
-			found = v
-		}
-	}
-	if found == 0 || opset >= 10 && op == "Upsample" {
+	if err != nil {
 		return 0, err
 	}
-	return found, nil
+	return s.Since, nil
 }
 
 func findUpgrade(op string, from int64) (opUpgrade, bool) {
@@ -464,6 +453,13 @@ func upsampleScalesToInput(u *upgrader, n *ir.Node) error {
 }
 
 // upsampleToResize: Upsample-9 is Resize-10 under another name.
+// scatterToScatterElements: ONNX deprecated Scatter-9 at 11 for
+// ScatterElements-11, the same op by its new name.
+func scatterToScatterElements(u *upgrader, n *ir.Node) error {
+	n.OpType = "ScatterElements"
+	return nil
+}
+
 func upsampleToResize(u *upgrader, n *ir.Node) error {
 	n.OpType = "Resize"
 	return nil

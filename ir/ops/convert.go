@@ -39,7 +39,7 @@ func Int64s(t *ir.Tensor) []int64 {
 		copy(out, ir.Data[int64](t))
 		return out
 	}
-	if t.DType.IsFloat() {
+	if t.DType.IsFloat() || t.DType.IsSmallFloat() {
 		for i := range out {
 			out[i] = int64(t.Float64At(i))
 		}
@@ -52,9 +52,17 @@ func Int64s(t *ir.Tensor) []int64 {
 }
 
 // FromFloat64s makes a tensor of dtype from float64 values, rounding to the
-// nearest representable value for floating types and truncating toward zero
-// (then wrapping) for integer types. NaN becomes 0 in integer types.
+// nearest representable value for floating types (saturating the 8- and
+// 4-bit ones, rounding up into float8e8m0: Cast's defaults) and truncating
+// toward zero (then wrapping) for integer types. NaN becomes 0 in integer
+// types.
 func FromFloat64s(dtype ir.DType, dims []int64, v []float64) *ir.Tensor {
+	return fromFloat64sCast(dtype, dims, v, true, ir.RoundUp)
+}
+
+// fromFloat64sCast is FromFloat64s with Cast's options for the 8- and 4-bit
+// float types: saturate, and the rounding into float8e8m0.
+func fromFloat64sCast(dtype ir.DType, dims []int64, v []float64, saturate bool, mode ir.RoundMode) *ir.Tensor {
 	t := ir.NewTensor(dtype, dims...)
 	switch dtype {
 	case ir.Float32:
@@ -81,7 +89,17 @@ func FromFloat64s(dtype ir.DType, dims []int64, v []float64) *ir.Tensor {
 				d[i] = 1
 			}
 		}
+	case ir.Float8E8M0:
+		for i, x := range v {
+			t.SetCode(i, ir.EncodeFloat8E8M0(x, saturate, mode))
+		}
 	default:
+		if dtype.IsSmallFloat() {
+			for i, x := range v {
+				t.SetCode(i, ir.EncodeSmallFloat(dtype, x, saturate))
+			}
+			break
+		}
 		ints := make([]int64, len(v))
 		for i, x := range v {
 			ints[i] = floatToInt(x, dtype)
@@ -114,7 +132,7 @@ func floatToInt(x float64, dtype ir.DType) int64 {
 // type's width (two's complement), as C and ONNX Runtime do.
 func FromInt64s(dtype ir.DType, dims []int64, v []int64) *ir.Tensor {
 	t := ir.NewTensor(dtype, dims...)
-	if dtype.IsFloat() {
+	if dtype.IsFloat() || dtype.IsSmallFloat() {
 		f := make([]float64, len(v))
 		for i, x := range v {
 			f[i] = float64(x)
@@ -150,6 +168,10 @@ func fillInts(t *ir.Tensor, v []int64) {
 		copy(ir.Data[int64](t), v)
 	case ir.Uint64:
 		narrow[uint64](t, v)
+	case ir.Int4, ir.Uint4, ir.Int2, ir.Uint2:
+		for i, x := range v {
+			t.SetCode(i, uint8(x)) // the low bits: two's complement wrapping
+		}
 	default:
 		panic(fmt.Sprintf("ops: fillInts on %s", t.DType))
 	}

@@ -3,7 +3,6 @@ package ops
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/kiln-ml/kiln/ir"
@@ -16,29 +15,27 @@ var miscOps = []*Schema{
 	{Name: "Identity", Since: 1, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
 		Types: allTypes, Infer: SameAsInput, Run: runIdentity, Containers: true},
 
-	// Cast-19 added saturate, which only concerns the float8 types kiln
-	// does not compute with; it is accepted and has no effect.
+	// Cast-19 added the float8 types and saturate (for them), 21 int4 and
+	// uint4, 23 float4e2m1, 24 float8e8m0 with round_mode (the rounding
+	// into it), 25 int2 and uint2: the later types share the 19 and 24 rows.
 	{Name: "Cast", Since: 6, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: []AttrDef{{Name: "to", Kind: ir.AttrInt, Required: true}},
 		Types: allTypes, Infer: inferCast, Run: runCast},
 	{Name: "Cast", Since: 19, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: []AttrDef{{Name: "to", Kind: ir.AttrInt, Required: true}, defInt("saturate", 1)},
-		Types: allTypes, Infer: inferCast, Run: runCast},
-	// Cast-24 added round_mode, the rounding into float8e8m0, a type kiln
-	// does not compute with (such a cast is unsupported): it is checked and
-	// has no effect. Cast-25 only added int2 and uint2.
+		Types: castTypes, Infer: inferCast, Run: runCast},
 	{Name: "Cast", Since: 24, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: []AttrDef{{Name: "to", Kind: ir.AttrInt, Required: true}, defString("round_mode", "up"), defInt("saturate", 1)},
-		Types: allTypes, Infer: inferCast, Run: runCast},
+		Types: castTypes, Infer: inferCast, Run: runCast},
 
 	// CastLike casts to its second input's element type (the values of
 	// that input are not read); its versions follow Cast's.
 	{Name: "CastLike", Since: 15, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
 		Types: allTypes, Infer: inferCastLike, Run: runCastLike},
 	{Name: "CastLike", Since: 19, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
-		Attrs: []AttrDef{defInt("saturate", 1)}, Types: allTypes, Infer: inferCastLike, Run: runCastLike},
+		Attrs: []AttrDef{defInt("saturate", 1)}, Types: castTypes, Infer: inferCastLike, Run: runCastLike},
 	{Name: "CastLike", Since: 24, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
-		Attrs: []AttrDef{defString("round_mode", "up"), defInt("saturate", 1)}, Types: allTypes, Infer: inferCastLike, Run: runCastLike},
+		Attrs: []AttrDef{defString("round_mode", "up"), defInt("saturate", 1)}, Types: castTypes, Infer: inferCastLike, Run: runCastLike},
 
 	// Clip's bounds were attributes until opset 11, then optional inputs;
 	// opset 12 added the integer types.
@@ -60,6 +57,9 @@ var miscOps = []*Schema{
 
 func init() { register(miscOps) }
 
+// castTypes are the element types Cast-19 and later convert between.
+var castTypes = concatTypes(allTypes, smallTypes)
+
 // runIdentity returns its input: tensors are values no kernel modifies.
 func runIdentity(c *KernelContext) error {
 	c.Set(0, c.In(0))
@@ -71,30 +71,42 @@ func inferCast(c *InferContext) error {
 	if !to.Valid() || to == ir.Undefined {
 		return c.Errorf("attribute to is %d, not an element type", c.Int("to"))
 	}
-	if c.declares("round_mode") && !slices.Contains(castRoundModes, c.String("round_mode")) {
-		return c.Errorf("round_mode is %q, want up, down or nearest", c.String("round_mode"))
+	if c.declares("round_mode") {
+		if _, err := ir.ParseRoundMode(c.String("round_mode")); err != nil {
+			return c.Errorf("%v", err)
+		}
 	}
 	c.Set(0, ir.TensorType(to, c.In(0).Shape.Clone()))
 	return nil
 }
 
 func inferCastLike(c *InferContext) error {
-	if c.declares("round_mode") && !slices.Contains(castRoundModes, c.String("round_mode")) {
-		return c.Errorf("round_mode is %q, want up, down or nearest", c.String("round_mode"))
+	if c.declares("round_mode") {
+		if _, err := ir.ParseRoundMode(c.String("round_mode")); err != nil {
+			return c.Errorf("%v", err)
+		}
 	}
 	c.Set(0, ir.TensorType(c.In(1).Elem, c.In(0).Shape.Clone()))
 	return nil
 }
 
-// castRoundModes are Cast-24's roundings into float8e8m0.
-var castRoundModes = []string{"up", "down", "nearest"}
-
 // runCast converts through float64 when either side is a floating type
-// (rounding to nearest, truncating toward zero into integers, NaN to 0),
-// else through int64 (wrapping to narrower types, as C casts do).
+// (rounding to nearest, truncating toward zero into integers, NaN to 0;
+// the 8- and 4-bit floats as saturate and round_mode say), else through
+// int64 (wrapping to narrower types, as C casts do).
 func runCast(c *KernelContext) error { return castTo(c, ir.DType(c.Int("to"))) }
 
 func runCastLike(c *KernelContext) error { return castTo(c, c.In(1).DType) }
+
+// castOptions are Cast's saturate (default on) and round_mode (default up)
+// where the node's version has them.
+func castOptions(c *KernelContext) (saturate bool, mode ir.RoundMode, err error) {
+	saturate = !c.declares("saturate") || c.Int("saturate") != 0
+	if c.declares("round_mode") {
+		mode, err = ir.ParseRoundMode(c.String("round_mode"))
+	}
+	return saturate, mode, err
+}
 
 // castTo converts input 0 to element type to.
 func castTo(c *KernelContext, to ir.DType) error {
@@ -102,20 +114,23 @@ func castTo(c *KernelContext, to ir.DType) error {
 	if err := checkType(c, x.DType); err != nil {
 		return err
 	}
-	if !slices.Contains(allTypes, to) {
+	if !c.schema.SupportsType(to) {
 		return c.Unsupported(to)
 	}
+	saturate, mode, err := castOptions(c)
+	if err != nil {
+		return c.Errorf("%v", err)
+	}
 	var out *ir.Tensor
-	var err error
 	switch {
 	case x.DType == to:
 		out = x
 	case x.DType == ir.String:
-		out, err = parseStrings(x, to)
+		out, err = parseStrings(x, to, saturate, mode)
 	case to == ir.String:
 		out = formatStrings(x)
-	case x.DType.IsFloat() || to.IsFloat():
-		out = FromFloat64s(to, x.Dims, Float64s(x))
+	case x.DType.IsFloat() || to.IsFloat() || x.DType.IsSmallFloat() || to.IsSmallFloat():
+		out = fromFloat64sCast(to, x.Dims, Float64s(x), saturate, mode)
 	default:
 		out = FromInt64s(to, x.Dims, Int64s(x))
 	}
@@ -128,8 +143,8 @@ func castTo(c *KernelContext, to ir.DType) error {
 
 // parseStrings reads numbers written in decimal (integers) or as Go and
 // numpy write floats, including "inf", "-INF" and "NaN".
-func parseStrings(x *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
-	if to.IsInt() {
+func parseStrings(x *ir.Tensor, to ir.DType, saturate bool, mode ir.RoundMode) (*ir.Tensor, error) {
+	if to.IsInt() || to.IsPackedInt() {
 		v := make([]int64, len(x.Strings))
 		for k, s := range x.Strings {
 			var err error
@@ -153,7 +168,7 @@ func parseStrings(x *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
 			return nil, err
 		}
 	}
-	return FromFloat64s(to, x.Dims, v), nil
+	return fromFloat64sCast(to, x.Dims, v, saturate, mode), nil
 }
 
 // formatStrings writes floats in the shortest form that reads back to the
@@ -161,7 +176,7 @@ func parseStrings(x *ir.Tensor, to ir.DType) (*ir.Tensor, error) {
 func formatStrings(x *ir.Tensor) *ir.Tensor {
 	out := ir.NewTensor(ir.String, x.Dims...)
 	switch {
-	case x.DType.IsFloat():
+	case x.DType.IsFloat() || x.DType.IsSmallFloat():
 		bits := 32
 		if x.DType == ir.Float64 {
 			bits = 64

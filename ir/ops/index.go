@@ -30,6 +30,10 @@ var indexOps = []*Schema{
 	{Name: "GatherND", Since: 12, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: []AttrDef{{Name: "batch_dims", Kind: ir.AttrInt, Default: ir.AttrI("batch_dims", 0)}},
 		Types: allTypes, Infer: inferGatherND, Run: runGatherND},
+	// Scatter-9 is ScatterElements-11 under its old name; ONNX deprecated
+	// it at 11.
+	scatter9,
+	deprecatedRow(scatter9, 11, "ScatterElements"),
 	// Scatter reductions: none before 16, add/mul from 16, max/min from 18.
 	{Name: "ScatterElements", Since: 11, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: []AttrDef{{Name: "axis", Kind: ir.AttrInt, Default: ir.AttrI("axis", 0)}},
@@ -81,9 +85,41 @@ var indexOps = []*Schema{
 		Attrs: resize18Attrs, Types: numericTypes, Infer: inferResize, Run: runResize},
 	{Name: "Resize", Since: 19, MinInputs: 1, MaxInputs: 4, MinOutputs: 1, MaxOutputs: 1,
 		Attrs: resize18Attrs, Types: numericTypes, Infer: inferResize, Run: runResize},
+	// Upsample is Resize-10 by its old name (asymmetric coordinates,
+	// nearest or linear), its scales at least 1: an attribute in v7, the
+	// second input from v9. ONNX deprecated it at 10.
+	{Name: "Upsample", Since: 7, MinInputs: 1, MaxInputs: 1, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "mode", Kind: ir.AttrString, Default: ir.AttrS("mode", "nearest")}, {Name: "scales", Kind: ir.AttrFloats, Required: true}},
+		Types: numericTypes, Infer: inferUpsample, Run: runUpsample},
+	upsample9,
+	deprecatedRow(upsample9, 10, "Resize"),
 }
 
+var (
+	scatter9 = &Schema{Name: "Scatter", Since: 9, MinInputs: 3, MaxInputs: 3, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "axis", Kind: ir.AttrInt, Default: ir.AttrI("axis", 0)}},
+		Types: allTypes, Infer: inferScatterElements, Run: runScatterElements}
+	upsample9 = &Schema{Name: "Upsample", Since: 9, MinInputs: 2, MaxInputs: 2, MinOutputs: 1, MaxOutputs: 1,
+		Attrs: []AttrDef{{Name: "mode", Kind: ir.AttrString, Default: ir.AttrS("mode", "nearest")}},
+		Types: numericTypes, Infer: inferUpsample, Run: runUpsample}
+)
+
 func init() { register(indexOps) }
+
+// deprecatedRow is the version at which ONNX deprecated an op in favour of
+// another: it keeps the previous row's signature (so that a node of it
+// checks) and refuses to run, naming the replacement.
+func deprecatedRow(prev *Schema, since int64, use string) *Schema {
+	s := *prev
+	s.Since = since
+	refuse := func(n *ir.Node, opset int64) error {
+		return &UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: opset,
+			Reason: fmt.Sprintf("deprecated since opset %d: use %s", since, use)}
+	}
+	s.Infer = func(c *InferContext) error { return refuse(c.Node, c.Opset) }
+	s.Run = func(c *KernelContext) error { return refuse(c.Node, c.Opset) }
+	return &s
+}
 
 var (
 	reductionAttr = AttrDef{Name: "reduction", Kind: ir.AttrString, Default: ir.AttrS("reduction", "none")}
@@ -1175,12 +1211,61 @@ func resizeAttrsOf(a attrs, opset int64) (resizeAttrs, error) {
 }
 
 // resizeInputs numbers Resize's optional inputs by version: Resize-10 has
-// scales at 1 and nothing else.
+// scales at 1 and nothing else (as Upsample-9; Upsample-7 has none).
 func resizeInputs(a attrs) (roi, scales, sizes int) {
-	if !a.declares("coordinate_transformation_mode") {
+	switch {
+	case a.declares("scales"):
+		return -1, -1, -1
+	case !a.declares("coordinate_transformation_mode"):
 		return -1, 1, -1
 	}
 	return 1, 2, 3
+}
+
+// upsampleScales is Upsample-7's scales attribute as a tensor, or nil for
+// the rows that take scales as an input.
+func upsampleScales(a attrs) *ir.Tensor {
+	if !a.declares("scales") {
+		return nil
+	}
+	s := a.Floats("scales")
+	return ir.FromSlice(ir.Float32, []int64{int64(len(s))}, append([]float32{}, s...))
+}
+
+// checkUpsampleScales refuses scales below 1: Upsample only enlarges
+// (Resize downsamples).
+func checkUpsampleScales(scales *ir.Tensor) error {
+	if scales == nil || !scales.DType.IsFloat() {
+		return nil // planResize names a missing or mistyped scales
+	}
+	for _, s := range Float64s(scales) {
+		if !(s >= 1) {
+			return fmt.Errorf("scale %v is below 1: Upsample only enlarges (use Resize to shrink)", s)
+		}
+	}
+	return nil
+}
+
+func inferUpsample(c *InferContext) error {
+	scales := upsampleScales(c.attrs)
+	if scales == nil {
+		scales = c.Const(1)
+	}
+	if err := checkUpsampleScales(scales); err != nil {
+		return c.Errorf("%v", err)
+	}
+	return inferResize(c)
+}
+
+func runUpsample(c *KernelContext) error {
+	scales := upsampleScales(c.attrs)
+	if scales == nil {
+		scales = c.In(1)
+	}
+	if err := checkUpsampleScales(scales); err != nil {
+		return c.Errorf("%v", err)
+	}
+	return runResize(c)
 }
 
 // resizePlan is the geometry of one Resize: per input axis, the output
@@ -1365,6 +1450,9 @@ func inferResize(c *InferContext) error {
 	_, si, zi := resizeInputs(c.attrs)
 	scales, ok1 := resizeArg(c, si)
 	sizes, ok2 := resizeArg(c, zi)
+	if t := upsampleScales(c.attrs); t != nil {
+		scales, ok1 = t, true
+	}
 	if x.Shape.Ranked && ok1 && scales == nil && !ok2 {
 		if out, ok := resizeSymSizes(r, x.Shape, c.SymInts(zi)); ok {
 			c.Set(0, ir.TensorType(x.Elem, out))
@@ -1614,7 +1702,11 @@ func (c *KernelContext) ResizeSpec(dims []int64) (*Resize, error) {
 			return nil, c.Errorf("input %d (scales or sizes) is not known", i)
 		}
 	}
-	p, err := planResize(r, ir.S(dims...), arg(si), arg(zi))
+	scales := arg(si)
+	if t := upsampleScales(c.attrs); t != nil {
+		scales = t
+	}
+	p, err := planResize(r, ir.S(dims...), scales, arg(zi))
 	if err != nil {
 		return nil, c.Errorf("%v", err)
 	}

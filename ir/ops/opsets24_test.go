@@ -56,8 +56,10 @@ func TestOpsets24To26(t *testing.T) {
 		}
 		for _, d := range v.newTypes {
 			// A row's types are what its kernel computes: the new 8-, 4- and
-			// 2-bit types are refused, bfloat16 (TopK) was computed before.
-			computed := d == ir.BFloat16
+			// 2-bit types only Cast and DequantizeLinear take as their
+			// primary type (QuantizeLinear's is its float input);
+			// bfloat16 (TopK) was computed before.
+			computed := d == ir.BFloat16 || v.op == "Cast" || v.op == "DequantizeLinear"
 			assert.Equal(t, computed, s.SupportsType(d), "%s-%d for %s", v.op, v.version, d)
 		}
 		last, err := Lookup("", v.op, 26)
@@ -82,16 +84,24 @@ func requireUnsupportedType(t *testing.T, err error, d ir.DType) {
 
 func TestCast24RoundMode(t *testing.T) {
 	x := vec(ir.Float32, float32(1.5), -2.25, 1e6)
-	for _, mode := range castRoundModes {
+	for _, mode := range []string{"up", "down", "nearest"} {
 		out, err := callKernel(t, "Cast", 24, []*ir.Tensor{x}, 1, ir.AttrI("to", int64(ir.Int32)), ir.AttrS("round_mode", mode))
 		require.NoError(t, err, mode)
 		assert.Equal(t, []int32{1, -2, 1000000}, ir.Data[int32](out[0]), mode)
 	}
-	// Rounding into float8e8m0 is what round_mode is for, and kiln does not
-	// compute that type; nor int2 and uint2 (Cast-25).
-	for _, to := range []ir.DType{ir.Float8E8M0, ir.Int2, ir.Uint2} {
-		_, err := callKernel(t, "Cast", 25, []*ir.Tensor{x}, 1, ir.AttrI("to", int64(to)), ir.AttrS("round_mode", "down"))
-		requireUnsupportedType(t, err, to)
+	// round_mode rounds into float8e8m0: 1.5 lies between 2^0 and 2^1,
+	// 2.25 between 2^1 and 2^2 (nearer the lower), 1e6 between 2^19 and
+	// 2^20 (nearer the upper).
+	for mode, want := range map[string][]byte{"up": {128, 129, 147}, "down": {127, 128, 146}, "nearest": {128, 128, 147}} {
+		out, err := callKernel(t, "Cast", 24, []*ir.Tensor{x}, 1, ir.AttrI("to", int64(ir.Float8E8M0)), ir.AttrS("round_mode", mode))
+		require.NoError(t, err, mode)
+		assert.Equal(t, want, out[0].Raw, mode)
+	}
+	// Cast-25's int2 and uint2 wrap as the wider integers do.
+	for to, want := range map[ir.DType][]float64{ir.Int2: {1, -2, 0}, ir.Uint2: {1, 2, 0}} {
+		out, err := callKernel(t, "Cast", 25, []*ir.Tensor{x}, 1, ir.AttrI("to", int64(to)))
+		require.NoError(t, err, to.String())
+		assert.Equal(t, want, Float64s(out[0]), to.String())
 	}
 
 	s, err := Lookup("", "Cast", 24)
@@ -107,18 +117,28 @@ func TestCast24RoundMode(t *testing.T) {
 	assert.ErrorContains(t, s.CheckNode(n), `unknown attribute "round_mode"`)
 }
 
-func TestQuantizers25RefuseTwoBitTypes(t *testing.T) {
-	x := vec(ir.Float32, float32(0.5), -1.25, 3)
+func TestQuantizers25TwoBitTypes(t *testing.T) {
+	x := vec(ir.Float32, float32(0.5), -1.25, 3, -7)
 	scale := ir.Scalar(ir.Float32, float32(0.5))
-	for _, d := range []ir.DType{ir.Int2, ir.Uint2} {
-		_, err := callKernel(t, "QuantizeLinear", 25, []*ir.Tensor{x, scale}, 1, ir.AttrI("output_dtype", int64(d)))
-		requireUnsupportedType(t, err, d)
+	// x / 0.5 = 1, -2.5, 6, -14: rounded half to even, then saturated.
+	for d, want := range map[ir.DType][]float64{ir.Int2: {1, -2, 1, -2}, ir.Uint2: {1, 0, 3, 0}} {
+		q, err := callKernel(t, "QuantizeLinear", 25, []*ir.Tensor{x, scale}, 1, ir.AttrI("output_dtype", int64(d)))
+		require.NoError(t, err, d.String())
+		assert.Equal(t, want, Float64s(q[0]), d.String())
+		back, err := callKernel(t, "DequantizeLinear", 25, []*ir.Tensor{q[0], scale}, 1)
+		require.NoError(t, err, d.String())
+		for i, v := range want {
+			assert.Equal(t, v*0.5, Float64s(back[0])[i], "%s element %d", d, i)
+		}
 	}
 	s, err := Lookup("", "DequantizeLinear", 25)
 	require.NoError(t, err)
-	for _, d := range []ir.DType{ir.Int2, ir.Uint2, ir.Float8E8M0} {
-		assert.False(t, s.SupportsType(d), d.String())
+	for _, d := range []ir.DType{ir.Int2, ir.Uint2, ir.Float8E8M0, ir.Float4E2M1} {
+		assert.True(t, s.SupportsType(d), d.String())
 	}
+	s, err = Lookup("", "DequantizeLinear", 19)
+	require.NoError(t, err)
+	assert.False(t, s.SupportsType(ir.Int4), "int4 came with DequantizeLinear-21")
 }
 
 // ONNX's node tests of opset 25 pair a scalar scale with a [1] zero point

@@ -13,14 +13,22 @@ import (
 // convolutions. Scales apply in float32, as the ONNX spec, its reference
 // implementation and ONNX Runtime do, so that rounding (half to even) and
 // saturation give the same integers; the integer accumulations are exact.
-// The 8-bit float and 4-bit integer types are read and written by kiln but
-// not computed with: those kernels return UnsupportedError.
+// QuantizeLinear and DequantizeLinear also take the 8- and 4-bit float
+// types and the packed integers (ir's smallfloat.go): a float result is
+// the float value x / scale + zero point, rounded as Cast rounds into the
+// type (saturate as the node says); the other quantized kernels take
+// 8-bit integers only.
 
 var (
 	quantizeTypes10   = []ir.DType{ir.Float32, ir.Int32}
 	quantizeTypes19   = []ir.DType{ir.Float32, ir.Int32, ir.Float16, ir.BFloat16}
 	dequantizeTypes10 = []ir.DType{ir.Int8, ir.Uint8, ir.Int32}
-	dequantizeTypes21 = []ir.DType{ir.Int8, ir.Uint8, ir.Int32, ir.Int16, ir.Uint16}
+	// DequantizeLinear-19 added the float8 types, 21 the 16-bit integers
+	// and int4 and uint4, 23 float4e2m1, 24 float8e8m0, 25 int2 and uint2
+	// (the last two versions share the 23 row).
+	dequantizeTypes19 = concatTypes(dequantizeTypes10, float8Types)
+	dequantizeTypes21 = concatTypes(dequantizeTypes19, []ir.DType{ir.Int16, ir.Uint16, ir.Int4, ir.Uint4})
+	dequantizeTypes23 = concatTypes(dequantizeTypes21, []ir.DType{ir.Float4E2M1, ir.Float8E8M0, ir.Int2, ir.Uint2})
 	int8Types         = []ir.DType{ir.Int8, ir.Uint8}
 )
 
@@ -44,9 +52,9 @@ var quantOps = []*Schema{
 	// type, v21 blocked scales and 16-bit inputs, v23 output_dtype.
 	quantRow("DequantizeLinear", 10, 2, 3, 1, dequantizeTypes10, nil, inferDequantize, runDequantize),
 	quantRow("DequantizeLinear", 13, 2, 3, 1, dequantizeTypes10, []AttrDef{defInt("axis", 1)}, inferDequantize, runDequantize),
-	quantRow("DequantizeLinear", 19, 2, 3, 1, dequantizeTypes10, []AttrDef{defInt("axis", 1)}, inferDequantize, runDequantize),
+	quantRow("DequantizeLinear", 19, 2, 3, 1, dequantizeTypes19, []AttrDef{defInt("axis", 1)}, inferDequantize, runDequantize),
 	quantRow("DequantizeLinear", 21, 2, 3, 1, dequantizeTypes21, []AttrDef{defInt("axis", 1), defInt("block_size", 0)}, inferDequantize, runDequantize),
-	quantRow("DequantizeLinear", 23, 2, 3, 1, dequantizeTypes21, []AttrDef{defInt("axis", 1), defInt("block_size", 0),
+	quantRow("DequantizeLinear", 23, 2, 3, 1, dequantizeTypes23, []AttrDef{defInt("axis", 1), defInt("block_size", 0),
 		defInt("output_dtype", 0)}, inferDequantize, runDequantize),
 	quantRow("DynamicQuantizeLinear", 11, 1, 1, 3, []ir.DType{ir.Float32}, nil, inferDynamicQuantize, runDynamicQuantize),
 	quantRow("MatMulInteger", 10, 2, 4, 1, int8Types, nil, inferMatMulInteger, runMatMulInteger),
@@ -62,6 +70,10 @@ func init() { register(quantOps) }
 
 // intRange is the range an integer quantized type saturates to.
 func intRange(d ir.DType) (lo, hi float64, ok bool) {
+	if d.IsPackedInt() {
+		l, h := ir.PackedIntRange(d)
+		return float64(l), float64(h), true
+	}
 	switch d {
 	case ir.Uint8:
 		return 0, math.MaxUint8, true
@@ -303,8 +315,8 @@ func runQuantize(c *KernelContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	lo, hi, ok := intRange(out)
-	if !ok {
+	lo, hi, isInt := intRange(out)
+	if !isInt && !out.IsSmallFloat() {
 		return c.Unsupported(out)
 	}
 	idx, err := quantIndex(c.attrs, x.Dims, scale.Dims)
@@ -325,9 +337,14 @@ func runQuantize(c *KernelContext) error {
 		if zp != nil {
 			z = zv[idx[i]]
 		}
+		if !isInt {
+			y[i] = float64(q + float32(z)) // in float32 as the spec's formula; rounded into out below, as Cast does
+			continue
+		}
 		y[i] = requantize(float64(q), z, lo, hi)
 	}
-	c.Set(0, FromFloat64s(out, x.Dims, y))
+	saturate := !c.declares("saturate") || c.Int("saturate") != 0
+	c.Set(0, fromFloat64sCast(out, x.Dims, y, saturate, ir.RoundUp))
 	return nil
 }
 

@@ -34,10 +34,16 @@ func TestQuantizeLinearRoundingAndSaturation(t *testing.T) {
 		ir.AttrI("output_dtype", int64(ir.Int16)))
 	require.NoError(t, err)
 	assert.Equal(t, []int16{32767, -5}, ir.Data[int16](out[0]))
-	// float8 outputs are declared but not computed.
-	_, err = callKernel(t, "QuantizeLinear", 21, []*ir.Tensor{x, ir.Scalar(ir.Float32, float32(1))}, 1,
-		ir.AttrI("output_dtype", int64(ir.Float8E4M3FN)))
-	assert.ErrorAs(t, err, new(*UnsupportedError))
+	// float8 outputs round x / scale as Cast does: 300 and -300 lie beyond
+	// float8e4m3fnuz's 240, saturated by default and NaN without.
+	out, err = callKernel(t, "QuantizeLinear", 21, []*ir.Tensor{x, ir.Scalar(ir.Float32, float32(1))}, 1,
+		ir.AttrI("output_dtype", int64(ir.Float8E4M3FNUZ)))
+	require.NoError(t, err)
+	assert.Equal(t, []float64{0.5, 1.5, 2.5, -0.5, -1.5, 240, -240, 3.5}, Float64s(out[0]))
+	out, err = callKernel(t, "QuantizeLinear", 21, []*ir.Tensor{x, ir.Scalar(ir.Float32, float32(1))}, 1,
+		ir.AttrI("output_dtype", int64(ir.Float8E4M3FNUZ)), ir.AttrI("saturate", 0))
+	require.NoError(t, err)
+	assert.Equal(t, []byte{0x80, 0x80}, out[0].Raw[5:7], "out of range without saturation is NaN")
 }
 
 func TestQuantizeDequantizeAxisAndBlocks(t *testing.T) {

@@ -96,6 +96,8 @@ func init() {
 		{op: "GatherElements", args: []arg{in(3, 4), tensor(i64([]int64{2, 4}, 0, 2, 1, 0, 2, 2, 0, 1))}, attrs: []*ir.Attribute{ir.AttrI("axis", 0)}},
 		{op: "DepthToSpace", args: []arg{in(1, 8, 2, 3)}, attrs: []*ir.Attribute{ir.AttrI("blocksize", 2)}},
 		{op: "SpaceToDepth", args: []arg{in(1, 2, 4, 6)}, attrs: []*ir.Attribute{ir.AttrI("blocksize", 2)}},
+		{op: "ReverseSequence", args: []arg{in(4, 3, 2), tensor(i64([]int64{3}, 4, 0, 3))}},
+		{op: "ReverseSequence", args: []arg{in(2, 5), tensor(i64([]int64{2}, 5, 2))}, attrs: []*ir.Attribute{ir.AttrI("batch_axis", 0), ir.AttrI("time_axis", 1)}},
 		// linalg.go
 		{op: "Gemm", args: []arg{in(3, 4), in(4, 5), in(5)}},
 		{op: "Gemm", args: []arg{in(4, 3), in(5, 4), in(3, 1)}, attrs: []*ir.Attribute{ir.AttrI("transA", 1), ir.AttrI("transB", 1), ir.AttrF("alpha", 0.5), ir.AttrF("beta", 2)}},

@@ -60,13 +60,19 @@ func init() {
 		"SpaceToDepth": func(c *Ctx) ([]*ir.Value, error) {
 			return []*ir.Value{c.Op("DepthToSpace", []*ir.Value{c.DY[0]}, ir.AttrI("blocksize", c.Int("blocksize")))}, nil
 		},
+		// Reversing the same prefixes again undoes it.
+		"ReverseSequence": func(c *Ctx) ([]*ir.Value, error) {
+			return []*ir.Value{c.Op("ReverseSequence", []*ir.Value{c.DY[0], c.Node.Inputs[1]}, c.Node.Attrs...)}, nil
+		},
 	})
 	notDifferentiable("", "its result does not depend on its input's values (a shape or a constant)",
 		"Shape", "Size", "Constant", "ConstantOfShape", "EyeLike", "Range", "OneHot")
 	notDifferentiable("", "not implemented: scattering dy to repeated indices needs ScatterND with reduction=add over the gathered axis moved first; embeddings are the use", "Gather")
 	notDifferentiable("", "not implemented: its gradient is a GatherND-shaped scatter", "GatherND")
-	notDifferentiable("", "not implemented: the updates' gradient gathers dy at the indices and the data's masks them out", "ScatterElements", "ScatterND")
-	notDifferentiable("", "not implemented: the gradient of an interpolation is its transpose, a scatter of each output's taps", "Resize")
+	notDifferentiable("", "not implemented: the updates' gradient gathers dy at the indices and the data's masks them out", "Scatter", "ScatterElements", "ScatterND")
+	notDifferentiable("", "not implemented: the gradient of an interpolation is its transpose, a scatter of each output's taps", "Resize", "Upsample")
+	notDifferentiable("", "an integer result (the coordinates of the nonzero elements)", "NonZero")
+	notDifferentiable("", "not implemented: the gradient puts dy back at the kept slices and zeros elsewhere, a scatter along the axis", "Compress")
 }
 
 // sliceAxis is x[start:end] along axis (Slice in the opset's form).

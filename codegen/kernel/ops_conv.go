@@ -322,10 +322,120 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
+// defCol2Im sums into each image element the columns' values that land
+// on it: block element b of block position l lands at l·s - pad + b·d
+// (Col2ImSpec), so along each axis image position o gathers, for every
+// b, the l = (o + pad - b·d)/s that is whole and in range (a reduction
+// over the block's elements).
+func defCol2Im(c *Ctx) error {
+	x, out := c.In[0], c.Out[0]
+	image, _, err := c.ConstInts(1)
+	if err != nil {
+		return err
+	}
+	block, _, err := c.ConstInts(2)
+	if err != nil {
+		return err
+	}
+	g, err := c.Col2ImSpec(image, block)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	k := len(image)
+	if x.Rank() != 3 || out.Rank() != k+2 {
+		return c.Unsupported("input of rank %d for a %d-D image", x.Rank(), k)
+	}
+	valid := Bool(true)
+	col, pos := Mul(Var(1), C(ir.Product(block))), C(0) // the column's row and its block position
+	for a := range k {
+		t := Sub(Add(Var(2+a), C(g.Pads[a])), Mul(RVar(a), C(g.Dilations[a])))
+		l := Div(t, C(g.Strides[a]))
+		valid = And(valid, And(And(Ge(t, C(0)), Eq(Rem(t, C(g.Strides[a])), C(0))), Lt(l, C(g.Blocks[a]))))
+		col = Add(col, Mul(RVar(a), C(ir.Product(block[a+1:]))))
+		pos = Add(Mul(pos, C(g.Blocks[a])), l)
+	}
+	t := accType(x.DType)
+	v := CastTo(LoadOr(valid, x, Const(ComputeType(x.DType), 0), Var(0), col, pos), t)
+	c.Emit(&Kernel{Out: out, Space: out.Dims, Value: v,
+		Reduce: &Reduce{Op: SumOp, Extents: Ints(block...), Post: StoreAs(CastTo(Acc(t), ComputeType(out.DType)), out.DType)}})
+	return nil
+}
+
+// defDeformConv is two kernels: the sampled columns [N, C, taps,
+// out...], each input channel read at each tap's offset position
+// (DeformConvSpec) bilinearly, zero outside, times the mask (a reduction
+// over the sample's 2^k corners); then the grouped convolution of the
+// columns with the weights, plus the bias.
+func defDeformConv(c *Ctx) error {
+	x, wt, off, out := c.In[0], c.In[1], c.In[2], c.Out[0]
+	xd, ok := x.Static()
+	wd, ok2 := wt.Static()
+	if !ok || !ok2 {
+		return c.Unsupported("a DeformConv of dynamic dims")
+	}
+	spec, err := c.DeformConvSpec(xd, wd)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	k := len(spec.Kernel)
+	taps := ir.Product(spec.Kernel)
+	f := ComputeType(x.DType)
+	// Columns at (b, ic, t, o...) = Vars; corner axis i is RVar(i).
+	cols := c.Temp(f, append(Ints(xd[0], xd[1], taps), Ints(spec.Out...)...)...)
+	b, ic, t := Var(0), Var(1), Var(2)
+	o := Vars(k + 3)[3:]
+	g := Div(ic, C(xd[1]/spec.OffsetGroups))
+	weight := Const(f, 1)
+	inside := Bool(true)
+	idx := []*Expr{b, ic}
+	rest := t
+	tap := make([]*Expr, k)
+	for i := k - 1; i >= 0; i-- {
+		tap[i], rest = Rem(rest, C(spec.Kernel[i])), Div(rest, C(spec.Kernel[i]))
+	}
+	for i := range k {
+		start := Add(Sub(Mul(o[i], C(spec.Strides[i])), C(spec.PadBegin[i])), Mul(tap[i], C(spec.Dilations[i])))
+		ch := Add(Mul(Add(Mul(g, C(taps)), t), C(int64(k))), C(int64(i)))
+		pos := Add(CastTo(start, f), CastTo(Load(off, append([]*Expr{b, ch}, o...)...), f))
+		x0 := Floor(pos)
+		frac := Sub(pos, x0)
+		p := Add(CastTo(x0, ir.Int64), RVar(i))
+		weight = Mul(weight, Select(Eq(RVar(i), C(0)), Sub(Const(f, 1), frac), frac))
+		inside = And(inside, inRange(p, xd[2+i], false))
+		idx = append(idx, p)
+	}
+	v := Mul(weight, CastTo(LoadOr(inside, x, Const(f, 0), idx...), f))
+	var post *Expr
+	if m := c.Input(4); m != nil {
+		post = Mul(Acc(f), CastTo(Load(m, append([]*Expr{b, Add(Mul(g, C(taps)), t)}, o...)...), f))
+	}
+	corners := make([]*Expr, k)
+	for i := range corners {
+		corners[i] = C(2)
+	}
+	c.Emit(&Kernel{Out: cols, Space: cols.Dims, Value: v, Reduce: &Reduce{Op: SumOp, Extents: corners, Post: post}})
+
+	// out (b, oc, o...) = Σ over the group's input channels and the taps.
+	perIn, perOut := xd[1]/spec.Groups, wd[0]/spec.Groups
+	oc := Var(1)
+	inCh := Add(Mul(Div(oc, C(perOut)), C(perIn)), RVar(0))
+	wv := Load(view(wt, Ints(wd[0], perIn, taps)), oc, RVar(0), RVar(1))
+	colv := Load(cols, append([]*Expr{Var(0), inCh, RVar(1)}, Vars(k + 2)[2:]...)...)
+	acc := Acc(f)
+	if bias := c.Input(3); bias != nil {
+		acc = Add(acc, CastTo(Load(bias, oc), f))
+	}
+	c.Emit(&Kernel{Out: out, Space: out.Dims, Value: Mul(colv, CastTo(wv, f)),
+		Reduce: &Reduce{Op: SumOp, Extents: Ints(perIn, taps), Post: StoreAs(acc, out.DType)}})
+	return nil
+}
+
 func init() {
 	convTypes := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16}
 	define(map[string]*OpDef{
 		"Conv":          {Types: convTypes, Build: defConv},
 		"ConvTranspose": {Types: convTypes, Build: defConvTranspose},
+		"Col2Im":        {Types: registryTypes("Col2Im"), Build: defCol2Im},
+		"DeformConv":    {Types: registryTypes("DeformConv"), Build: defDeformConv},
 	})
 }

@@ -219,6 +219,7 @@ func init() {
 	unsigned := []ir.DType{ir.Uint8, ir.Uint16, ir.Uint32, ir.Uint64}
 	numeric := concat(floats, signed, unsigned)
 	signedFloat := concat(floats, signed)
+	integers := concat(signed, unsigned)
 	boolean := []ir.DType{ir.Bool}
 	all := concat(numeric, boolean)
 
@@ -262,12 +263,19 @@ func init() {
 		"HardSwish": fl(func(x *Expr) *Expr {
 			return Mul(x, Clamp(Add(Mul(x, num(x, 1.0/6)), num(x, 0.5)), num(x, 0), num(x, 1)))
 		}),
-		"IsNaN": fl(IsNaN),
-		"Neg":   unaryDef(signedFloat, func(_ *Ctx, x *Expr) *Expr { return Neg(x) }),
-		"Abs":   unaryDef(numeric, func(_ *Ctx, x *Expr) *Expr { return Abs(x) }),
-		"Sign":  unaryDef(numeric, func(_ *Ctx, x *Expr) *Expr { return Sign(x) }),
-		"Relu":  unaryDef(signedFloat, func(_ *Ctx, x *Expr) *Expr { return Relu(x) }),
-		"Not":   unaryDef(boolean, func(_ *Ctx, x *Expr) *Expr { return Not(x) }),
+		"IsNaN":      fl(IsNaN),
+		"Gelu":       {Types: floats, Elementwise: true, Build: defGelu},
+		"Swish":      unaryDef(floats, func(c *Ctx, x *Expr) *Expr { return Mul(x, Sigmoid(Mul(attrF(c, x, "alpha"), x))) }),
+		"BitwiseNot": unaryDef(integers, func(_ *Ctx, x *Expr) *Expr { return Not(x) }),
+		"BitwiseAnd": binaryDef(integers, func(_ *Ctx, x, y *Expr) *Expr { return And(x, y) }),
+		"BitwiseOr":  binaryDef(integers, func(_ *Ctx, x, y *Expr) *Expr { return Or(x, y) }),
+		"BitwiseXor": binaryDef(integers, func(_ *Ctx, x, y *Expr) *Expr { return Xor(x, y) }),
+		"BitShift":   {Types: unsigned, Elementwise: true, Build: defBitShift},
+		"Neg":        unaryDef(signedFloat, func(_ *Ctx, x *Expr) *Expr { return Neg(x) }),
+		"Abs":        unaryDef(numeric, func(_ *Ctx, x *Expr) *Expr { return Abs(x) }),
+		"Sign":       unaryDef(numeric, func(_ *Ctx, x *Expr) *Expr { return Sign(x) }),
+		"Relu":       unaryDef(signedFloat, func(_ *Ctx, x *Expr) *Expr { return Relu(x) }),
+		"Not":        unaryDef(boolean, func(_ *Ctx, x *Expr) *Expr { return Not(x) }),
 		"LeakyRelu": unaryDef(floats, func(c *Ctx, x *Expr) *Expr {
 			return Select(Lt(x, num(x, 0)), Mul(attrF(c, x, "alpha"), x), x)
 		}),
@@ -392,6 +400,42 @@ func buildClip(c *Ctx) error {
 		v = Min(v, hi)
 	}
 	c.Emit(&Kernel{Out: c.Out[0], Space: c.Out[0].Dims, Value: StoreAs(v, c.Out[0].DType)})
+	return nil
+}
+
+// defGelu is x·Φ(x), Φ the normal CDF, or with approximate "tanh" its
+// tanh form; the attribute's values are ir/ops' (GeluApproximate).
+func defGelu(c *Ctx) error {
+	tanh, err := c.GeluTanh()
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr {
+		x := xs[0]
+		var phi *Expr // 2Φ(x)
+		if tanh {
+			inner := Mul(num(x, math.Sqrt(2/math.Pi)), Add(x, Mul(num(x, 0.044715), Mul(x, Mul(x, x)))))
+			phi = Add(num(x, 1), Tanh(inner))
+		} else {
+			phi = Add(num(x, 1), Erf(Mul(x, num(x, 1/math.Sqrt2))))
+		}
+		return Mul(Mul(num(x, 0.5), x), phi)
+	}, c.In[0]))
+	return nil
+}
+
+// defBitShift shifts unsigned integers; a shift by the type's width or
+// more gives 0, as the reference's wider shift narrowed back does.
+func defBitShift(c *Ctx) error {
+	left, err := c.BitShiftLeft()
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	shift := Shr
+	if left {
+		shift = Shl
+	}
+	c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return shift(xs[0], xs[1]) }, c.In[0], c.In[1]))
 	return nil
 }
 

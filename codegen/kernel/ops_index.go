@@ -233,6 +233,27 @@ func defEyeLike(c *Ctx) error {
 	return nil
 }
 
+// defCenterCropPad reads each output element at its position shifted by
+// CenterCropPadShift on every axis, 0 where that falls in the padding.
+func defCenterCropPad(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	dims, ok := in.Static()
+	odims, ok2 := out.Static()
+	if !ok || !ok2 {
+		return c.Unsupported("a CenterCropPad of dynamic dims")
+	}
+	idx := make([]*Expr, in.Rank())
+	inside := Bool(true)
+	for a := range idx {
+		idx[a] = Add(Var(a), C(ops.CenterCropPadShift(dims[a], odims[a])))
+		if odims[a] > dims[a] {
+			inside = And(inside, inRange(idx[a], dims[a], false))
+		}
+	}
+	c.Emit(copyOf(out, LoadOr(inside, in, Const(ComputeType(in.DType), 0), idx...)))
+	return nil
+}
+
 func defRange(c *Ctx) error {
 	out := c.Out[0]
 	t := ComputeType(out.DType)
@@ -345,6 +366,36 @@ func defScatterElements(c *Ctx) error {
 	j := Index(Load(ind, Vars(ind.Rank())...), data.Dims[axis])
 	c.Emit(&Kernel{Out: out, Space: ind.Dims, Value: Load(upd, Vars(upd.Rank())...),
 		Store: point(data.Rank(), axis, j), Combine: reductionOf(c), Serial: true})
+	return nil
+}
+
+// defTensorScatter copies the cache, then writes update's steps along the
+// axis from write_indices[b] (0 without it) on, wrapping around the cache
+// in circular mode; in linear mode a step past the cache (which the
+// reference refuses) writes nothing.
+func defTensorScatter(c *Ctx) error {
+	cache, upd, out := c.In[0], c.In[1], c.Out[0]
+	spec, err := c.TensorScatterSpec(cache.Rank())
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	if upd.Rank() != cache.Rank() {
+		return c.Unsupported("update of rank %d for a cache of rank %d", upd.Rank(), cache.Rank())
+	}
+	c.Emit(copyOf(out, Load(cache, Vars(cache.Rank())...)))
+	pos := Var(spec.Axis)
+	if w := c.Input(2); w != nil {
+		pos = Add(CastTo(Load(w, Var(0)), ir.Int64), pos)
+	}
+	length := cache.Dims[spec.Axis]
+	k := &Kernel{Out: out, Space: upd.Dims, Value: Load(upd, Vars(upd.Rank())...)}
+	if spec.Circular {
+		pos = FloorMod(pos, length)
+	} else {
+		k.When = And(Ge(pos, C(0)), Lt(pos, length))
+	}
+	k.Store = point(cache.Rank(), spec.Axis, pos)
+	c.Emit(k)
 	return nil
 }
 
@@ -488,6 +539,7 @@ func init() {
 		"Trilu":           {Types: all, Build: defTrilu},
 		"EyeLike":         {Types: all, Build: defEyeLike},
 		"Range":           {Types: []ir.DType{ir.Float32, ir.Float64, ir.Int16, ir.Int32, ir.Int64}, Build: defRange},
+		"CenterCropPad":   {Types: all, Build: defCenterCropPad},
 		"ConstantOfShape": {Types: []ir.DType{ir.Int64}, Build: defConstantOfShape},
 		"OneHot":          {Types: concat(numeric), Build: defOneHot},
 		"Gather":          {Types: all, Build: defGather},
@@ -495,6 +547,7 @@ func init() {
 		"GatherND":        {Types: all, Build: defGatherND},
 		"ScatterElements": {Types: all, Build: defScatterElements},
 		"ScatterND":       {Types: all, Build: defScatterND},
+		"TensorScatter":   {Types: all, Build: defTensorScatter},
 		"Resize":          {Types: numeric, Build: defResize},
 	})
 }

@@ -190,11 +190,77 @@ func defEinsum(c *Ctx) error {
 	return nil
 }
 
+// maxDetSize is the largest matrix Det expands: its M! products grow
+// past that faster than a pivoting decomposition's work.
+const maxDetSize = 4
+
+// defDet is each matrix's determinant as the sum over permutations σ of
+// sign(σ)·Π a[i, σ(i)], in float64: the value the reference's pivoted
+// LU decomposition computes, up to rounding.
+func defDet(c *Ctx) error {
+	x, out := c.In[0], c.Out[0]
+	r := x.Rank()
+	if r < 2 {
+		return c.Unsupported("input of rank %d, want (*, M, M)", r)
+	}
+	m, ok := x.Dims[r-1].IntValue()
+	if !ok || !sameSize(x.Dims[r-2], C(m)) {
+		return c.Unsupported("matrices of dims %s", x.Dims[r-2:])
+	}
+	if m > maxDetSize {
+		return c.Unsupported("a determinant of %dx%d matrices (at most %dx%d)", m, m, maxDetSize, maxDetSize)
+	}
+	f := ir.Float64
+	det := Const(f, 0)
+	if m == 0 {
+		det = Const(f, 1)
+	}
+	batch := Vars(r - 2)
+	permutations(int(m), func(perm []int, sign float64) {
+		term := Const(f, sign)
+		for i, j := range perm {
+			term = Mul(term, CastTo(Load(x, append(append([]*Expr{}, batch...), C(int64(i)), C(int64(j)))...), f))
+		}
+		det = Add(det, term)
+	})
+	c.Emit(copyOf(out, StoreAs(CastTo(det, ComputeType(out.DType)), out.DType)))
+	return nil
+}
+
+// permutations calls f with every permutation of 0..n-1 (n >= 1) and its
+// sign.
+func permutations(n int, f func(perm []int, sign float64)) {
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	var walk func(k int, sign float64)
+	walk = func(k int, sign float64) {
+		if k == n {
+			f(perm, sign)
+			return
+		}
+		for i := k; i < n; i++ {
+			perm[k], perm[i] = perm[i], perm[k]
+			s := sign
+			if i != k {
+				s = -s
+			}
+			walk(k+1, s)
+			perm[k], perm[i] = perm[i], perm[k]
+		}
+	}
+	if n > 0 {
+		walk(0, 1)
+	}
+}
+
 func init() {
 	matmul := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16, ir.Int32, ir.Int64, ir.Uint32, ir.Uint64}
 	define(map[string]*OpDef{
 		"MatMul": {Types: matmul, Build: defMatMul},
 		"Gemm":   {Types: matmul, Build: defGemm},
+		"Det":    {Types: registryTypes("Det"), Build: defDet},
 		"Einsum": {Types: []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.Int8, ir.Int16, ir.Int32, ir.Int64,
 			ir.Uint8, ir.Uint16, ir.Uint32, ir.Uint64}, Build: defEinsum},
 	})

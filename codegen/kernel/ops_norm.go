@@ -162,10 +162,7 @@ func defLayerNorm(c *Ctx) error {
 		return c.Unsupported("%v", err)
 	}
 	t := ComputeType(x.DType)
-	s := ir.Float32
-	if t == ir.Float64 || spec.Stash == ir.Float64 {
-		s = ir.Float64
-	}
+	s := statType(t, spec.Stash)
 	block := x.Dims[spec.Axis:]
 	for i := 1; i < 3; i++ {
 		if p := c.Input(i); p != nil && !broadcastsTo(p, block) {
@@ -205,6 +202,117 @@ func defLayerNorm(c *Ctx) error {
 	}
 	c.Emit(&Kernel{Out: view(out, xv.Dims), Space: xv.Dims, Value: StoreAs(CastTo(y, t), out.DType)})
 	c.Emit(copies...)
+	return nil
+}
+
+// statType is the precision a normalization's statistics compute in: the
+// stash type's, at least the data's (float32 for the narrow floats).
+func statType(t, stash ir.DType) ir.DType {
+	if t == ir.Float64 || stash == ir.Float64 {
+		return ir.Float64
+	}
+	return ir.Float32
+}
+
+// defRMSNorm divides each block of the axes from axis on by its root mean
+// square, √(mean(x²) + ε), then multiplies by scale broadcast to the block
+// (axis, ε and stash_type resolved as LayerNormalization's).
+func defRMSNorm(c *Ctx) error {
+	x, out := c.In[0], c.Out[0]
+	spec, err := c.LayerNormSpec(x.Rank())
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	block := x.Dims[spec.Axis:]
+	if !broadcastsTo(c.In[1], block) {
+		return c.Unsupported("scale of shape %s does not broadcast to the normalized shape %s", c.In[1].Dims, block)
+	}
+	t := ComputeType(x.DType)
+	s := statType(t, spec.Stash)
+	outer, inner := Product(x.Dims[:spec.Axis]), Product(block)
+	xv := view(x, []*Expr{outer, inner})
+	l := &layout{in: xv, dims: xv.Dims, red: []bool{false, true}}
+	x0 := CastTo(l.x(), s)
+	inv := c.Temp(s, outer)
+	c.Emit(l.reduce(inv, SumOp, Mul(x0, x0), Div(Const(s, 1), Sqrt(Add(Div(Acc(s), CastTo(inner, s)), Const(s, spec.Epsilon))))))
+	scale := CastTo(Load(flatView(c.In[1]), blockIndex(c.In[1], block, Var(1))), s)
+	y := Mul(CastTo(Load(xv, Vars(2)...), s), Mul(Load(inv, Var(0)), scale))
+	c.Emit(&Kernel{Out: view(out, xv.Dims), Space: xv.Dims, Value: StoreAs(CastTo(y, t), out.DType)})
+	return nil
+}
+
+// defLpNorm divides each line along axis by its L1 or L2 norm.
+func defLpNorm(c *Ctx) error {
+	x, out := c.In[0], c.Out[0]
+	axis, err := ops.NormAxis(c.Int("axis"), x.Rank())
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	p := c.Int("p")
+	if p != 1 && p != 2 {
+		return c.Unsupported("p = %d, want 1 or 2", p)
+	}
+	reduced := make([]bool, x.Rank())
+	reduced[axis] = true
+	l := newLayout(x, reduced)
+	t := ComputeType(x.DType)
+	xr := l.x()
+	v, post := Abs(xr), (*Expr)(nil)
+	if p == 2 {
+		v, post = Mul(xr, xr), Sqrt(Acc(t))
+	}
+	norm := c.Temp(t, l.kept()...)
+	c.Emit(l.reduce(norm, SumOp, v, post))
+	c.Emit(l.each(out, func(idx []*Expr) *Expr { return Div(Load(l.in, idx...), Load(norm, l.keptOf(idx)...)) }))
+	return nil
+}
+
+// defGroupNorm normalizes each (sample, group of channels) over its
+// channels and spatial axes: the mean, then a = 1/√(var+ε), then y =
+// (x - mean)·a·scale + bias, scale and bias per group or per channel as
+// GroupNormSpec says.
+func defGroupNorm(c *Ctx) error {
+	x, out := c.In[0], c.Out[0]
+	dims, ok := x.Static()
+	if !ok || len(dims) < 2 {
+		return c.Unsupported("input of dims %s, want static N x C x D1 x ...", x.Dims)
+	}
+	spec, err := c.GroupNormSpec(dims[1])
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	params := spec.Groups
+	if spec.PerChannel {
+		params = dims[1]
+	}
+	for i := 1; i < 3; i++ {
+		if !sameSize(c.In[i].Numel(), C(params)) {
+			return c.Unsupported("input %d has %s values, want %d", i, c.In[i].Numel(), params)
+		}
+	}
+	t := ComputeType(x.DType)
+	s := statType(t, ir.Float32)
+	g, per, inner := C(spec.Groups), C(dims[1]/spec.Groups), C(ir.Product(dims[2:]))
+	xg := view(x, []*Expr{x.Dims[0], g, Mul(per, inner)})
+	l := &layout{in: xg, dims: xg.Dims, red: []bool{false, false, true}}
+	n := CastTo(l.count(), s)
+	x0 := CastTo(l.x(), s)
+	mean := c.Temp(s, l.kept()...)
+	c.Emit(l.reduce(mean, SumOp, x0, Div(Acc(s), n)))
+	mv := Load(mean, Vars(2)...)
+	inv := c.Temp(s, l.kept()...)
+	d := Sub(x0, mv)
+	c.Emit(l.reduce(inv, SumOp, Mul(d, d), Div(Const(s, 1), Sqrt(Add(Div(Acc(s), n), Const(s, spec.Epsilon))))))
+	// The map runs over [N, G, C/G, inner]; p is the parameter's index.
+	space := []*Expr{x.Dims[0], g, per, inner}
+	xv := view(x, space)
+	p := Var(1)
+	if spec.PerChannel {
+		p = Add(Mul(Var(1), per), Var(2))
+	}
+	y := Mul(Sub(CastTo(Load(xv, Vars(4)...), s), Load(mean, Var(0), Var(1))), Load(inv, Var(0), Var(1)))
+	y = Add(Mul(y, paramAt(c, 1, p, s)), paramAt(c, 2, p, s))
+	c.Emit(&Kernel{Out: view(out, space), Space: space, Value: StoreAs(CastTo(y, t), out.DType)})
 	return nil
 }
 
@@ -289,6 +397,9 @@ func init() {
 		"InstanceNormalization": {Build: defInstanceNorm},
 		"LayerNormalization":    {Build: defLayerNorm},
 		"LRN":                   {Build: defLRN},
+		"RMSNormalization":      {Build: defRMSNorm},
+		"LpNormalization":       {Build: defLpNorm},
+		"GroupNormalization":    {Build: defGroupNorm},
 	}
 	for name, d := range rows {
 		d.Types = registryTypes(name)

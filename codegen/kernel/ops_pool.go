@@ -140,6 +140,136 @@ func defAveragePool(c *Ctx) error {
 	return nil
 }
 
+// defLpPool: the p-th root of the window's sum of |x|^p, the padding
+// adding nothing.
+func defLpPool(c *Ctx) error {
+	p, err := c.poolWindow()
+	if err != nil {
+		return err
+	}
+	x, y := c.In[0], c.Out[0]
+	t := ComputeType(x.DType)
+	power := c.Int("p")
+	if power <= 0 {
+		return c.Unsupported("p = %d, want a positive power", power)
+	}
+	v := Abs(p.tapLoad(x, RVars(len(p.win.Kernel)), Const(t, 0)))
+	post := Pow(Acc(t), Const(t, 1/float64(power)))
+	switch power {
+	case 1:
+		post = Acc(t)
+	case 2:
+		v, post = Mul(v, v), Sqrt(Acc(t))
+	default:
+		v = Pow(v, Const(t, float64(power)))
+	}
+	k := &Kernel{Out: y, Space: y.Dims, Value: v, Reduce: &Reduce{Op: SumOp, Extents: Ints(p.win.Kernel...)}}
+	if post.Op != OpAcc {
+		k.Reduce.Post = post
+	}
+	c.Emit(k)
+	return nil
+}
+
+// defMaxUnpool zeroes the output, then writes each input element at its
+// index (numbered in MaxUnpoolShape's shape, which an output_shape holds
+// in its leading corner), in order: a later element at the same index
+// wins, as in the reference.
+func defMaxUnpool(c *Ctx) error {
+	x, ind, out := c.In[0], c.In[1], c.Out[0]
+	xd, ok := x.Static()
+	if !ok {
+		return c.Unsupported("a MaxUnpool of dynamic dims")
+	}
+	dims, err := c.MaxUnpoolShape(xd)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	if out.Rank() != len(dims) {
+		return c.Unsupported("output of rank %d, want %d", out.Rank(), len(dims))
+	}
+	c.Emit(copyOf(out, Const(ComputeType(out.DType), 0)))
+	j := Index(Load(ind, Vars(ind.Rank())...), C(ir.Product(dims)))
+	store := make([]*Expr, len(dims))
+	for a := len(dims) - 1; a >= 0; a-- {
+		store[a] = Rem(j, C(dims[a]))
+		j = Div(j, C(dims[a]))
+	}
+	c.Emit(&Kernel{Out: out, Space: x.Dims, Value: Load(x, Vars(x.Rank())...), Store: store, Serial: true})
+	return nil
+}
+
+// defRoiAlign pools each region of interest's output pixel over its grid
+// of bilinear samples (RoiAlignSpec): the reduction axes are the grid's
+// rows, columns and the four corners of a sample, each corner weighted,
+// summed and divided by the grid's size, or their maximum. The
+// coordinates, from the rois at run time, compute in float64 as the
+// reference's.
+func defRoiAlign(c *Ctx) error {
+	x, rois, ind, out := c.In[0], c.In[1], c.In[2], c.Out[0]
+	xd, ok := x.Static()
+	if !ok || len(xd) != 4 || rois.Rank() != 2 || ind.Rank() != 1 {
+		return c.Unsupported("input %s, rois %s and batch_indices %s: want static (N, C, H, W), (R, 4) and (R)", x.Dims, rois.Dims, ind.Dims)
+	}
+	spec, err := c.RoiAlignSpec()
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	g := spec.SamplingRatio
+	if g == 0 {
+		return c.Unsupported("sampling_ratio 0 sizes each region's sampling grid from the rois' values")
+	}
+	f := ir.Float64
+	h, w := xd[2], xd[3]
+	roi := func(i int64) *Expr { return Mul(CastTo(Load(rois, Var(0), C(i)), f), Const(f, spec.SpatialScale)) }
+	offset := Const(f, 0)
+	if spec.HalfPixel {
+		offset = Const(f, 0.5)
+	}
+	x0, y0 := Sub(roi(0), offset), Sub(roi(1), offset)
+	rw, rh := Sub(Sub(roi(2), offset), x0), Sub(Sub(roi(3), offset), y0)
+	if !spec.HalfPixel {
+		rw, rh = Max(rw, Const(f, 1)), Max(rh, Const(f, 1))
+	}
+	bh, bw := Div(rh, Const(f, float64(spec.OutHeight))), Div(rw, Const(f, float64(spec.OutWidth)))
+	// The sample at grid row RVar(0), column RVar(1) of output pixel
+	// (Var(2), Var(3)).
+	at := func(start, bin, pixel, cell *Expr) *Expr {
+		return Add(Add(start, Mul(CastTo(pixel, f), bin)), Div(Mul(Add(CastTo(cell, f), Const(f, 0.5)), bin), Const(f, float64(g))))
+	}
+	sy, sx := at(y0, bh, Var(2), RVar(0)), at(x0, bw, Var(3), RVar(1))
+	outside := Or(Or(Lt(sy, Const(f, -1)), Gt(sy, Const(f, float64(h)))), Or(Lt(sx, Const(f, -1)), Gt(sx, Const(f, float64(w)))))
+	corner := RVar(2)
+	ypos, yw := bilinearAxis(sy, h, Lt(corner, C(2)))
+	xpos, xw := bilinearAxis(sx, w, Eq(Rem(corner, C(2)), C(0)))
+	b := Index(Load(ind, Var(0)), C(xd[0]))
+	v := Mul(Mul(yw, xw), CastTo(Load(x, b, Var(1), ypos, xpos), f))
+	v = Select(outside, Const(f, 0), v)
+	red := &Reduce{Op: SumOp, Extents: Ints(g, g, 4)}
+	post := Div(Acc(f), Const(f, float64(max(g*g, 1))))
+	if spec.Max {
+		red.Op, post = MaxOp, Acc(f)
+	}
+	red.Post = StoreAs(CastTo(post, ComputeType(out.DType)), out.DType)
+	c.Emit(&Kernel{Out: out, Space: out.Dims, Value: v, Reduce: red})
+	return nil
+}
+
+// bilinearAxis is one axis of a bilinear sample at coordinate v (inside
+// [-1, n]) on an axis of length n: the lower or (low false) upper
+// neighbour and its weight, the coordinate clamped at 0 and the last
+// pixel as the reference's bilinearSample clamps it.
+func bilinearAxis(v *Expr, n int64, low *Expr) (pos, weight *Expr) {
+	f := ir.Float64
+	v = Max(v, Const(f, 0))
+	lo := Clamp(CastTo(v, ir.Int64), C(0), C(n-1)) // int64(v), in range where the sample is inside
+	edge := Ge(lo, C(n-1))
+	v = Select(edge, Const(f, float64(n-1)), v)
+	hi := Select(edge, C(n-1), Add(lo, C(1)))
+	frac := Sub(v, CastTo(lo, f))
+	return Select(low, lo, hi), Select(low, Sub(Const(f, 1), frac), frac)
+}
+
 func allSame(xs []int64) bool {
 	for _, x := range xs {
 		if x != xs[0] {
@@ -156,5 +286,8 @@ func init() {
 	define(map[string]*OpDef{
 		"MaxPool":     {Types: concat(floats, []ir.DType{ir.Int8, ir.Uint8}), Build: defMaxPool},
 		"AveragePool": {Types: floats, Build: defAveragePool},
+		"LpPool":      {Types: floats, Build: defLpPool},
+		"MaxUnpool":   {Types: registryTypes("MaxUnpool"), Build: defMaxUnpool},
+		"RoiAlign":    {Types: registryTypes("RoiAlign"), Build: defRoiAlign},
 	})
 }

@@ -256,6 +256,8 @@ func defTopK(c *Ctx) error {
 	return nil
 }
 
+// defCumSum is CumSum's running sum, or CumProd's running product: the
+// same axis, exclusive and reverse (CumSumSpec resolves both).
 func defCumSum(c *Ctx) error {
 	in, out := c.In[0], c.Out[0]
 	spec, err := c.CumSumSpec(in.Rank())
@@ -266,8 +268,12 @@ func defCumSum(c *Ctx) error {
 	reduced[spec.Axis] = true
 	l := newLayout(in, reduced)
 	axis := slices.Index(l.red, true)
+	op := SumOp
+	if c.Node.OpType == "CumProd" {
+		op = ProdOp
+	}
 	c.Emit(&Kernel{Out: view(out, l.dims), Space: l.dims, Value: Load(l.in, Vars(len(l.dims))...),
-		Scan: &Scan{Axis: axis, Op: SumOp, Exclusive: spec.Exclusive, Reverse: spec.Reverse}})
+		Scan: &Scan{Axis: axis, Op: op, Exclusive: spec.Exclusive, Reverse: spec.Reverse}})
 	return nil
 }
 
@@ -399,7 +405,7 @@ func init() {
 		rows[name] = &OpDef{Build: defReduce}
 	}
 	for name, build := range map[string]func(*Ctx) error{
-		"ArgMax": defArg, "ArgMin": defArg, "TopK": defTopK, "CumSum": defCumSum,
+		"ArgMax": defArg, "ArgMin": defArg, "TopK": defTopK, "CumSum": defCumSum, "CumProd": defCumSum,
 		"Softmax": defSoftmax, "LogSoftmax": defLogSoftmax, "Hardmax": defHardmax,
 		"GlobalAveragePool": defGlobalPool, "GlobalMaxPool": defGlobalPool,
 	} {

@@ -104,6 +104,14 @@ var reduceCases = map[string][]string{
 		"CumSum-11(reverse=1) T[7], int64[1]=[0]",
 		"CumSum-11(exclusive=1) T[6,5], int32[1]=[0]",
 	},
+	"CumProd": {
+		"CumProd-26 T[3,17]~unit, int64=[1]",
+		"CumProd-26(exclusive=1, reverse=1) T[4,5,3], int32=[-2]",
+		"CumProd-26(reverse=1) T[7], int64[1]=[0]",
+		"CumProd-26(exclusive=1) T[6,5], int32[1]=[0]",
+		"CumProd-26 float[6]~[2 NaN 3 Inf 0 -1], int64=[0]",
+		"CumProd-26 int64[4]~[4294967296 4294967296 3 -1], int64=[0]",
+	},
 	"TopK": {
 		"TopK-11 float[300,120], int64[1]=[5] -> 2",
 		"TopK-11 T[3,17], int64[1]=[4] -> 2",
@@ -145,6 +153,26 @@ var reduceCases = map[string][]string{
 		"LayerNormalization-17(axis=1, stash_type=11) T[2,3,4], T[1,4] -> 3",
 		"LayerNormalization-17(stash_type=10) T[4,6], T[6], T[6] -> 3",
 		"LayerNormalization-17(axis=0) T[3,5], T[5], T[3,5] -> 2",
+	},
+	"RMSNormalization": {
+		"RMSNormalization-23 T[2,3,17], T[17]",
+		"RMSNormalization-23(axis=1) T[2,3,4], T[3,4]",
+		"RMSNormalization-23(axis=-2, epsilon=0.001) T[2,5,6], T[6]",
+		"RMSNormalization-23(axis=1, stash_type=11) T[2,3,4], T[1,4]",
+		"RMSNormalization-23(axis=0) T[3,5], T[3,1]",
+		"RMSNormalization-23 float[2,3]~[0 0 0 NaN 1 2], float[3]",
+	},
+	"LpNormalization": {
+		"LpNormalization-22 T[3,17]", "LpNormalization-22(axis=0, p=1) T[4,5]",
+		"LpNormalization-22(axis=1) T[2,3,4]", "LpNormalization-1(axis=-2, p=1) float[2,3,4]",
+		"LpNormalization-22 float[2,3]~[0 0 0 3 4 Inf]",
+	},
+	"GroupNormalization": {
+		"GroupNormalization-21(num_groups=2) T[2,4,3,5], T[4], T[4]",
+		"GroupNormalization-21(num_groups=3, epsilon=0.01) T[1,3,17], T[3], T[3]",
+		"GroupNormalization-21(num_groups=1) T[2,6], T[6], T[6]",
+		"GroupNormalization-18(num_groups=2) T[2,4,3,5], T[2], T[2]",
+		"GroupNormalization-18(num_groups=4) float[1,4,2,2], float[4], float[4]",
 	},
 	"LRN": {
 		"LRN-13(size=3) T[2,5,4,4]",

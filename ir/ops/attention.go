@@ -409,10 +409,7 @@ func runAttention(c *KernelContext) error {
 
 // attend computes Y [B, Hq, Sq, Dv] and qk_matmul_output [B, Hq, Sq, T].
 func attend(c *KernelContext, q, k, v *attnTensor, bias []float64) (y, qkOut []float64) {
-	scale := 1 / math.Sqrt(float64(q.d))
-	if c.Has("scale") {
-		scale = float64(c.Float("scale"))
-	}
+	scale := attnScale(c.attrs, int64(q.d))
 	softcap := float64(c.Float("softcap"))
 	mode := c.Int("qk_matmul_output_mode")
 	group := q.h / k.h
@@ -533,14 +530,11 @@ func runRotary(c *KernelContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	rot := int(c.Int("rotary_embedding_dim"))
-	if rot == 0 {
-		rot = t.d
+	rot64, err := rotaryDim(c.attrs, int64(t.d))
+	if err != nil {
+		return c.Errorf("%v", err)
 	}
-	if rot < 0 || rot%2 != 0 || rot > t.d {
-		return c.Errorf("rotary_embedding_dim %d must be even and at most the head size %d", rot, t.d)
-	}
-	half := rot / 2
+	half := int(rot64) / 2
 	cosRows, sinRows, err := rotaryAngles(cosCache, sinCache, positions, t.b, t.s, half)
 	if err != nil {
 		return c.Errorf("%v", err)

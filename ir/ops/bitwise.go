@@ -1,10 +1,6 @@
 package ops
 
-import (
-	"fmt"
-
-	"github.com/kiln-ml/kiln/ir"
-)
+import "github.com/kiln-ml/kiln/ir"
 
 // Bitwise ops on integers: BitShift (unsigned only, as the spec says) and
 // BitwiseAnd/Or/Xor/Not. They reuse the elementwise builders with exact
@@ -40,12 +36,12 @@ func integersOnly(attrs) func(float64) float64 { return func(float64) float64 { 
 // dropped when the result is narrowed back, and Go defines a shift by 64
 // or more as 0, which is what shifting every bit out gives.
 func shiftArith(a attrs) (arith, error) {
-	switch d := a.String("direction"); d {
-	case "LEFT":
+	left, err := shiftLeft(a)
+	switch {
+	case err != nil:
+		return arith{}, err
+	case left:
 		return arith{u: func(x, n uint64) uint64 { return x << n }}, nil
-	case "RIGHT":
-		return arith{u: func(x, n uint64) uint64 { return x >> n }}, nil
-	default:
-		return arith{}, fmt.Errorf("direction is %q, want LEFT or RIGHT", d)
 	}
+	return arith{u: func(x, n uint64) uint64 { return x >> n }}, nil
 }

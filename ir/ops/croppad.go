@@ -113,10 +113,7 @@ func runCenterCropPad(c *KernelContext) error {
 	for a, n := range dims {
 		// Output position i reads input position i + shift: a crop
 		// shifts forward, a pad backward (reading -1 outside the input).
-		shift := (x.Dims[a] - n) / 2
-		if n > x.Dims[a] {
-			shift = -((n - x.Dims[a]) / 2)
-		}
+		shift := CenterCropPadShift(x.Dims[a], n)
 		m := make([]int, n)
 		for i := range m {
 			j := int64(i) + shift

@@ -299,7 +299,7 @@ func reflect(x, lo, hi float64) float64 {
 // cubicCoeffs are Keys' cubic convolution weights (a = -0.75) of the four
 // taps at -1, 0, 1, 2 for a fractional position t in [0, 1).
 func cubicCoeffs(t float64) [4]float64 {
-	const a = -0.75
+	const a = GridSampleCubicA
 	near := func(x float64) float64 { return ((a+2)*x-(a+3))*x*x + 1 }
 	far := func(x float64) float64 { return ((a*x-5*a)*x+8*a)*x - 4*a }
 	return [4]float64{far(t + 1), near(t), near(1 - t), far(2 - t)}

@@ -154,7 +154,7 @@ func runGroupNorm(c *KernelContext) error {
 	if scale.Len() != params || bias.Len() != params {
 		return c.Errorf("scale %v and bias %v must have %d values", ir.FormatList(scale.Dims), ir.FormatList(bias.Dims), params)
 	}
-	perChannel := c.declares("stash_type")
+	perChannel := groupNormPerChannel(c.attrs)
 	s, b := Float64s(scale), Float64s(bias)
 	eps := float64(c.Float("epsilon"))
 	inner := ir.Product(x.Dims[2:])

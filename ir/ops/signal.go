@@ -121,15 +121,7 @@ func runWindow(c *KernelContext, f windowFunc) error {
 	if size < 0 || size > math.MaxInt32 {
 		return c.Errorf("size %d is out of range", size)
 	}
-	p := float64(size)
-	if c.Int("periodic") == 0 {
-		p--
-	}
-	v := make([]float64, size)
-	for n := range v {
-		v[n] = f(float64(n), p)
-	}
-	c.Set(0, FromFloat64s(dt, []int64{size}, v))
+	c.Set(0, FromFloat64s(dt, []int64{size}, windowValues(f, size, c.Int("periodic") != 0)))
 	return nil
 }
 
@@ -510,7 +502,7 @@ func inferSTFT(c *InferContext) error {
 // STFTSpec is an STFT node resolved against its signal.
 type STFTSpec struct {
 	Step, FrameLen, Frames, Bins int64
-	Window                       []float64 // nil: all ones
+	Window                       []float64 // nil: all ones, or not known yet
 }
 
 // STFTSpec resolves an STFT node for a signal of shape dims: the frame
@@ -529,6 +521,11 @@ func (c *KernelContext) STFTSpec(dims []int64) (*STFTSpec, error) {
 			return nil, c.Errorf("window has shape %v, want a vector", ir.FormatList(w.Dims))
 		}
 		s.Window, s.FrameLen = Float64s(w), w.Dims[0]
+	} else if c.HasInput(2) {
+		// A window known only at run time (a compiler's): its length.
+		if wd, ok := c.Node.Inputs[2].Type.Shape.Ints(); ok && len(wd) == 1 {
+			s.FrameLen = wd[0]
+		}
 	}
 	if c.HasInput(3) {
 		n, err := kernelScalar(c, 3, "frame_length")

@@ -1,0 +1,394 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
+// Resolutions of the opset 18 to 26 ops that the reference kernels and the
+// compiled definitions (codegen/kernel) share, so that a backend reads
+// what an attribute means here instead of deciding it again.
+
+// GeluTanh reports whether a Gelu node takes the tanh approximation
+// (approximate "tanh") rather than the exact form ("none").
+func (c *KernelContext) GeluTanh() (bool, error) {
+	if _, err := geluFunc(c.String("approximate")); err != nil {
+		return false, c.Errorf("%v", err)
+	}
+	return c.String("approximate") == "tanh", nil
+}
+
+// BitShiftLeft reports a BitShift node's direction: true for LEFT, false
+// for RIGHT.
+func (c *KernelContext) BitShiftLeft() (bool, error) {
+	left, err := shiftLeft(c.attrs)
+	if err != nil {
+		return false, c.Errorf("%v", err)
+	}
+	return left, nil
+}
+
+func shiftLeft(a attrs) (bool, error) {
+	switch d := a.String("direction"); d {
+	case "LEFT":
+		return true, nil
+	case "RIGHT":
+		return false, nil
+	default:
+		return false, fmt.Errorf("direction is %q, want LEFT or RIGHT", d)
+	}
+}
+
+// GroupNorm is a GroupNormalization node resolved against its channel
+// count: Groups groups of channels; scale and bias hold one value per
+// channel (opset 21 on) or, before, per group.
+type GroupNorm struct {
+	Groups     int64
+	Epsilon    float64
+	PerChannel bool
+}
+
+// GroupNormSpec resolves a GroupNormalization node for an input of the
+// given channel count.
+func (c *KernelContext) GroupNormSpec(channels int64) (*GroupNorm, error) {
+	groups := c.Int("num_groups")
+	if groups <= 0 || channels%groups != 0 {
+		return nil, c.Errorf("%d channels do not split into %d groups", channels, groups)
+	}
+	return &GroupNorm{Groups: groups, Epsilon: float64(c.Float("epsilon")), PerChannel: groupNormPerChannel(c.attrs)}, nil
+}
+
+// groupNormPerChannel: opset 21 made scale and bias per channel, and
+// added stash_type with them.
+func groupNormPerChannel(a attrs) bool { return a.declares("stash_type") }
+
+// CenterCropPadShift is where CenterCropPad reads along an axis of length
+// in cropped or padded to out: output position i reads input position
+// i + shift (outside [0, in) it is padding), centring the input.
+func CenterCropPadShift(in, out int64) int64 {
+	if out > in {
+		return -((out - in) / 2)
+	}
+	return (in - out) / 2
+}
+
+var windowFuncs = map[string]windowFunc{"HannWindow": hann, "HammingWindow": hamming, "BlackmanWindow": blackman}
+
+// WindowValues is a HannWindow, HammingWindow or BlackmanWindow node's
+// output of size samples, as float64s.
+func (c *KernelContext) WindowValues(size int64) ([]float64, error) {
+	f := windowFuncs[c.Node.OpType]
+	if f == nil {
+		return nil, c.Errorf("not a window function")
+	}
+	if size < 0 || size > math.MaxInt32 {
+		return nil, c.Errorf("size %d is out of range", size)
+	}
+	return windowValues(f, size, c.Int("periodic") != 0), nil
+}
+
+// windowValues samples f: over a period of size samples when periodic,
+// else of size - 1 (a symmetric window).
+func windowValues(f windowFunc, size int64, periodic bool) []float64 {
+	p := float64(size)
+	if !periodic {
+		p--
+	}
+	v := make([]float64, size)
+	for n := range v {
+		v[n] = f(float64(n), p)
+	}
+	return v
+}
+
+// The structural inputs of these ops (see structuralInputs): CumProd's
+// axis, as CumSum's; AffineGrid's size; Col2Im's image and block shapes;
+// MaxUnpool's output_shape; DFT's length and axis; STFT's frame step and
+// length.
+func init() {
+	for op, inputs := range map[string][]int{"CumProd": {1}, "AffineGrid": {1}, "Col2Im": {1, 2}, "MaxUnpool": {2},
+		"DFT": {1, 2}, "STFT": {1, 3}} {
+		structuralInputs[op] = inputs
+	}
+}
+
+// Attention is an Attention node resolved against its inputs' static
+// shapes, as every backend must read it: Q, K and V as [B, H, S, D] (3-D
+// inputs [B, S, H*D] split by q_num_heads and kv_num_heads), query head h
+// reading key/value head h / (QHeads/KVHeads), Past cached steps before
+// K's and V's KVSeq, and the attributes' defaults applied. The bias each
+// score gets is attnBias's: attn_mask (bool: 0 where true, -Inf where
+// false; past its last dim -Inf), then -Inf where Causal and key j is
+// after query i + offset (offset Past, or with nonpad_kv_seqlen its
+// nonpad[b] - QSeq), and -Inf at keys j >= nonpad[b].
+type Attention struct {
+	Rank                   int // of Q, K and V
+	Batch, QHeads, KVHeads int64
+	QSeq, KVSeq, Past      int64
+	Head, VHead            int64
+	Scale, Softcap         float64
+	Mode                   int64 // qk_matmul_output_mode: which scores output 3 holds
+	Causal                 bool
+}
+
+// Total is the number of keys: the past's and the new ones.
+func (a *Attention) Total() int64 { return a.Past + a.KVSeq }
+
+// AttentionSpec resolves an Attention node for Q, K and V of dims q, k
+// and v and past_key of dims past (nil when absent).
+func (c *KernelContext) AttentionSpec(q, k, v, past []int64) (*Attention, error) {
+	if err := attnAttrsCheck(c.attrs); err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	rank := len(q)
+	if rank != 3 && rank != 4 || len(k) != rank || len(v) != rank {
+		return nil, c.Errorf("Q, K and V must all be 3-D or all 4-D, are %v, %v and %v", ir.FormatList(q), ir.FormatList(k), ir.FormatList(v))
+	}
+	a := &Attention{Rank: rank, Batch: q[0], Softcap: float64(c.Float("softcap")), Mode: c.Int("qk_matmul_output_mode"),
+		Causal: c.Int("is_causal") != 0}
+	if rank == 4 {
+		a.QHeads, a.KVHeads, a.QSeq, a.KVSeq, a.Head, a.VHead = q[1], k[1], q[2], k[2], q[3], v[3]
+		if k[3] != q[3] || v[1] != k[1] {
+			return nil, c.Errorf("Q %v, K %v and V %v do not fit together", ir.FormatList(q), ir.FormatList(k), ir.FormatList(v))
+		}
+	} else {
+		qh, kvh, err := attnHeads(c.attrs)
+		if err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+		if q[2]%qh != 0 || k[2]%kvh != 0 || v[2]%kvh != 0 || k[2]/kvh != q[2]/qh {
+			return nil, c.Errorf("Q %v, K %v and V %v do not split into %d and %d heads", ir.FormatList(q), ir.FormatList(k), ir.FormatList(v), qh, kvh)
+		}
+		a.QHeads, a.KVHeads, a.QSeq, a.KVSeq, a.Head, a.VHead = qh, kvh, q[1], k[1], q[2]/qh, v[2]/kvh
+	}
+	if k[0] != a.Batch || v[0] != a.Batch || v[rank-2] != k[rank-2] {
+		return nil, c.Errorf("Q %v, K %v and V %v do not fit together", ir.FormatList(q), ir.FormatList(k), ir.FormatList(v))
+	}
+	if a.KVHeads == 0 || a.QHeads%a.KVHeads != 0 {
+		return nil, c.Errorf("%d query heads are not a multiple of %d key/value heads", a.QHeads, a.KVHeads)
+	}
+	if past != nil {
+		if len(past) != 4 || past[0] != a.Batch || past[1] != a.KVHeads || past[3] != a.Head {
+			return nil, c.Errorf("past_key of shape %v does not fit [%d, %d, P, %d]", ir.FormatList(past), a.Batch, a.KVHeads, a.Head)
+		}
+		a.Past = past[2]
+	}
+	a.Scale = attnScale(c.attrs, a.Head)
+	return a, nil
+}
+
+// attnScale is the scores' scale: the attribute, else 1/√(head size).
+func attnScale(a attrs, head int64) float64 {
+	if a.Has("scale") {
+		return float64(a.Float("scale"))
+	}
+	return 1 / math.Sqrt(float64(head))
+}
+
+// Rotary is a RotaryEmbedding node resolved against its input: the input
+// as [B, H, S, D] (3-D [B, S, H*D] split by num_heads), the first Rot
+// features of each head rotated in pairs, the two halves of them or, when
+// Interleaved, adjacent features; the angles' cos and sin come from the
+// caches at position_ids[b, s] ([max_position, Rot/2]) or, without
+// position_ids, at [b, s] ([B, S, Rot/2]).
+type Rotary struct {
+	Heads, Head, Rot int64
+	Interleaved      bool
+}
+
+// RotarySpec resolves a RotaryEmbedding node for an input of dims x.
+func (c *KernelContext) RotarySpec(x []int64) (*Rotary, error) {
+	r := &Rotary{Interleaved: c.Int("interleaved") != 0}
+	switch len(x) {
+	case 4:
+		r.Heads, r.Head = x[1], x[3]
+	case 3:
+		if r.Heads = c.Int("num_heads"); r.Heads <= 0 || x[2]%r.Heads != 0 {
+			return nil, c.Errorf("a 3-D input of shape %v needs a positive num_heads that divides its last dim", ir.FormatList(x))
+		}
+		r.Head = x[2] / r.Heads
+	default:
+		return nil, c.Errorf("input must be 3-D or 4-D, has shape %v", ir.FormatList(x))
+	}
+	rot, err := rotaryDim(c.attrs, r.Head)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	r.Rot = rot
+	return r, nil
+}
+
+// rotaryDim is rotary_embedding_dim (0: the whole head), even and at most
+// the head size.
+func rotaryDim(a attrs, head int64) (int64, error) {
+	rot := a.Int("rotary_embedding_dim")
+	if rot == 0 {
+		rot = head
+	}
+	if rot < 0 || rot%2 != 0 || rot > head {
+		return 0, fmt.Errorf("rotary_embedding_dim %d must be even and at most the head size %d", rot, head)
+	}
+	return rot, nil
+}
+
+// GridSample is a GridSample node's attributes resolved: how it samples
+// (Nearest, Linear or Cubic, whichever opset names them) and pads
+// ("zeros", "border" or "reflection"). The sampling itself is the
+// reference's: a coordinate v in [-1, 1] on an axis of length d is the
+// pixel (v+1)/2·(d-1) with AlignCorners, else ((v+1)·d - 1)/2; nearest
+// rounds it half to even; outside Bounds, border clamps it into [0, d-1]
+// and reflection mirrors it at the bounds (as it does integer taps);
+// cubic weighs its four taps by Keys' kernel with a = CubicA.
+type GridSample struct {
+	Nearest, Linear, Cubic bool
+	Padding                string
+	AlignCorners           bool
+}
+
+// GridSampleCubicA is the a of GridSample's cubic convolution.
+const GridSampleCubicA = -0.75
+
+// GridSampleSpec resolves a GridSample node's attributes.
+func (c *KernelContext) GridSampleSpec() (*GridSample, error) {
+	s, err := gridSampleOf(c.attrs, c.Opset)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &GridSample{Nearest: s.mode == sampleNearest, Linear: s.mode == sampleLinear, Cubic: s.mode == sampleCubic,
+		Padding: s.padding, AlignCorners: s.alignCorners}, nil
+}
+
+// Bounds is the range of pixel coordinates on an axis of length d that
+// reflection mirrors at.
+func (s *GridSample) Bounds(d int64) (lo, hi float64) {
+	return gridSampleSpec{alignCorners: s.AlignCorners}.bounds(d)
+}
+
+// AffineGridCoords are AffineGrid's normalized coordinates of the d
+// positions of an axis.
+func AffineGridCoords(d int64, alignCorners bool) []float64 {
+	v := make([]float64, d)
+	for i := range v {
+		v[i] = gridCoord(int64(i), d, alignCorners)
+	}
+	return v
+}
+
+// Col2Im is a Col2Im node's geometry: the image's and block's spatial
+// dims, Blocks block positions per axis, and per axis the dilations,
+// strides and pads (begins, then ends). Block element b at block position
+// l adds into image position l·Strides - PadBegin + b·Dilations.
+type Col2Im struct {
+	Image, Block, Blocks []int64
+	Dilations, Strides   []int64
+	Pads                 []int64
+}
+
+// Col2ImSpec resolves a Col2Im node for the given image_shape and
+// block_shape.
+func (c *KernelContext) Col2ImSpec(image, block []int64) (*Col2Im, error) {
+	g, err := col2imOf(c.attrs, image, block)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &Col2Im{Image: g.image, Block: g.block, Blocks: g.blocks, Dilations: g.dilations, Strides: g.strides, Pads: g.pads}, nil
+}
+
+// MaxUnpoolShape is the output shape MaxUnpool's indices number into,
+// for an input of dims in: an output_shape larger than it holds it in
+// its leading corner, zeros elsewhere.
+func (c *KernelContext) MaxUnpoolShape(in []int64) ([]int64, error) {
+	dims, err := unpoolShape(c.attrs, in)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return dims, nil
+}
+
+// TensorScatter is a TensorScatter node resolved for a cache of the given
+// rank: update's steps along Axis go to write_indices[b] + s, modulo the
+// cache's length when Circular.
+type TensorScatter struct {
+	Axis     int
+	Circular bool
+}
+
+// TensorScatterSpec resolves a TensorScatter node for a cache of rank
+// rank.
+func (c *KernelContext) TensorScatterSpec(rank int) (*TensorScatter, error) {
+	circular, ok := tensorScatterMode(c.attrs)
+	if !ok {
+		return nil, c.Errorf("mode %q is neither linear nor circular", c.String("mode"))
+	}
+	axis, err := tensorScatterAxis(c.Int("axis"), rank)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &TensorScatter{Axis: axis, Circular: circular}, nil
+}
+
+// DFTTwiddles are cos and sin of 2πw/n for w in [0, n): a transform's
+// term k·j takes twiddle k·j mod n (the angle reduced exactly, as the
+// reference's transform does), with sin negated for a forward one.
+func DFTTwiddles(n int64) (cos, sin []float64) {
+	t := newDFT(n)
+	return t.cos, t.sin
+}
+
+// RoiAlign is a RoiAlign node's attributes resolved: Max pooling (else
+// the average), HalfPixel coordinates (from opset 16's default; else
+// output_half_pixel, and regions at least 1 pixel wide), the output's
+// size, the sampling grid per output pixel (SamplingRatio per axis, 0:
+// from each region's size) and the rois' scale. Each sample is the
+// reference's bilinear one (bilinearSample): zero outside [-1, h]×[-1, w].
+type RoiAlign struct {
+	Max, HalfPixel      bool
+	OutHeight, OutWidth int64
+	SamplingRatio       int64
+	SpatialScale        float64
+}
+
+// RoiAlignSpec resolves a RoiAlign node's attributes.
+func (c *KernelContext) RoiAlignSpec() (*RoiAlign, error) {
+	maxMode, halfPixel, err := roiAlignMode(c.attrs)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &RoiAlign{Max: maxMode, HalfPixel: halfPixel, OutHeight: c.Int("output_height"), OutWidth: c.Int("output_width"),
+		SamplingRatio: c.Int("sampling_ratio"), SpatialScale: float64(c.Float("spatial_scale"))}, nil
+}
+
+// DeformConv is a DeformConv node's geometry for input and weights of the
+// given dims: tap t of output position o on axis i reads the input at
+// o·Strides - PadBegin + t·Dilations plus the tap's learned offset,
+// bilinearly (linear sampling, zero outside the image).
+type DeformConv struct {
+	Kernel, Strides, Dilations, PadBegin, Out []int64
+	Groups, OffsetGroups                      int64
+}
+
+// DeformConvSpec resolves a DeformConv node for input dims x and weights
+// dims w.
+func (c *KernelContext) DeformConvSpec(x, w []int64) (*DeformConv, error) {
+	if len(x) < 3 || len(w) != len(x) {
+		return nil, c.Errorf("input %v and weights %v must have one rank of at least 3", ir.FormatList(x), ir.FormatList(w))
+	}
+	win, err := deformWindow(c.attrs, w[2:])
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	k := len(x) - 2
+	s := &DeformConv{Kernel: win.kernel, Strides: win.strides, Dilations: win.dilations, PadBegin: win.pads[:k],
+		Out: make([]int64, k), Groups: c.Int("group"), OffsetGroups: c.Int("offset_group")}
+	for i := range s.Out {
+		if s.Out[i], _, _, err = win.axis(i, x[2+i]); err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+	}
+	if x[1] != w[1]*s.Groups || w[0]%s.Groups != 0 || x[1]%s.OffsetGroups != 0 {
+		return nil, c.Errorf("input's %d channels, weights %v, group %d and offset_group %d do not fit", x[1], ir.FormatList(w), s.Groups, s.OffsetGroups)
+	}
+	return s, nil
+}

@@ -1,8 +1,8 @@
 package cpu
 
 import (
+	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
@@ -93,25 +93,9 @@ func parallelWorth(n int64) bool { return n >= 1<<15 }
 // UnsupportedErrors lists what the CPU backend cannot compile in a model:
 // ops, opsets and element types it has no kernel for, attributes or
 // inputs its kernels do not handle, and values whose shapes are not
-// static. Compile returns it; errors.As finds each *ops.UnsupportedError.
-type UnsupportedErrors []*ops.UnsupportedError
-
-func (u UnsupportedErrors) Error() string {
-	msgs := make([]string, len(u))
-	for i, e := range u {
-		msgs[i] = e.Error()
-	}
-	return "codegen/cpu: " + strings.Join(msgs, "; ")
-}
-
-// Unwrap lets errors.As find each *ops.UnsupportedError.
-func (u UnsupportedErrors) Unwrap() []error {
-	errs := make([]error, len(u))
-	for i, e := range u {
-		errs[i] = e
-	}
-	return errs
-}
+// static. Compile returns it, wrapped with the backend's name; errors.As
+// finds it and each *ops.UnsupportedError.
+type UnsupportedErrors = ops.UnsupportedErrors
 
 // Unsupported reports what Compile would refuse in m (UnsupportedErrors),
 // or an error from verifying m or inferring its shapes, or nil; it
@@ -170,7 +154,7 @@ func (g *gen) checkSupport(outSet map[*ir.Value]bool) error {
 		}
 	}
 	if len(list) > 0 {
-		return list
+		return fmt.Errorf("codegen/cpu: %w", list)
 	}
 	return nil
 }

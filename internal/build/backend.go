@@ -25,6 +25,9 @@ type backend interface {
 	// refuse returns the error for an option this backend does not take,
 	// before any work.
 	refuse(opts *Options) error
+	// configure readies the backend for opts once its inputs are declared
+	// (their dims' ranges are known).
+	configure(opts Options) error
 	// compile turns the optimized graph into an engine.
 	compile(m *ir.Model, src []byte, opts Options, pc *passes.Context) (*Output, error)
 	// done returns the warnings of a finished build (a timing cache it
@@ -47,12 +50,7 @@ func backendFor(opts Options) (backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	copts := opts.cpuOptions(cache)
-	t, err := cpu.NewTarget(copts)
-	if err != nil {
-		return nil, err
-	}
-	return &cpuBackend{Target: t, cache: cache, opts: copts}, nil
+	return &cpuBackend{cache: cache}, nil
 }
 
 // CheckEmit refuses an --emit kind that target's backend does not write:
@@ -78,6 +76,15 @@ type cpuBackend struct {
 
 func (*cpuBackend) refuse(*Options) error { return nil }
 
+// configure makes the CPU options (the dynamic dims' ranges included: the
+// arena is planned at their maxima) and the passes' Target from them.
+func (b *cpuBackend) configure(opts Options) error {
+	b.opts = opts.cpuOptions(b.cache)
+	t, err := cpu.NewTarget(b.opts)
+	b.Target = t
+	return err
+}
+
 func (b *cpuBackend) done() []string { return saveCache(b.cache) }
 
 func (*cpuBackend) stage(name string) bool { return slices.Contains(cpuStages(), name) }
@@ -89,6 +96,8 @@ type cudaBackend struct {
 }
 
 func (*cudaBackend) done() []string { return nil }
+
+func (*cudaBackend) configure(Options) error { return nil }
 
 func (*cudaBackend) stage(name string) bool { return slices.Contains(lowerStages(), name) }
 

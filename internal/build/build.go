@@ -145,7 +145,10 @@ func prepare(m *ir.Model, opts *Options) (backend, error) {
 	if err := b.refuse(opts); err != nil {
 		return nil, err
 	}
-	return b, opts.declareInputs(m)
+	if err := opts.declareInputs(m); err != nil {
+		return nil, err
+	}
+	return b, b.configure(*opts)
 }
 
 // saveCache writes the timing cache back; failing to is a warning, not an

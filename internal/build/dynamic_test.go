@@ -117,3 +117,20 @@ func TestShapeTensorValue(t *testing.T) {
 	_, err = ctx.Run(map[string]*ir.Tensor{"x": x, "k": ir.FromSlice(ir.Int64, []int64{1}, []int64{2})})
 	require.ErrorContains(t, err, `input "k": the engine was compiled for one value of it`)
 }
+
+// TestArenaAtMaxima: the arena of an engine with a dynamic batch is
+// planned at --max's, so it grows with it (the CPU options were once made
+// before the inputs' ranges were declared, and the arena planned at 1).
+func TestArenaAtMaxima(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	arena := func(maxBatch int64) int64 {
+		out, err := Build(filepath.Join(dynamicDir, "model.onnx"), Options{OptLevel: 2,
+			Shapes: Shapes{Max: map[string][]int64{"input": {maxBatch, 1, 8, 8}}}})
+		require.NoError(t, err)
+		return out.Code.ArenaBytes
+	}
+	small, big := arena(2), arena(512)
+	require.GreaterOrEqual(t, big, 256*small/2, "arena %d at batch 512, %d at batch 2", big, small)
+}

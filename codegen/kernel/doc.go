@@ -51,7 +51,12 @@
 // # Numerics
 //
 // Float16 and BFloat16 data compute in float32 (loads widen, stores round
-// to nearest even). Float functions are polynomials (codegen/llvm's
+// to nearest even). Bitcast reinterprets the bits of integers, Float32 and
+// Float64 as another of these types of the same width; Float16, BFloat16
+// and Bool bits are read and written through a view of the unsigned type
+// of their width (Reinterpret), so a signaling NaN never widens (the
+// evaluator's float32 values keep NaN payloads and signaling bits as a
+// register does). Float functions are polynomials (codegen/llvm's
 // math.go) that call no library; float64 Exp and Log are double
 // precision, the other float64 functions single precision (about 1e-7
 // relative). Max and Min propagate

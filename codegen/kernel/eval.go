@@ -93,8 +93,9 @@ func RunScheduled(c *Ctx, inputs []*ir.Tensor, syms map[string]int64, schedule f
 }
 
 // bindViews binds the views k reads or writes: buffers of a node input's
-// or output's ID with other dims (a reduction's grouped axes), which are
-// its tensor's elements, row-major, under the view's shape.
+// or output's ID with other dims (a reduction's grouped axes) or another
+// type of the same width (Reinterpret), which are its tensor's elements,
+// row-major, under the view's shape and type.
 func bindViews(k *Kernel, bufs map[*Buffer]*ir.Tensor, byID map[int]*ir.Tensor, syms map[string]int64) error {
 	for _, b := range kernelBuffers(k) {
 		base := byID[b.ID]
@@ -110,20 +111,26 @@ func bindViews(k *Kernel, bufs map[*Buffer]*ir.Tensor, byID map[int]*ir.Tensor, 
 	return nil
 }
 
-// viewOf is tensor base under buffer b's shape: base itself when the
-// shapes agree, else its elements, row-major, sharing its bytes.
+// viewOf is tensor base under buffer b's shape and type: base itself when
+// they agree, else its elements, row-major, sharing its bytes.
 func viewOf(b *Buffer, base *ir.Tensor, syms map[string]int64) (*ir.Tensor, error) {
 	dims, err := evalDims(b, syms)
 	if err != nil {
 		return nil, err
 	}
-	if base.DType != b.DType || base.Len() != ir.Product(dims) || len(base.Raw) != ir.RawLen(base.DType, base.Len()) {
+	if !sameWidth(base.DType, b.DType) || base.Len() != ir.Product(dims) || len(base.Raw) != ir.RawLen(base.DType, base.Len()) {
 		return nil, fmt.Errorf("buffer %s (%s%v) views a tensor of %s%v", b.Name, b.DType, dims, base.DType, base.Dims)
 	}
-	if slices.Equal(base.Dims, dims) {
+	if base.DType == b.DType && slices.Equal(base.Dims, dims) {
 		return base, nil
 	}
-	return &ir.Tensor{Name: base.Name, DType: base.DType, Dims: dims, Raw: base.Raw}, nil
+	return &ir.Tensor{Name: base.Name, DType: b.DType, Dims: dims, Raw: base.Raw}, nil
+}
+
+// sameWidth reports whether elements of a and b have one width, so that a
+// buffer of one views a tensor of the other (Reinterpret).
+func sameWidth(a, b ir.DType) bool {
+	return a == b || a.Size() == b.Size() && a.PackedBits() == b.PackedBits() && a.Size() != 0
 }
 
 // RunKernelOn is RunKernel with the tensor of each buffer k reads or
@@ -394,7 +401,7 @@ func accessors(t *ir.Tensor) (func(int) scalar, func(int, scalar)) {
 	switch t.DType {
 	case ir.Float32:
 		s := ir.Data[float32](t)
-		return func(i int) scalar { return scalar{f: float64(s[i])} }, func(i int, v scalar) { s[i] = float32(v.f) }
+		return func(i int) scalar { return scalar{f: widen32(s[i])} }, func(i int, v scalar) { s[i] = narrow32(v.f) }
 	case ir.Float64:
 		s := ir.Data[float64](t)
 		return func(i int) scalar { return scalar{f: s[i]} }, func(i int, v scalar) { s[i] = v.f }

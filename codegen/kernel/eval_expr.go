@@ -186,6 +186,10 @@ func (cm *compiler) check(e *Expr, in *instr) error {
 		if e.Round != ir.Undefined && (e.Type != ir.Float32 || e.Round != ir.Float16 && e.Round != ir.BFloat16) {
 			return fmt.Errorf("rounds a %s to %s", e.Type, e.Round)
 		}
+	case e.Op == OpBitcast:
+		if len(e.Args) != 1 || !HoldsBits(e.Type) || !HoldsBits(in.at) || e.Type.Size() != in.at.Size() {
+			return fmt.Errorf("reinterprets %s as %s", argTypes(e), e.Type)
+		}
 	case e.Op >= OpNeg && e.Op <= OpIsNaN:
 		if len(e.Args) != 1 {
 			return fmt.Errorf("%d operands", len(e.Args))
@@ -320,6 +324,8 @@ func (m *evalPoint) exec(in *instr, regs []scalar) scalar {
 		return arg(2)
 	case OpCast:
 		return castScalar(arg(0), in.at, e.Type, e.Round)
+	case OpBitcast:
+		return bitcastScalar(arg(0), in.at, e.Type)
 	}
 	if len(in.args) == 1 {
 		return unaryScalar(e.Op, in.at, arg(0))
@@ -610,6 +616,48 @@ func castScalar(x scalar, from, to, round ir.DType) scalar {
 		r.f = float64(ir.BFloat16ToFloat32(ir.Float32ToBFloat16(float32(r.f))))
 	}
 	return r
+}
+
+// bitcastScalar reinterprets x's bits, of type from, as type to (of the
+// same width; see Bitcast).
+func bitcastScalar(x scalar, from, to ir.DType) scalar {
+	var bits uint64
+	switch from {
+	case ir.Float32:
+		bits = uint64(math.Float32bits(narrow32(x.f)))
+	case ir.Float64:
+		bits = math.Float64bits(x.f)
+	default:
+		bits = uint64(x.i)
+	}
+	switch to {
+	case ir.Float32:
+		return scalar{f: widen32(math.Float32frombits(uint32(bits)))}
+	case ir.Float64:
+		return scalar{f: math.Float64frombits(bits)}
+	}
+	return scalar{i: wrapTo(to, int64(bits))}
+}
+
+// widen32 is f as a float64, a NaN keeping its payload and its signaling
+// bit as a register holding f does (Go's conversion quiets a signaling
+// NaN).
+func widen32(f float32) float64 {
+	if f == f {
+		return float64(f)
+	}
+	b := math.Float32bits(f)
+	return math.Float64frombits(uint64(b>>31)<<63 | 0x7ff<<52 | uint64(b&0x7fffff)<<29)
+}
+
+// narrow32 is widen32's inverse: v rounded to float32, a NaN keeping the
+// top of its payload and its signaling bit.
+func narrow32(v float64) float32 {
+	if v == v {
+		return float32(v)
+	}
+	b := math.Float64bits(v)
+	return math.Float32frombits(uint32(b>>63)<<31 | 0xff<<23 | uint32(b>>29)&0x7fffff)
 }
 
 // combineScalar merges x into acc of type t (a reduction's step or a

@@ -42,7 +42,8 @@ const (
 	OpCeil
 	OpRound // half to even
 	OpIsNaN
-	OpCast // to Type, ONNX Cast semantics; to Float16/BFloat16 rounds
+	OpCast    // to Type, ONNX Cast semantics; to Float16/BFloat16 rounds
+	OpBitcast // to Type, the operand's bits as that type (of the same width)
 
 	// Binary.
 	OpAdd
@@ -73,7 +74,7 @@ var opNames = [...]string{
 	OpLoad: "load", OpLoadOr: "loador",
 	OpNeg: "neg", OpAbs: "abs", OpNot: "not", OpSqrt: "sqrt", OpExp: "exp", OpLog: "log",
 	OpSin: "sin", OpCos: "cos", OpAtan: "atan", OpTanh: "tanh", OpErf: "erf", OpSigmoid: "sigmoid", OpFloor: "floor",
-	OpCeil: "ceil", OpRound: "round", OpIsNaN: "isnan", OpCast: "cast",
+	OpCeil: "ceil", OpRound: "round", OpIsNaN: "isnan", OpCast: "cast", OpBitcast: "bitcast",
 	OpAdd: "add", OpSub: "sub", OpMul: "mul", OpDiv: "div", OpRem: "rem", OpMax: "max", OpMin: "min",
 	OpPow: "pow", OpAnd: "and", OpOr: "or", OpXor: "xor", OpShl: "shl", OpShr: "shr",
 	OpEq: "eq", OpNe: "ne", OpLt: "lt", OpLe: "le", OpGt: "gt", OpGe: "ge", OpSelect: "select",
@@ -294,6 +295,64 @@ func CastTo(x *Expr, d ir.DType) *Expr {
 	return &Expr{Op: OpCast, Type: d, Args: []*Expr{x}, Round: round}
 }
 
+// Bitcast reinterprets x's bits as type d of the same width: integers
+// and Float32/Float64 in registers hold their bits exactly. Float16,
+// BFloat16 and Bool compute in another form (a float32, an i1), so their
+// bits are read and written as the unsigned integer of their width
+// (BitsType) through a buffer of that type viewing the same bytes
+// (Reinterpret).
+func Bitcast(x *Expr, d ir.DType) *Expr {
+	if !HoldsBits(x.Type) || !HoldsBits(d) || x.Type.Size() != d.Size() {
+		panic(fmt.Sprintf("kernel: bitcast of %s to %s", x.Type, d))
+	}
+	if x.Type == d {
+		return x
+	}
+	return &Expr{Op: OpBitcast, Type: d, Args: []*Expr{x}}
+}
+
+// HoldsBits reports whether a value of type d computes as its own bits:
+// what Bitcast can reinterpret.
+func HoldsBits(d ir.DType) bool {
+	return d.IsInt() || d == ir.Float32 || d == ir.Float64
+}
+
+// BitsType is the type that holds d's bits in registers: d itself where
+// it does (HoldsBits), else the unsigned integer of d's width.
+func BitsType(d ir.DType) ir.DType {
+	if HoldsBits(d) {
+		return d
+	}
+	switch d.Size() {
+	case 1:
+		return ir.Uint8
+	case 2:
+		return ir.Uint16
+	case 4:
+		return ir.Uint32
+	case 8:
+		return ir.Uint64
+	}
+	return ir.Undefined
+}
+
+// Reinterpret is b's bytes as elements of type d of the same width (a
+// view of a node's input or output, as view is; a table's data is
+// retyped with it).
+func Reinterpret(b *Buffer, d ir.DType) *Buffer {
+	if b.DType == d {
+		return b
+	}
+	v := *b
+	v.Name, v.DType = b.Name+"."+d.String(), d
+	if b.Data != nil {
+		t := *b.Data
+		t.DType = d
+		v.Data = &t
+	}
+	return &v
+}
+
 func binary(op Op, x, y *Expr) *Expr {
 	if x.Type != y.Type {
 		panic(fmt.Sprintf("kernel: %s of %s and %s", op, x.Type, y.Type))
@@ -448,7 +507,7 @@ func (e *Expr) write(b *strings.Builder) {
 		return
 	}
 	b.WriteString(e.Op.String())
-	if e.Op == OpCast {
+	if e.Op == OpCast || e.Op == OpBitcast {
 		fmt.Fprintf(b, "<%s>", e.Type)
 	}
 	b.WriteByte('(')

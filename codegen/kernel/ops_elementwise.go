@@ -321,6 +321,23 @@ func init() {
 			c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return CastTo(xs[0], ir.DType(c.Int("to"))) }, c.In[0]))
 			return nil
 		}},
+		// BitCast moves bits: input and output are read and written as
+		// the types that hold their bits (BitsType), so no Float16 widens
+		// and no signaling NaN meets a float operation. Not elementwise:
+		// its views of other types read memory a fused loop never writes.
+		"BitCast": {Types: all, Build: func(c *Ctx) error {
+			from, to := c.In[0].DType, ir.DType(c.Int("to"))
+			if !slices.Contains(all, to) {
+				return &ops.UnsupportedError{Op: "BitCast", Opset: c.Opset, DType: to, Reason: "no kernel computes with this type"}
+			}
+			if from.Size() != to.Size() {
+				return c.Unsupported("cannot reinterpret %s as %s: their widths differ", from, to)
+			}
+			bits := BitsType(to)
+			c.Emit(Elementwise(Reinterpret(c.Out[0], bits), func(xs []*Expr) *Expr { return Bitcast(xs[0], bits) },
+				Reinterpret(c.In[0], BitsType(from))))
+			return nil
+		}},
 		"CastLike": {Types: all, Elementwise: true, Build: func(c *Ctx) error {
 			to := c.Out[0].DType // input 1's type; its values are not read
 			if !slices.Contains(all, to) {

@@ -188,6 +188,12 @@ func (p *Point) eval(e *kernel.Expr) value.Value {
 			return f.castInRange(p.Eval(e.Args[0]), e.Type)
 		}
 		return f.cast(p.Eval(e.Args[0]), e.Args[0].Type, e.Type, e.Round)
+	case kernel.OpBitcast:
+		x := p.Eval(e.Args[0])
+		if t := vecOf(RegType(e.Type), lanes(x)); !t.Equal(x.Type()) { // Int32 as Uint32 is the same i32
+			return f.B.NewBitCast(x, t)
+		}
+		return x
 	}
 	a := p.args(e)
 	if len(a) == 1 {

@@ -1,5 +1,12 @@
 package opcase
 
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kiln-ml/kiln/ir"
+)
+
 // Cases of the elementwise family (codegen/kernel/ops_elementwise.go).
 var elementwiseCases = map[string][]string{
 	// Elementwise, unary.
@@ -58,6 +65,7 @@ var elementwiseCases = map[string][]string{
 		"Cast-13(to=9) T[2,9]", "Cast-13(to=10) T[2,9]", "Cast-13(to=11) T[2,9]", "Cast-13(to=16) T[2,9]",
 		"Cast-13(to=12) T[2,9]", "Cast-13(to=3) T[2,9]", "Cast-13(to=13) T[2,9]",
 	},
+	"BitCast":  bitCastCases(),
 	"CastLike": {"CastLike-15 T[3,17], int64[1]=[0]", "CastLike-19 T[2,9], float16[2]=[1 2]", "CastLike-21 T[2,9], uint8[1]=[0]"},
 	// Elementwise, binary and variadic, with broadcasting.
 	"Add":            {"Add-14 T[2,3,17], T[3,17]", "Add-14 T[1,7], T[17,1]", "Add-14 T[33], T"},
@@ -92,3 +100,37 @@ const (
 	powWraps   = "Pow-15 int64[8]~[3 -3 2 5 -1 7 0 1], int64[8]~[64 65 64 100 65 127 70 99]"
 	powWraps32 = "Pow-15 int32[6]~[3 -3 5 7 2 -1], int64[6]~[64 33 1000 32 40 1001]"
 )
+
+// bitCastCases reinterprets each width's bit patterns (signaling and
+// quiet NaNs with payloads, -0, the smallest and largest denormals, Inf,
+// all ones) from every type of that width to every other, and random
+// values of every type as themselves and as float32 as int32.
+func bitCastCases() []string {
+	widths := []struct {
+		types []string
+		bits  string
+	}{
+		{[]string{"int8", "uint8", "bool"}, "0x00 0x01 0x7f 0x80 0xff 0x2a"},
+		{[]string{"int16", "uint16", "float16", "bfloat16"},
+			"0x7c01 0xfe55 0x7f81 0xffc5 0x8000 0x0001 0x03ff 0x807f 0x7c00 0x3c00 0xffff 0x1234"},
+		{[]string{"int32", "uint32", "float32"},
+			"0x7f800001 0xffc12345 0x7fbfffff 0x80000000 0x00000001 0x807fffff 0x7f800000 0x3f800000 0xffffffff 0x12345678"},
+		{[]string{"int64", "uint64", "float64"},
+			"0x7ff0000000000001 0xfff8000000012345 0x7ff7ffffffffffff 0x8000000000000000 0x0000000000000001 " +
+				"0x800fffffffffffff 0x7ff0000000000000 0x3ff0000000000000 0xffffffffffffffff 0x123456789abcdef0"},
+	}
+	lines := []string{"BitCast-26(to=T) T[3,17]", "BitCast-26(to=6) float32[3,17]"}
+	for _, w := range widths {
+		n := len(strings.Fields(w.bits))
+		for _, from := range w.types {
+			for _, to := range w.types {
+				if from == to {
+					continue
+				}
+				d, _ := ir.ParseDType(to)
+				lines = append(lines, fmt.Sprintf("BitCast-26(to=%d) %s[%d]~[%s]", int(d), from, n, w.bits))
+			}
+		}
+	}
+	return lines
+}

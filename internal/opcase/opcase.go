@@ -8,7 +8,8 @@
 //
 // An input is a type (T is the element type under test), then optionally
 // its values: "=[...]" makes a constant (an initializer), "~[...]" a graph
-// input with those values, "~KIND" a graph input drawn at random of a
+// input with those values (a value 0x... is the element's bits: a NaN's
+// payload, -0), "~KIND" a graph input drawn at random of a
 // kind (pos: > 0, nz: non-zero, unit: in (-1, 1), idx(N): indices in
 // [-N, N)), "=rand" a constant drawn at random; without values it is a
 // random graph input. "_" is an omitted optional input. Attributes are
@@ -308,14 +309,29 @@ func (spec inSpec) values(d ir.DType, r *rand.Rand) (*ir.Tensor, error) {
 	n := ir.Product(spec.dims)
 	if spec.given != nil {
 		f := make([]float64, n)
+		bits := map[int]uint64{}
 		for i, s := range spec.given {
+			if h, ok := strings.CutPrefix(s, "0x"); ok && !strings.ContainsAny(h, "pP") {
+				u, err := strconv.ParseUint(h, 16, 64)
+				if err != nil {
+					return nil, err
+				}
+				bits[i] = u
+				continue
+			}
 			x, err := strconv.ParseFloat(s, 64)
 			if err != nil {
 				return nil, err
 			}
 			f[i] = x
 		}
-		return fromFloats(d, spec.dims, f), nil
+		t := fromFloats(d, spec.dims, f)
+		for i, u := range bits {
+			if err := setBits(t, i, u); err != nil {
+				return nil, err
+			}
+		}
+		return t, nil
 	}
 	f := make([]float64, n)
 	for i := range f {
@@ -381,6 +397,19 @@ func fromFloats(d ir.DType, dims []int64, f []float64) *ir.Tensor {
 		}
 	}
 	return t
+}
+
+// setBits sets element i of t to the bits u (little-endian, as ir
+// stores elements): a NaN's payload, a signaling NaN, -0.
+func setBits(t *ir.Tensor, i int, u uint64) error {
+	w := t.DType.Size()
+	if w == 0 || t.DType.PackedBits() != 0 || w < 8 && u>>(8*w) != 0 {
+		return fmt.Errorf("bits %#x do not fit a %s", u, t.DType)
+	}
+	for b := 0; b < w; b++ {
+		t.Raw[i*w+b] = byte(u >> (8 * b))
+	}
+	return nil
 }
 
 func setInt(t *ir.Tensor, i int, v int64) {

@@ -12,7 +12,7 @@ import (
 // computes in one pass over the output, intermediates in registers:
 //
 //   - kind "elementwise": a DAG of fusible nodes (elementwise ops the
-//     target computes fused: Context.Fusible) over one output shape,
+//     target computes fused: Target.Fusible) over one output shape,
 //     inputs broadcast. Walking the
 //     nodes backwards, each ungrouped fusible node roots a group, which
 //     takes in every fusible producer of the same output shape whose

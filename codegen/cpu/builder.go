@@ -142,8 +142,6 @@ func (k *kfn) sqrt(x value.Value) value.Value {
 	return k.call("llvm.sqrt."+suffix(x.Type()), x.Type(), x)
 }
 
-// sigmoid and tanh are the kernel layer's (codegen/kernel/math.go).
-
 // ---- vectors ----
 
 func vecT(n int) *types.VectorType { return types.NewVector(uint64(n), f32) }

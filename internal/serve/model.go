@@ -28,6 +28,9 @@ type model struct {
 	inputs  []engine.Binding
 	outputs []engine.Binding // the model's outputs, debug outputs left out
 	dtypes  map[string]ir.DType
+	// defaults are the inputs' default values (Binding.Default), decoded
+	// once: a request that leaves such an input out is fed its default.
+	defaults map[string]*ir.Tensor
 
 	queue    chan *job
 	maxBatch int64 // above 1: requests are batched along dim 0 (batching.go)
@@ -68,6 +71,13 @@ func (s *Server) openModel(name string, version int64, path string) (m *model, e
 			return nil, fmt.Errorf("%s: binding %q: %v", path, b.Name, err)
 		}
 		m.dtypes[b.Name] = d
+		if b.Default != nil {
+			if m.defaults == nil {
+				m.defaults = map[string]*ir.Tensor{}
+			}
+			m.defaults[b.Name] = ir.FromRaw(d, b.Shape, b.Default)
+			m.defaults[b.Name].Name = b.Name
+		}
 	}
 	m.maxBatch, m.delay = batchLimit(eng, s.cfg.MaxBatch), s.cfg.MaxQueueDelay
 	ctxs := make([]*runtime.Context, s.cfg.Instances)

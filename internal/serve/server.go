@@ -518,12 +518,12 @@ func (m *model) check(req *Request) (map[string]*ir.Tensor, error) {
 	for i, b := range m.inputs {
 		switch {
 		case seen[b.Name]:
-		case b.Default != nil:
+		case m.defaults[b.Name] != nil:
 			// An input with a default (cc build --overridable-initializers)
-			// takes it, as infer run does; fed here, so that a batch of
-			// requests concatenates it like any other input.
-			out[b.Name] = ir.FromRaw(m.dtypes[b.Name], b.Shape, b.Default)
-			out[b.Name].Name = b.Name
+			// takes it, as infer run does; fed here (runs only read their
+			// feeds), so that a batch of requests concatenates it like any
+			// other input.
+			out[b.Name] = m.defaults[b.Name]
 			shapes[i] = b.Shape
 		default:
 			return nil, badRequest("missing input %q (%s %v)", b.Name, Datatype(m.dtypes[b.Name]), metadataShape(b))

@@ -40,7 +40,7 @@ type backend interface {
 
 // backendFor chooses opts' backend: a CUDA target, or a CPU triple.
 func backendFor(opts Options) (backend, error) {
-	if opts.Target == TargetCUDA || opts.Target == TargetCUDASim {
+	if IsCUDA(opts.Target) {
 		return &cudaBackend{sim: opts.Target == TargetCUDASim}, nil
 	}
 	if _, err := cpu.NormalizeTriple(opts.target()); err != nil {
@@ -57,7 +57,7 @@ func backendFor(opts Options) (backend, error) {
 // ptx is the GPU's, obj the CPU's, kernels (the lowered program) the CUDA
 // targets' (the CPU's hand-written kernels keep a driver of their own).
 func CheckEmit(target, emit string) error {
-	gpu := target == TargetCUDA || target == TargetCUDASim
+	gpu := IsCUDA(target)
 	switch {
 	case emit == "obj" && gpu, emit == "ptx" && target != TargetCUDA:
 		return errors.New("--emit ptx is --target cuda's (and obj the CPU targets')")
@@ -125,18 +125,14 @@ func dumpStages(opts Options, names []string, err *error) func(stage, text strin
 }
 
 // lowerStages and cpuStages are the two drivers' stage names, in order.
-func lowerStages() []string {
-	var names []string
-	for _, s := range lower.Stages {
-		names = append(names, s.Name)
-	}
-	return names
-}
+func lowerStages() []string { return names(lower.Stages, func(s lower.Stage) string { return s.Name }) }
 
-func cpuStages() []string {
-	var names []string
-	for _, s := range cpu.Stages {
-		names = append(names, s.Name)
+func cpuStages() []string { return names(cpu.Stages, func(s cpu.Stage) string { return s.Name }) }
+
+func names[S any](stages []S, name func(S) string) []string {
+	out := make([]string, len(stages))
+	for i, s := range stages {
+		out[i] = name(s)
 	}
-	return names
+	return out
 }

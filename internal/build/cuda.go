@@ -31,11 +31,7 @@ func IsCUDA(target string) bool { return target == TargetCUDA || target == Targe
 // compile compiles for a GPU target: every node's kernel-layer kernels
 // (fusion groups one step each) under the GPU schedule.
 func (b *cudaBackend) compile(m *ir.Model, src []byte, opts Options, pc *passes.Context) (*Output, error) {
-	for _, d := range m.Graph.Inputs {
-		if !d.Type.Shape.IsStatic() {
-			return nil, fmt.Errorf("input %q has shape %s: the CUDA targets compile static shapes (cc build --shape %s=DIMS)", d.Name, d.Type, d.Name)
-		}
-	}
+	// The driver's slots stage refuses inputs whose shapes are not static.
 	gpus := opts.GPUs
 	if len(gpus) == 0 {
 		gpus = []string{"sm_80"}

@@ -93,7 +93,7 @@ func fuseGroup(n *ir.Node, body []*Step, out *kernel.Buffer) (*Step, error) {
 		if k := pt.Kernel; k != nil {
 			parts[i].Kernel = inlineInto(k, defs)
 			k = parts[i].Kernel
-			if scratch[keyOf(k.Out)] && kernel.Inlinable(k) && writtenOnce(parts, k.Out) {
+			if scratch[keyOf(k.Out)] && kernel.Inlinable(k) && writers(parts, k.Out) == 1 {
 				defs[k.Out] = k
 			}
 		}
@@ -102,7 +102,7 @@ func fuseGroup(n *ir.Node, body []*Step, out *kernel.Buffer) (*Step, error) {
 	parts, reads := prune(fuseEpilogue(parts, scratch), scratch)
 	st := &Step{Node: n, Parts: parts}
 	for _, t := range temps {
-		if reads[keyOf(t)] || written(st.Parts, t) {
+		if reads[keyOf(t)] || writers(st.Parts, t) > 0 {
 			st.Temps = append(st.Temps, t)
 		}
 	}
@@ -277,23 +277,15 @@ func partOutputs(pt Part) []*kernel.Buffer {
 	return out
 }
 
-func writtenOnce(parts []Part, b *kernel.Buffer) bool {
+// writers is how many of parts write b.
+func writers(parts []Part, b *kernel.Buffer) int {
 	n := 0
 	for _, pt := range parts {
 		if containsBuf(partOutputs(pt), b) {
 			n++
 		}
 	}
-	return n == 1
-}
-
-func written(parts []Part, b *kernel.Buffer) bool {
-	for _, pt := range parts {
-		if containsBuf(partOutputs(pt), b) {
-			return true
-		}
-	}
-	return false
+	return n
 }
 
 // bufKey identifies a buffer's bytes: a program buffer by its ID (a

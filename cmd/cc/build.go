@@ -47,7 +47,7 @@ such a build is refused before it starts.`,
 		gpuList := fs.String("gpu", "sm_80", "`ARCHS` for --target cuda: the GPU architectures to build cubins for (sm_80,sm_90); the PTX targets the lowest")
 		opt := cli.OneOfInt(fs, "O", 2, "optimization `level`, 0 or 2: 2 runs every pass, 0 only the required ones", 0, 2)
 		disable := fs.String("disable", "", "comma-separated passes to skip")
-		dumpAfter := fs.String("dump-after", "", "comma-separated passes (or all) after which to write the graph as text, and lowering stages, after which the lowered state is written as kernels-NN-STAGE.txt (CPU: slots, support, groups, conv-algorithms, memory, lower, entry; CUDA: slots, fold, support, inline, memory)")
+		dumpAfter := fs.String("dump-after", "", "comma-separated passes (or all) after which to write the graph as text, and lowering stages, after which the lowered state is written as kernels-NN-STAGE.txt (CPU: slots, fold, support, inline, groups, conv-algorithms, memory, lower, entry; CUDA: slots, fold, support, inline, memory)")
 		dumpDir := fs.String("dump-dir", "kiln-dump", "folder for --dump-after files")
 		timePasses := fs.Bool("time-passes", false, "print a per-pass timing table")
 		verify := fs.Bool("verify", false, "check the graph after every pass")

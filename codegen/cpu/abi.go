@@ -29,7 +29,7 @@ func (g *gen) abi() *rcpu.ABI {
 	rec := &rcpu.ABI{
 		Version:      rcpu.ABIVersion,
 		WeightsBytes: g.liveBytes(),
-		StoredBytes:  g.weights.Len(),
+		StoredBytes:  g.prog.Weights.Len(),
 		Derived:      g.derived,
 		ArenaBytes:   g.arenaBytes,
 		Steps:        len(g.steps),

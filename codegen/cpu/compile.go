@@ -169,7 +169,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 	}
 	res := &Result{
 		LLVMIR:      g.mod.String(),
-		Weights:     g.weights.Bytes(),
+		Weights:     g.prog.Weights.Bytes(),
 		Derived:     g.derived,
 		ArenaBytes:  g.arenaBytes,
 		TensorBytes: g.tensorBytes,

@@ -33,12 +33,18 @@ import (
 
 func isGroup(n *ir.Node) bool { return n.Domain == ir.KilnDomain && n.OpType == ops.FusionGroup }
 
-// prepareGroups sets g.nodes: the graph's nodes with each fusion group
-// ready to lower.
+// prepareGroups sets g.nodes: the program's steps' nodes with each
+// fusion group ready to lower, its step then running as the node g.nodes
+// holds for it.
 func (g *gen) prepareGroups() error {
 	g.nodes = nil
-	for _, n := range g.model.Graph.Nodes {
-		if g.plan(n).folded || !isGroup(n) {
+	for _, st := range g.prog.Steps {
+		if st.Const != nil {
+			continue
+		}
+		n := st.Node
+		if !isGroup(n) {
+			g.plan(n).step = st
 			g.nodes = append(g.nodes, n)
 			continue
 		}
@@ -80,6 +86,8 @@ func (g *gen) prepareGroups() error {
 			}
 			g.plan(lowered).algorithm = a.S
 		}
+		st.Node = lowered
+		g.plan(lowered).step = st
 		g.nodes = append(g.nodes, lowered)
 	}
 	return nil
@@ -179,7 +187,7 @@ func (g *gen) prepareLayerEpilogue(base *ir.Node, rest []*ir.Node, out *ir.Value
 		return nil, err
 	}
 	// The base's output buffer lives where the group's output does.
-	g.bufVals[g.buffer(base.Outputs[0]).ID] = out
+	g.prog.Bind(g.buffer(base.Outputs[0]), out)
 	var post *kernel.Kernel
 	if len(rest) > 0 {
 		var err error
@@ -231,8 +239,8 @@ func (g *gen) scalarConsts(e *kernel.Expr) *kernel.Expr {
 	defs := map[*kernel.Buffer]*kernel.Kernel{}
 	var walk func(e *kernel.Expr)
 	walk = func(e *kernel.Expr) {
-		if e.Op == kernel.OpLoad && e.Buf != nil && defs[e.Buf] == nil && e.Buf.ID < len(g.bufVals) {
-			if t := g.constOf(g.bufVals[e.Buf.ID]); t != nil && t.Len() == 1 && t.DType.IsFloat() {
+		if e.Op == kernel.OpLoad && e.Buf != nil && defs[e.Buf] == nil {
+			if t := g.constOf(g.prog.ValueOf(e.Buf)); t != nil && t.Len() == 1 && t.DType.IsFloat() {
 				defs[e.Buf] = &kernel.Kernel{Value: kernel.Const(t.DType, t.Float64At(0))}
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
-	"github.com/kiln-ml/kiln/passes"
 	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -67,22 +66,17 @@ type gen struct {
 	decls map[string]*ll.Func
 	steps []step
 
-	weights *lower.Weights // the stored weights
 	// derived are the ranges of weights the loader computes, in order,
 	// in the derivedBytes after the stored weights (addDerived).
 	derived      []rcpu.Derived
 	derivedBytes int64
 	derivedBase  *ll.Global
-	locs         map[*ir.Value]loc
-	alias        map[*ir.Value]*ir.Value
-	// within places values inside another value's buffer
-	// (passes.PlanMemory).
-	within map[*ir.Value]passes.Placement
-	// isOutput marks the graph's outputs (slots).
-	isOutput map[*ir.Value]bool
-	// nodes is what is lowered, in order: the graph's nodes with epilogue
-	// groups replaced by their base nodes (fuse.go); plans says how each
-	// node is lowered (lowered.go).
+	// prog is the program the driver lowers (codegen/lower): its slots,
+	// steps, and where every value lives.
+	prog *lower.Program
+	// nodes is what is lowered, in order: the program's steps' nodes,
+	// each fusion group replaced by its base node where it has one
+	// (fuse.go); plans says how each node is lowered (lowered.go).
 	nodes []*ir.Node
 	plans map[*ir.Node]*nodePlan
 
@@ -93,13 +87,9 @@ type gen struct {
 	inputs, outputs           []IO
 	kernelNames               []string
 	curNode                   *ir.Node
+	curStep                   *lower.Step
 	parts                     int // kiln_run's
 	nstep                     int
-
-	// bufs and bufVals are the kernel layer's buffers of values
-	// (kernels.go).
-	bufs    map[*ir.Value]*kernel.Buffer
-	bufVals []*ir.Value
 
 	// syms are the model's symbolic dims (the dims table's order) and
 	// symIndex their positions; symShapes the symbolic shapes of values,
@@ -113,17 +103,14 @@ type gen struct {
 }
 
 func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {
-	if err := m.Verify(); err != nil {
-		return nil, err
-	}
-	known, err := ops.InferShapesWithin(m, opts.Limits)
+	g := &gen{model: m, opsets: ops.OpsetsOf(m), feats: feats, opts: opts,
+		mod: ll.NewModule(), decls: map[string]*ll.Func{},
+		nodes: m.Graph.Nodes, plans: map[*ir.Node]*nodePlan{}}
+	prog, err := lower.NewProgram(m, lowerTarget{g}, opts.Limits)
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{model: m, opsets: ops.OpsetsOf(m), known: known, feats: feats, opts: opts,
-		mod: ll.NewModule(), decls: map[string]*ll.Func{}, weights: lower.NewWeights(64),
-		locs: map[*ir.Value]loc{}, alias: map[*ir.Value]*ir.Value{}, within: map[*ir.Value]passes.Placement{}, isOutput: map[*ir.Value]bool{},
-		nodes: m.Graph.Nodes, plans: map[*ir.Node]*nodePlan{}, bufs: map[*ir.Value]*kernel.Buffer{}}
+	g.prog, g.known = prog, prog.Known
 	g.schedule()
 	return g, nil
 }
@@ -165,28 +152,11 @@ func (g *gen) attrs(n *ir.Node) *ops.KernelContext {
 }
 
 // constOf returns the compile-time value of v, or nil.
-func (g *gen) constOf(v *ir.Value) *ir.Tensor {
-	if v == nil {
-		return nil
-	}
-	if v.Const != nil && !g.isGraphInput(v) {
-		return v.Const
-	}
-	return g.known[v]
-}
-
-func (g *gen) isGraphInput(v *ir.Value) bool {
-	for _, in := range g.model.Graph.Inputs {
-		if in == v {
-			return true
-		}
-	}
-	return false
-}
+func (g *gen) constOf(v *ir.Value) *ir.Tensor { return g.prog.ConstOf(v) }
 
 // addWeights stores bytes in the weights at a 64-byte aligned offset,
 // once per contents (lower.Weights).
-func (g *gen) addWeights(b []byte) int64 { return g.weights.AddBytes(b) }
+func (g *gen) addWeights(b []byte) int64 { return g.prog.Weights.AddBytes(b) }
 
 // addDerived reserves d.Bytes for weights the loader computes
 // (rcpu.Derived) and returns their offset in the derived area. That area
@@ -207,7 +177,7 @@ func (g *gen) placeDerived() {
 	if len(g.derived) == 0 {
 		return
 	}
-	base := g.weights.Pad()
+	base := g.prog.Weights.Pad()
 	g.derivedBaseGlobal().Init = constant.NewInt(i64, base)
 	for i := range g.derived {
 		g.derived[i].Off += base
@@ -226,7 +196,7 @@ func (g *gen) derivedBaseGlobal() *ll.Global {
 
 // liveBytes is the size of the blob the code reads: the stored weights
 // and the derived area.
-func (g *gen) liveBytes() int64 { return g.weights.Len() + g.derivedBytes }
+func (g *gen) liveBytes() int64 { return g.prog.Weights.Len() + g.derivedBytes }
 
 // addFloats appends float32s to the weights blob.
 func (g *gen) addFloats(f []float32) int64 {
@@ -234,7 +204,7 @@ func (g *gen) addFloats(f []float32) int64 {
 }
 
 func (g *gen) constLoc(t *ir.Tensor) loc {
-	return loc{space: inWeights, off: g.weights.Add(t)}
+	return loc{space: inWeights, off: g.prog.Weights.Add(t)}
 }
 
 // locOf returns where v's data lives.
@@ -247,23 +217,22 @@ func (g *gen) locOf(v *ir.Value) loc {
 }
 
 func (g *gen) baseLoc(v *ir.Value) loc {
-	for g.alias[v] != nil {
-		v = g.alias[v]
+	pl, err := g.prog.PlaceOf(v)
+	if err != nil {
+		panic("codegen/cpu: " + err.Error())
 	}
-	if p, ok := g.within[v]; ok {
-		l := g.baseLoc(p.Into)
-		l.off += p.Offset
-		return l
+	return locOfPlace(pl)
+}
+
+// locOfPlace is a program's place as this backend's loc.
+func locOfPlace(pl lower.Place) loc {
+	switch pl.Space {
+	case lower.InWeights:
+		return loc{space: inWeights, off: pl.Off}
+	case lower.InArena:
+		return loc{space: inArena, off: pl.Off}
 	}
-	if l, ok := g.locs[v]; ok {
-		return l
-	}
-	if t := g.constOf(v); t != nil {
-		l := g.constLoc(t)
-		g.locs[v] = l
-		return l
-	}
-	panic(fmt.Sprintf("codegen/cpu: value %q has no location", v.Name))
+	return loc{space: inIO, io: pl.Slot}
 }
 
 // ---- steps ----
@@ -329,11 +298,11 @@ func (k *kfn) locPtr(l loc, et types.Type) value.Value {
 // scratchPtr returns a float pointer to the current node's scratch plus
 // byteOff.
 func (k *kfn) scratchPtr(byteOff int64) value.Value {
-	p := k.g.plan(k.g.curNode)
-	if !p.hasScratch {
+	st := k.g.curStep
+	if st.ScratchBytes == 0 {
 		panic("codegen/cpu: node has no scratch")
 	}
-	return k.locPtr(loc{space: inArena, off: p.scratch + byteOff}, f32)
+	return k.locPtr(loc{space: inArena, off: st.Scratch + byteOff}, f32)
 }
 
 // noBuiltins marks every function the module defines "no-builtins", so

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/llvm"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/llir/llvm/ir/constant"
@@ -23,25 +24,50 @@ type kernelOp struct {
 	ctx *kernel.Ctx
 }
 
-// buffer returns the kernel-layer buffer of value v.
-func (g *gen) buffer(v *ir.Value) *kernel.Buffer {
-	if v == nil {
+// buffer returns the kernel-layer buffer of value v (the program's).
+func (g *gen) buffer(v *ir.Value) *kernel.Buffer { return g.prog.Buffer(v) }
+
+// symDims is v's dims as expressions of the symbols when its shape is
+// symbolic (lower.Shaper), else nil.
+func (g *gen) symDims(v *ir.Value) []*kernel.Expr {
+	s, ok := g.symShapes[v]
+	if !ok {
 		return nil
 	}
-	if b, ok := g.bufs[v]; ok {
-		return b
+	dims := make([]*kernel.Expr, len(s.Dims))
+	for i, d := range s.Dims {
+		dims[i] = g.dimExpr(d)
 	}
-	dims := kernel.Ints(dimsOf(v)...)
-	if s, ok := g.symShapes[v]; ok {
-		dims = make([]*kernel.Expr, len(s.Dims))
-		for i, d := range s.Dims {
-			dims[i] = g.dimExpr(d)
+	return dims
+}
+
+// kernelsOf are node n's kernels and temporaries: its step's, when the
+// driver built them (a node of the graph), else its own context's (a
+// group's body node).
+func (g *gen) kernelsOf(n *ir.Node) ([]*kernel.Kernel, []*kernel.Buffer, error) {
+	if st := g.plan(n).step; st != nil && st.Node == n && onKernels(st) {
+		var ks []*kernel.Kernel
+		for _, pt := range st.Parts {
+			ks = append(ks, pt.Kernel)
+		}
+		return ks, st.Temps, nil
+	}
+	ko, err := g.kernelCtx(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ko.ctx.Kernels, ko.ctx.Temps, nil
+}
+
+// onKernels reports whether step st runs kernel-layer kernels the driver
+// built (none of its parts is claimed).
+func onKernels(st *lower.Step) bool {
+	for _, pt := range st.Parts {
+		if pt.Micro != nil {
+			return false
 		}
 	}
-	b := &kernel.Buffer{Name: v.Name, DType: v.Type.Elem, Dims: dims, ID: len(g.bufVals)}
-	g.bufs[v] = b
-	g.bufVals = append(g.bufVals, v)
-	return b
+	return true
 }
 
 // kernelCtx builds node n's kernels (once) or says why it cannot.
@@ -84,12 +110,12 @@ func (g *gen) supportsKernel(n *ir.Node) *ops.UnsupportedError {
 
 // kernelScratch is the scratch node n's kernels pass values through.
 func (g *gen) kernelScratch(n *ir.Node) int64 {
-	ko, err := g.kernelCtx(n)
+	_, temps, err := g.kernelsOf(n)
 	if err != nil {
 		return 0
 	}
 	var total int64
-	for _, t := range ko.ctx.Temps {
+	for _, t := range temps {
 		total += align64(g.tempBytes(t))
 	}
 	return total
@@ -115,17 +141,17 @@ func (g *gen) maxEnv() map[string]int64 {
 
 // lowerKernelOp emits node n's kernels, one step each.
 func (g *gen) lowerKernelOp(n *ir.Node) error {
-	ko, err := g.kernelCtx(n)
+	kernels, ts, err := g.kernelsOf(n)
 	if err != nil {
 		return err
 	}
 	temps := map[*kernel.Buffer]int64{}
 	var off int64
-	for _, t := range ko.ctx.Temps {
+	for _, t := range ts {
 		temps[t] = off
 		off += align64(g.tempBytes(t))
 	}
-	for _, kern := range ko.ctx.Kernels {
+	for _, kern := range kernels {
 		g.emitKernel(kern, temps)
 	}
 	return nil
@@ -177,10 +203,9 @@ func (h kernelHost) Ptr(_ *llvm.Fn, b *kernel.Buffer) value.Value {
 		if !ok {
 			panic(fmt.Sprintf("codegen/cpu: scratch %s has no place", b.Name))
 		}
-		base := h.g.plan(h.g.curNode).scratch
-		return h.k.locPtr(loc{space: inArena, off: base + off}, mt)
+		return h.k.locPtr(loc{space: inArena, off: h.g.curStep.Scratch + off}, mt)
 	}
-	return h.k.locPtr(h.g.locOf(h.g.bufVals[b.ID]), mt)
+	return h.k.locPtr(h.g.locOf(h.g.prog.ValueOf(b)), mt)
 }
 
 func (h kernelHost) Sym(_ *llvm.Fn, name string) value.Value { return h.k.symValue(name) }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -11,9 +12,8 @@ import (
 // nodes lowered are g.nodes, the others (a group's body nodes) hold what
 // their group's lowering reads of them.
 type nodePlan struct {
-	// folded: inference computed every output, so the node runs nothing
-	// (support).
-	folded bool
+	// step is the program's step the node runs as (groups).
+	step *lower.Step
 	// row is the hand-written row the node runs on, nil for the kernel
 	// layer, once rowDecided (handInfo decides, once).
 	row        *opInfo
@@ -52,13 +52,9 @@ type nodePlan struct {
 	algorithm string
 	winograd  *winoSpec
 
-	// scratchBytes is the scratch the memory plan sized for the node and
-	// scratch its arena offset, when hasScratch; inPlace marks a Concat
-	// that runs nothing, its inputs placed in its output (memory).
+	// scratchBytes is the scratch the memory plan sized for the node
+	// (its step says where it is).
 	scratchBytes int64
-	scratch      int64
-	hasScratch   bool
-	inPlace      bool
 }
 
 // plan returns node n's record, made on first use.
@@ -77,9 +73,7 @@ func (g *gen) plan(n *ir.Node) *nodePlan {
 func (g *gen) lowering(n *ir.Node) string {
 	p := g.plan(n)
 	switch {
-	case p.folded:
-		return "folded"
-	case p.inPlace:
+	case g.prog.InPlace[n]:
 		return "in place"
 	case p.lower != nil && p.layered:
 		return "group on the kernel layer"
@@ -89,7 +83,7 @@ func (g *gen) lowering(n *ir.Node) string {
 		return ""
 	case g.handInfo(n) != nil:
 		return "hand-written"
-	case p.kernel != nil:
+	case p.kernel != nil || p.step != nil && onKernels(p.step):
 		return "kernel layer"
 	}
 	return ""

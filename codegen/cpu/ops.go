@@ -99,64 +99,19 @@ type UnsupportedErrors = ops.UnsupportedErrors
 
 // Unsupported reports what Compile would refuse in m (UnsupportedErrors),
 // or an error from verifying m or inferring its shapes, or nil; it
-// compiles nothing. Shape inference annotates m's values.
+// compiles nothing (the stages up to "support" run). Shape inference
+// annotates m's values.
 func Unsupported(m *ir.Model) error {
 	g, err := newGen(m, nil, Options{})
 	if err != nil {
 		return err
 	}
-	outSet := map[*ir.Value]bool{}
-	for _, v := range m.Graph.Outputs {
-		outSet[v] = true
+	restore, err := g.specialize()
+	defer restore()
+	if err != nil {
+		return fmt.Errorf("codegen/cpu: %w", err)
 	}
-	return g.checkSupport(outSet)
-}
-
-// checkSupport marks the nodes whose outputs inference computed as folded
-// and checks that the backend can lower all the others.
-func (g *gen) checkSupport(outSet map[*ir.Value]bool) error {
-	var list UnsupportedErrors
-	seen := map[string]bool{}
-	for _, n := range g.model.Graph.Nodes {
-		allKnown := true
-		for _, o := range n.Outputs {
-			if o != nil && (g.known[o] == nil || outSet[o]) {
-				allKnown = false
-			}
-		}
-		if allKnown || n.OpType == "Constant" && n.Domain == "" && !outSet[n.Outputs[0]] {
-			p := g.plan(n)
-			p.folded = true
-			if g.known[n.Outputs[0]] == nil { // a big Constant
-				if t := n.Attr("value"); t != nil && t.T != nil {
-					g.known[n.Outputs[0]] = t.T
-				} else {
-					p.folded = false
-				}
-			}
-			if p.folded {
-				continue
-			}
-		}
-		ue := g.supports(n)
-		if ue == nil {
-			for _, o := range n.Outputs {
-				if o != nil && !o.Type.Shape.IsStatic() {
-					ue = &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain],
-						Reason: "an output's shape is not static (the CPU backend needs static shapes)"}
-					break
-				}
-			}
-		}
-		if ue != nil && !seen[ue.Error()] {
-			seen[ue.Error()] = true
-			list = append(list, ue)
-		}
-	}
-	if len(list) > 0 {
-		return fmt.Errorf("codegen/cpu: %w", list)
-	}
-	return nil
+	return g.buildUntil("support")
 }
 
 // supports returns nil or what the backend lacks for n.

@@ -6,41 +6,93 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
+	"github.com/kiln-ml/kiln/passes"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/value"
 )
 
-// Stage is one step of a compilation, run in Stages' order; after it,
-// check holds what the stage promises, and Options.Dump receives the
-// state (dump).
-type Stage struct {
-	Name string
-	Doc  string
-	Run  func(g *gen) error
+// The CPU compiles through codegen/lower's driver, as every target does:
+// its stages ("slots", "fold", "support", "inline", this backend's
+// "groups" and "conv-algorithms", then "memory") make a lower.Program
+// whose steps are the nodes lowered here: hand-written rows and fusion
+// groups as Micro parts carrying their nodePlan (Claim), the rest as
+// kernel-layer kernels. This backend's own last stages emit the program:
+// "lower" writes each step's functions, "entry" the entry points. After
+// each stage the driver's Program.Check and this backend's check hold,
+// and Options.Dump receives the state (dump).
+
+// emitStages are the stages run after the driver's.
+var emitStages = []lower.TargetStage{
+	{Name: "lower", Doc: "emits each step's functions, and the copies of constant outputs"},
+	{Name: "entry", Doc: "writes the entry points, the derived weights' code and the ABI's functions"},
 }
 
-// Stages are a compilation's stages, in order (codegen/lower's driver is
-// the model). init sets them: a stage may compile another model
-// (measureConv), and a variable's initializer may not refer to itself.
-var Stages []Stage
+// StageNames are a compilation's stages, in order.
+func StageNames() []string {
+	names := lower.StageNames(lowerTarget{})
+	for _, s := range emitStages {
+		names = append(names, s.Name)
+	}
+	return names
+}
 
-func init() {
-	Stages = []Stage{
-		{"slots", "gives the graph's inputs and outputs their io slots", (*gen).slots},
-		{"support", "folds the nodes whose outputs inference computed and checks that the backend lowers every other one", (*gen).support},
-		{"groups", "makes each fusion group one lowered node: its base with what its store applies, or its own lowering (fuse.go)", (*gen).prepareGroups},
-		{"conv-algorithms", "chooses each convolution's Winograd variant or none, obeying the algorithm its group records (tune.go)", (*gen).chooseConvAlgorithms},
-		{"memory", "places the intermediate values and each node's scratch in the arena (plan.go)", (*gen).planMemory},
-		{"lower", "emits each lowered node's step functions, and the copies of constant outputs", (*gen).lowerNodes},
-		{"entry", "writes the entry points, the derived weights' code and the ABI's functions", (*gen).emitEntryPoints},
+// lowerTarget is this backend as the driver's target (lower.Target and
+// the optional interfaces it implements).
+type lowerTarget struct{ g *gen }
+
+func (lowerTarget) Name() string       { return "codegen/cpu" }
+func (lowerTarget) Align() int64       { return 64 }
+func (lowerTarget) SlotsInArena() bool { return false }
+
+// Micro: the hand-written kernels are claimed whole (Claim).
+func (lowerTarget) Micro(*ir.Node, *kernel.Ctx, []*kernel.Buffer, *kernel.Buffer) any { return nil }
+
+func (t lowerTarget) Claim(n *ir.Node) (any, error)                       { return t.g.claim(n) }
+func (t lowerTarget) View(n *ir.Node) bool                                { return t.g.isView(n) }
+func (t lowerTarget) Dims(v *ir.Value) []*kernel.Expr                     { return t.g.symDims(v) }
+func (t lowerTarget) Maxima() map[string]int64                            { return t.g.maxEnv() }
+func (t lowerTarget) Check(stage string) error                            { return t.g.check(stage) }
+func (t lowerTarget) MemoryHooks(h passes.MemoryHooks) passes.MemoryHooks { return t.g.memoryHooks(h) }
+
+func (t lowerTarget) Stages() []lower.TargetStage {
+	return []lower.TargetStage{
+		{Name: "groups", Doc: "makes each fusion group one lowered node: its base with what its store applies, or its own lowering (fuse.go)",
+			Run: func(*lower.Program) error { return t.g.prepareGroups() }},
+		{Name: "conv-algorithms", Doc: "chooses each convolution's Winograd variant or none, obeying the algorithm its group records (tune.go)",
+			Run: func(*lower.Program) error { return t.g.chooseConvAlgorithms() }},
 	}
 }
 
 // build runs the stages, checking after each.
-func (g *gen) build() error {
-	for _, s := range Stages {
-		if err := s.Run(g); err != nil {
+func (g *gen) build() error { return g.buildUntil("") }
+
+// buildUntil runs the stages up to stop (all of them for "").
+func (g *gen) buildUntil(stop string) error {
+	opts := lower.Options{Limits: g.opts.Limits, StopAfter: stop}
+	if g.opts.Dump != nil {
+		opts.Dump = func(stage string, _ *lower.Program) { g.opts.Dump(stage, g.dump(stage)) }
+	}
+	if err := lower.Lower(g.prog, lowerTarget{g}, opts); err != nil {
+		return err
+	}
+	if stop != "" && !slices.ContainsFunc(emitStages, func(s lower.TargetStage) bool { return s.Name == stop }) {
+		return nil
+	}
+	g.ioRecords()
+	g.arenaBytes, g.tensorBytes = g.prog.ArenaBytes, g.prog.TensorBytes
+	for _, s := range emitStages {
+		var err error
+		switch s.Name {
+		case "lower":
+			err = g.lowerSteps()
+		case "entry":
+			err = g.emitEntryPoints()
+		}
+		if err != nil {
 			return err
 		}
 		if err := g.check(s.Name); err != nil {
@@ -49,57 +101,61 @@ func (g *gen) build() error {
 		if g.opts.Dump != nil {
 			g.opts.Dump(s.Name, g.dump(s.Name))
 		}
+		if s.Name == stop {
+			break
+		}
 	}
 	return nil
 }
 
-// slots gives the graph's inputs, then its outputs, their io slots.
-func (g *gen) slots() error {
-	gr := g.model.Graph
-	if len(gr.Outputs) == 0 {
-		return errors.New("codegen/cpu: the graph has no outputs, so an engine would compute nothing (ONNX requires at least one)")
+// ioRecords lists the program's slots as the engine's inputs and
+// outputs.
+func (g *gen) ioRecords() {
+	rec := func(s lower.Slot) IO {
+		return IO{Name: s.Value.Name, DType: s.Value.Type.Elem, Dims: dimsOf(s.Value), DimNames: g.dimNames(s.Value), Index: s.Index}
 	}
-	slot := 0
-	for _, v := range gr.Inputs {
-		d, ok := v.Type.Shape.Ints()
-		if !ok {
-			return fmt.Errorf("codegen/cpu: input %q has shape %s: the CPU backend needs static shapes", v.Name, v.Type)
-		}
-		g.locs[v] = loc{space: inIO, io: slot}
-		g.inputs = append(g.inputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, DimNames: g.dimNames(v), Index: slot})
-		slot++
+	for _, s := range g.prog.Inputs {
+		g.inputs = append(g.inputs, rec(s))
 	}
-	for _, v := range gr.Outputs {
-		d, ok := v.Type.Shape.Ints()
-		if !ok {
-			return fmt.Errorf("codegen/cpu: output %q has shape %s: the CPU backend needs static shapes", v.Name, v.Type)
-		}
-		if g.isGraphInput(v) {
-			return fmt.Errorf("codegen/cpu: output %q is graph input %q: an engine binds each name once (compute the output with a node, e.g. an Identity writing a new name)", v.Name, v.Name)
-		}
-		if g.isOutput[v] {
-			return fmt.Errorf("codegen/cpu: output %q is listed twice: an engine binds each name once", v.Name)
-		}
-		g.isOutput[v] = true
-		g.locs[v] = loc{space: inIO, io: slot}
-		g.outputs = append(g.outputs, IO{Name: v.Name, DType: v.Type.Elem, Dims: d, DimNames: g.dimNames(v), Index: slot})
-		slot++
+	for _, s := range g.prog.Outputs {
+		g.outputs = append(g.outputs, rec(s))
 	}
-	return nil
 }
 
-func (g *gen) support() error { return g.checkSupport(g.isOutput) }
+// claim is how this backend computes node n (lower.Claimer): a fusion
+// group or a hand-written row is claimed with its plan; an op the kernel
+// layer defines is left to the driver; anything else is unsupported.
+func (g *gen) claim(n *ir.Node) (any, error) {
+	if !isGroup(n) && g.handInfo(n) == nil && kernel.Lookup(n.OpType) != nil {
+		return nil, nil
+	}
+	if ue := g.supports(n); ue != nil {
+		return nil, ue
+	}
+	for _, o := range n.Outputs {
+		if o != nil && !o.Type.Shape.IsStatic() {
+			return nil, &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: g.opsets[n.Domain],
+				Reason: "an output's shape is not static: it depends on the data, or on a dim no --shape or --max bounds"}
+		}
+	}
+	return g.plan(n), nil
+}
 
-// lowerNodes emits every lowered node's steps in order, then a copy for
-// each graph output known at compile time.
-func (g *gen) lowerNodes() error {
+// lowerSteps emits every step's functions in order, then a copy for each
+// graph output known at compile time.
+func (g *gen) lowerSteps() error {
 	g.counterBase = align64(g.arenaBytes)
-	for _, n := range g.nodes {
-		p := g.plan(n)
-		if p.folded || g.alias[n.Outputs[0]] != nil || p.inPlace || writesNothing(n) {
+	for _, st := range g.prog.Steps {
+		if st.Const != nil {
+			g.emitConstOut(st.Const)
 			continue
 		}
-		g.curNode = n
+		n := st.Node
+		p := g.plan(n)
+		if g.prog.Alias[n.Outputs[0]] != nil || g.prog.InPlace[n] || writesNothing(n) {
+			continue
+		}
+		g.curNode, g.curStep = n, st
 		lower := func() error { return g.lowerKernelOp(n) }
 		if info := g.handInfo(n); info != nil {
 			lower = func() error { return info.lower(g, n) }
@@ -125,18 +181,19 @@ func (g *gen) lowerNodes() error {
 			return fmt.Errorf("codegen/cpu: %s: %w", n, err)
 		}
 	}
-	for _, v := range g.model.Graph.Outputs {
-		if t := g.constOf(v); t != nil && (v.Producer == nil || g.plan(v.Producer).folded) {
-			src := g.constLoc(t)
-			dst := g.locs[v]
-			n := int64(len(t.Raw))
-			g.step("const_out", true, func(k *kfn) {
-				s, d := k.locPtr(src, i8), k.locPtr(dst, i8)
-				k.loopN(0, n, func(i value.Value) { k.store(k.load(s, i), d, i) })
-			})
-		}
-	}
 	return nil
+}
+
+// emitConstOut copies graph output v, known at compile time, from the
+// weights.
+func (g *gen) emitConstOut(v *ir.Value) {
+	t := g.constOf(v)
+	src, dst := g.constLoc(t), g.baseLoc(v)
+	n := int64(len(t.Raw))
+	g.step("const_out", true, func(k *kfn) {
+		s, d := k.locPtr(src, i8), k.locPtr(dst, i8)
+		k.loopN(0, n, func(i value.Value) { k.store(k.load(s, i), d, i) })
+	})
 }
 
 // emitEntryPoints places the work-stealing counters past the arena and
@@ -155,14 +212,13 @@ func (g *gen) emitEntryPoints() error {
 
 // ---- checks ----
 
-// check verifies what stage promises, naming the first node that breaks
-// it.
+// check verifies what stage promises of this backend's records, naming
+// the first node that breaks it (the driver's Program.Check verifies the
+// program itself).
 func (g *gen) check(stage string) error {
 	switch stage {
-	case "slots":
-		return g.checkSlots()
-	case "support":
-		return g.checkFolded()
+	case "slots", "fold", "support", "inline":
+		return nil
 	case "groups":
 		return g.checkGroups()
 	case "conv-algorithms":
@@ -175,34 +231,6 @@ func (g *gen) check(stage string) error {
 		return g.checkModule()
 	}
 	return fmt.Errorf("no stage %q", stage)
-}
-
-// checkSlots: each input and output has the io slot it is listed with.
-func (g *gen) checkSlots() error {
-	gr := g.model.Graph
-	values := slices.Concat(gr.Inputs, gr.Outputs)
-	for i, io := range slices.Concat(g.inputs, g.outputs) {
-		if l, ok := g.locs[values[i]]; !ok || l.space != inIO || l.io != io.Index {
-			return fmt.Errorf("%q has no io slot %d", io.Name, io.Index)
-		}
-	}
-	return nil
-}
-
-// checkFolded: a folded node's outputs are all known, and none is a
-// graph output (which a step must write).
-func (g *gen) checkFolded() error {
-	for _, n := range g.nodes {
-		if !g.plan(n).folded {
-			continue
-		}
-		for _, o := range n.Outputs {
-			if o != nil && (g.known[o] == nil || g.isOutput[o]) {
-				return fmt.Errorf("%s is folded, but its output %q is not known at compile time or is a graph output", n, o.Name)
-			}
-		}
-	}
-	return nil
 }
 
 // checkGroups: every node is lowered once and has a known lowering; the
@@ -239,7 +267,7 @@ func (g *gen) checkGroups() error {
 func (g *gen) checkConvAlgorithms() error {
 	for _, n := range g.nodes {
 		p := g.plan(n)
-		conv := !p.folded && n.Domain == "" && n.OpType == "Conv" && g.handInfo(n) != nil
+		conv := n.Domain == "" && n.OpType == "Conv" && g.handInfo(n) != nil
 		if !conv {
 			if p.winograd != nil {
 				return fmt.Errorf("%s has a Winograd variant, but is not a convolution lowered by hand", n)
@@ -263,11 +291,9 @@ func (g *gen) checkConvAlgorithms() error {
 // checkMemory: every value a node reads or writes has a place, within
 // the arena where it is there, and every node's scratch fits the arena.
 func (g *gen) checkMemory() error {
+	arena := g.prog.ArenaBytes
 	for _, n := range g.nodes {
 		p := g.plan(n)
-		if p.folded {
-			continue
-		}
 		for _, v := range slices.Concat(g.readsFromMemory(n), g.writesOf(n)) {
 			if v == nil {
 				continue
@@ -276,18 +302,19 @@ func (g *gen) checkMemory() error {
 			if !ok {
 				return fmt.Errorf("%s: value %q has no location", n, v.Name)
 			}
-			if end := l.off + int64(ir.RawLen(v.Type.Elem, numel(v))); l.space == inArena && end > g.arenaBytes {
-				return fmt.Errorf("%s: value %q at [%d, %d) is outside the arena of %d bytes", n, v.Name, l.off, end, g.arenaBytes)
+			if end := l.off + int64(ir.RawLen(v.Type.Elem, numel(v))); l.space == inArena && end > arena {
+				return fmt.Errorf("%s: value %q at [%d, %d) is outside the arena of %d bytes", n, v.Name, l.off, end, arena)
 			}
 		}
 		if p.scratchBytes == 0 {
 			continue
 		}
-		if !p.hasScratch {
-			return fmt.Errorf("%s needs %d bytes of scratch and has none", n, p.scratchBytes)
+		st := p.step
+		if st.ScratchBytes < p.scratchBytes {
+			return fmt.Errorf("%s needs %d bytes of scratch and has %d", n, p.scratchBytes, st.ScratchBytes)
 		}
-		if end := p.scratch + p.scratchBytes; end > g.arenaBytes {
-			return fmt.Errorf("%s: scratch [%d, %d) is outside the arena of %d bytes", n, p.scratch, end, g.arenaBytes)
+		if end := st.Scratch + p.scratchBytes; end > arena {
+			return fmt.Errorf("%s: scratch [%d, %d) is outside the arena of %d bytes", n, st.Scratch, end, arena)
 		}
 	}
 	return nil
@@ -345,18 +372,14 @@ func (g *gen) readsFromMemory(n *ir.Node) []*ir.Value {
 // planned returns where v lives without placing a constant (baseLoc
 // places one in the weights on first use: its off is then -1).
 func (g *gen) planned(v *ir.Value) (loc, bool) {
-	for g.alias[v] != nil {
-		v = g.alias[v]
+	pl, err := g.prog.Planned(v)
+	if err != nil {
+		return loc{}, false
 	}
-	if p, ok := g.within[v]; ok {
-		l, ok := g.planned(p.Into)
-		l.off += p.Offset
-		return l, ok
+	if pl.Space == lower.InWeights && !g.prog.Stored(v) {
+		return loc{space: inWeights, off: -1}, true
 	}
-	if l, ok := g.locs[v]; ok {
-		return l, true
-	}
-	return loc{space: inWeights, off: -1}, g.constOf(v) != nil
+	return locOfPlace(pl), true
 }
 
 // ---- dump ----
@@ -367,24 +390,25 @@ func (g *gen) planned(v *ir.Value) (loc, bool) {
 func (g *gen) dump(stage string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "after %s: %d nodes, arena %d bytes (all tensors %d), weights %d bytes, %d steps\n",
-		stage, len(g.nodes), g.arenaBytes, g.tensorBytes, g.weights.Len(), len(g.steps))
-	for _, io := range g.inputs {
-		fmt.Fprintf(&b, "input  %d %s %v\n", io.Index, ir.QuoteName(io.Name), io.Dims)
+		stage, len(g.nodes), max(g.arenaBytes, g.prog.ArenaBytes), max(g.tensorBytes, g.prog.TensorBytes), g.prog.Weights.Len(), len(g.steps))
+	for _, s := range g.prog.Inputs {
+		fmt.Fprintf(&b, "input  %d %s %v\n", s.Index, ir.QuoteName(s.Value.Name), dimsOf(s.Value))
 	}
-	for _, io := range g.outputs {
-		fmt.Fprintf(&b, "output %d %s %v\n", io.Index, ir.QuoteName(io.Name), io.Dims)
+	for _, s := range g.prog.Outputs {
+		fmt.Fprintf(&b, "output %d %s %v\n", s.Index, ir.QuoteName(s.Value.Name), dimsOf(s.Value))
 	}
-	grouped := stage != "slots" && stage != "support"
+	grouped := !slices.Contains([]string{"slots", "fold", "support", "inline"}, stage)
 	for i, n := range g.nodes {
 		fmt.Fprintf(&b, "node %d: %s", i, n)
+		folded := g.prog.Folded(n)
 		if grouped {
 			fmt.Fprintf(&b, ": %s", g.lowering(n))
-		} else if g.plan(n).folded {
+		} else if folded {
 			b.WriteString(": folded")
 		}
 		b.WriteString(g.planText(n))
 		b.WriteByte('\n')
-		if g.plan(n).folded {
+		if folded {
 			continue
 		}
 		if grouped {
@@ -446,8 +470,8 @@ func (g *gen) planText(n *ir.Node) string {
 	if p.hasGroupScratch {
 		parts = append(parts, fmt.Sprintf("group scratch %d bytes", p.groupScratch))
 	}
-	if p.hasScratch {
-		parts = append(parts, fmt.Sprintf("scratch %d bytes at arena+%d", p.scratchBytes, p.scratch))
+	if st := p.step; st != nil && st.ScratchBytes > 0 {
+		parts = append(parts, fmt.Sprintf("scratch %d bytes at arena+%d", p.scratchBytes, st.Scratch))
 	}
 	if len(parts) == 0 {
 		return ""

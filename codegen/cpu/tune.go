@@ -253,7 +253,7 @@ func (g *gen) convAlgorithm(c convGeom, wino *winoSpec) string {
 func (g *gen) chooseConvAlgorithms() error {
 	for _, n := range g.nodes {
 		p := g.plan(n)
-		if p.folded || n.Domain != "" || n.OpType != "Conv" || g.handInfo(n) == nil {
+		if n.Domain != "" || n.OpType != "Conv" || g.handInfo(n) == nil {
 			continue
 		}
 		c, err := g.convGeom(n)

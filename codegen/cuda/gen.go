@@ -81,7 +81,7 @@ func (g *gen) ioOf(s lower.Slot) IO {
 // lower emits every step's parts in order.
 func (g *gen) lower() error {
 	for _, st := range g.prog.Steps {
-		g.temp = st.TempOffsets(align)
+		g.temp = g.prog.TempOffsets(st)
 		if st.Copy {
 			if err := g.emitCopy(st.Node); err != nil {
 				return err

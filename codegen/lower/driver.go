@@ -27,9 +27,67 @@ type Target interface {
 	Micro(n *ir.Node, c *kernel.Ctx, in []*kernel.Buffer, out *kernel.Buffer) any
 }
 
+// A Target may implement the interfaces below to lower more of the graph
+// its own way; the driver asks for each with a type assertion, as Go's
+// io package does for WriterTo.
+
+// Claimer is a target that computes some nodes with code of its own
+// (hand-written kernels, whole fusion groups) instead of the kernel
+// layer's kernels.
+type Claimer interface {
+	// Claim returns the target's record of how it computes node n (the
+	// step's one Micro part carries it, its Ctx nil), nil to leave n to
+	// the driver, or an error (an *ops.UnsupportedError names what is
+	// missing) when the target cannot compute n at all.
+	Claim(n *ir.Node) (any, error)
+}
+
+// Viewer decides which nodes may share their input's bytes (default: the
+// ops that only move data, ops.MovementOf). A Viewer's view nodes keep
+// their kernels, which run when the view cannot share (a graph output).
+type Viewer interface {
+	View(n *ir.Node) bool
+}
+
+// Shaper gives buffers symbolic dims: a target compiling dynamic dims
+// sees each value's type at the dims' maxima and its buffer's dims as
+// expressions of the symbols.
+type Shaper interface {
+	// Dims is v's dims as expressions, or nil when v's type says them.
+	Dims(v *ir.Value) []*kernel.Expr
+	// Maxima maps each symbol to its largest value (scratch is sized so).
+	Maxima() map[string]int64
+}
+
+// Stager is a target with stages of its own, run after "inline" and
+// before "memory", and checks of its own after every stage.
+type Stager interface {
+	Stages() []TargetStage
+	// Check verifies, after stage (the driver's or the target's), what
+	// the target's records promise.
+	Check(stage string) error
+}
+
+// TargetStage is a stage a Stager adds.
+type TargetStage struct {
+	Name, Doc string
+	Run       func(p *Program) error
+}
+
+// MemoryPlanner is a target with a say in the memory plan: which values
+// its steps read and write, which nodes are views, their scratch, and
+// Concats whose inputs are written in place.
+type MemoryPlanner interface {
+	// MemoryHooks returns the hooks to plan with, given the driver's.
+	MemoryHooks(h passes.MemoryHooks) passes.MemoryHooks
+}
+
 // Options are the driver's settings.
 type Options struct {
 	Limits ir.Limits
+	// StopAfter, when set, ends the lowering after that stage (checked):
+	// the program is as far as it got.
+	StopAfter string
 	// Dump, when set, receives the program after each stage.
 	Dump func(stage string, p *Program)
 }
@@ -64,38 +122,99 @@ type driver struct {
 	views  map[*ir.Node]bool
 }
 
+// stages is the order the driver runs: its own, with a Stager's before
+// "memory".
+func (d *driver) stages() []Stage {
+	st, ok := d.t.(Stager)
+	if !ok {
+		return Stages
+	}
+	var out []Stage
+	for _, s := range Stages {
+		if s.Name == "memory" {
+			for _, ts := range st.Stages() {
+				run := ts.Run
+				out = append(out, Stage{ts.Name, ts.Doc, func(d *driver) error { return run(d.p) }})
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// StageNames lists the stages the driver runs for t, in order.
+func StageNames(t Target) []string {
+	var names []string
+	for _, s := range (&driver{t: t}).stages() {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
 // Build lowers m (shapes static, passes run) for target t.
 func Build(m *ir.Model, t Target, opts Options) (*Program, error) {
+	p, err := NewProgram(m, t, opts.Limits)
+	if err != nil {
+		return nil, err
+	}
+	if err := Lower(p, t, opts); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// NewProgram verifies m, infers what is known at compile time and
+// starts m's program for target t, before any stage: a target whose
+// hooks read the program (its buffers, what is known) makes it first.
+func NewProgram(m *ir.Model, t Target, limits ir.Limits) (*Program, error) {
 	if err := m.Verify(); err != nil {
 		return nil, err
 	}
-	known, err := ops.InferShapesWithin(m, opts.Limits)
+	known, err := ops.InferShapesWithin(m, limits)
 	if err != nil {
 		return nil, err
 	}
 	p := &Program{Model: m, Known: known, Weights: NewWeights(t.Align()), Places: map[*ir.Value]Place{},
-		Alias: map[*ir.Value]*ir.Value{}, bufs: map[*ir.Value]*kernel.Buffer{}, skip: map[*ir.Node]bool{}, scratch: map[*ir.Value]bool{}}
+		Alias: map[*ir.Value]*ir.Value{}, Within: map[*ir.Value]passes.Placement{}, InPlace: map[*ir.Node]bool{},
+		bufs: map[*ir.Value]*kernel.Buffer{}, skip: map[*ir.Node]bool{}, scratch: map[*ir.Value]bool{}}
+	if sh, ok := t.(Shaper); ok {
+		p.shaper = sh
+	}
+	return p, nil
+}
+
+// Lower runs the stages on p (NewProgram's) for target t.
+func Lower(p *Program, t Target, opts Options) error {
+	m := p.Model
 	d := &driver{t: t, opts: opts, p: p, out: map[*ir.Value]bool{}, built: map[*ir.Node]*Step{},
 		bodies: map[*ir.Node][]*Step{}, views: map[*ir.Node]bool{}}
 	for _, v := range m.Graph.Outputs {
 		d.out[v] = true
 	}
-	for _, s := range Stages {
+	stager, _ := t.(Stager)
+	for _, s := range d.stages() {
 		if err := s.Run(d); err != nil {
 			var list ops.UnsupportedErrors
 			if errors.As(err, &list) {
-				return nil, fmt.Errorf("%s: %w", t.Name(), err)
+				return fmt.Errorf("%s: %w", t.Name(), err)
 			}
-			return nil, fmt.Errorf("%s: %s: %w", t.Name(), s.Name, err)
+			return fmt.Errorf("%s: %s: %w", t.Name(), s.Name, err)
 		}
-		if err := p.Check(s.Name); err != nil {
-			return nil, fmt.Errorf("%s: after %s: %w", t.Name(), s.Name, err)
+		err := p.Check(s.Name)
+		if err == nil && stager != nil {
+			err = stager.Check(s.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: after %s: %w", t.Name(), s.Name, err)
 		}
 		if opts.Dump != nil {
 			opts.Dump(s.Name, p)
 		}
+		if s.Name == opts.StopAfter {
+			break
+		}
 	}
-	return p, nil
+	return nil
 }
 
 func (d *driver) slots() error {
@@ -176,21 +295,38 @@ func (d *driver) support() error {
 		}
 	}
 	opsets := ops.OpsetsOf(d.p.Model)
+	claimer, _ := d.t.(Claimer)
+	viewer, _ := d.t.(Viewer)
 	for _, n := range d.p.Model.Graph.Nodes {
 		if d.p.skip[n] {
 			continue
+		}
+		if claimer != nil {
+			data, err := claimer.Claim(n)
+			if err != nil {
+				report(asUnsupported(err, n, opsets))
+				continue
+			}
+			if data != nil {
+				d.built[n] = &Step{Node: n, Parts: []Part{{Micro: &Micro{Node: n, Data: data}}}}
+				continue
+			}
 		}
 		static := true
 		for _, o := range n.Outputs {
 			if o != nil && !o.Type.Shape.IsStatic() {
 				static = false
 				report(&ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: opsets[n.Domain],
-					Reason: "an output's shape is not static (this target compiles static shapes: cc build --shape)"})
+					Reason: "an output's shape is not static: it depends on the data, or on a dim no --shape or --max bounds"})
 			}
+		}
+		view := isView(n)
+		if viewer != nil {
+			view = viewer.View(n)
 		}
 		switch {
 		case !static:
-		case isView(n):
+		case view && viewer == nil:
 			d.views[n] = true
 		case isGroup(n):
 			steps, err := d.buildBody(n, opsets)
@@ -214,6 +350,7 @@ func (d *driver) support() error {
 				continue
 			}
 			d.built[n] = st
+			d.views[n] = view
 		}
 	}
 	if len(list) > 0 {
@@ -280,7 +417,7 @@ func (d *driver) inline() error {
 			dst := d.p.Buffer(v)
 			src := &kernel.Buffer{Name: v.Name + ".const", DType: v.Type.Elem, Dims: dst.Dims, ID: -1, Data: t}
 			k := &kernel.Kernel{Name: "const_out", Out: dst, Space: dst.Dims, Value: kernel.Load(src, kernel.Vars(len(dst.Dims))...)}
-			d.p.Steps = append(d.p.Steps, &Step{Node: v.Producer, Parts: []Part{{Kernel: k}}})
+			d.p.Steps = append(d.p.Steps, &Step{Node: v.Producer, Const: v, Parts: []Part{{Kernel: k}}})
 		}
 	}
 	if len(d.p.Steps) == 0 {
@@ -295,13 +432,12 @@ func (d *driver) memory() error {
 	var nodes []*ir.Node
 	byNode := map[*ir.Node]*Step{}
 	for _, st := range d.p.Steps {
-		if st.Node != nil && byNode[st.Node] == nil {
+		if st.Node != nil && st.Const == nil && byNode[st.Node] == nil {
 			nodes = append(nodes, st.Node)
 			byNode[st.Node] = st
 		}
 	}
-	align := d.t.Align()
-	plan, err := passes.PlanMemory(nodes, passes.MemoryHooks{
+	hooks := passes.MemoryHooks{
 		Limits:  d.opts.Limits,
 		InArena: func(v *ir.Value) bool { return !d.out[v] },
 		View:    func(n *ir.Node) bool { return d.views[n] },
@@ -309,12 +445,16 @@ func (d *driver) memory() error {
 			var s int64
 			if st := byNode[n]; st != nil {
 				for _, t := range st.Temps {
-					s += TempBytes(t, align)
+					s += d.p.TempBytes(t)
 				}
 			}
 			return s
 		},
-	})
+	}
+	if mp, ok := d.t.(MemoryPlanner); ok {
+		hooks = mp.MemoryHooks(hooks)
+	}
+	plan, err := passes.PlanMemory(nodes, hooks)
 	if err != nil {
 		return err
 	}
@@ -322,15 +462,21 @@ func (d *driver) memory() error {
 	for v, in := range plan.Aliases {
 		d.p.Alias[v] = in
 	}
+	for v, w := range plan.Within {
+		d.p.Within[v] = w
+	}
+	for n := range plan.InPlace {
+		d.p.InPlace[n] = true
+	}
 	for _, b := range plan.Buffers {
 		if b.Value != nil {
 			d.p.Places[b.Value] = Place{Space: InArena, Off: base + b.Offset}
 		} else if st := byNode[b.Node]; st != nil {
-			st.Scratch = base + b.Offset
+			st.Scratch, st.ScratchBytes = base+b.Offset, b.Size
 		}
 	}
 	for _, st := range d.p.Steps {
-		if d.views[st.Node] && d.p.Alias[st.Node.Outputs[0]] == nil {
+		if st.Const == nil && d.views[st.Node] && d.p.Alias[st.Node.Outputs[0]] == nil {
 			st.Copy = true
 		}
 	}
@@ -344,6 +490,26 @@ func (d *driver) memory() error {
 // reads or writes has bytes.
 func (p *Program) Check(stage string) error {
 	var errs []string
+	if stage == "slots" {
+		for i, s := range append(append([]Slot(nil), p.Inputs...), p.Outputs...) {
+			if pl := p.Places[s.Value]; s.Index != i || pl.Space == InIO && pl.Slot != i || pl.Space == InWeights {
+				errs = append(errs, fmt.Sprintf("%q has no slot %d", s.Value.Name, i))
+			}
+		}
+	}
+	if stage == "fold" {
+		out := map[*ir.Value]bool{}
+		for _, s := range p.Outputs {
+			out[s.Value] = true
+		}
+		for _, n := range p.Model.Graph.Nodes {
+			for _, o := range n.Outputs {
+				if p.skip[n] && o != nil && (p.Known[o] == nil || out[o]) {
+					errs = append(errs, fmt.Sprintf("%s is folded, but its output %q is not known at compile time or is a graph output", n, o.Name))
+				}
+			}
+		}
+	}
 	for i, st := range p.Steps {
 		for _, pt := range st.Parts {
 			if (pt.Kernel == nil) == (pt.Micro == nil) {
@@ -361,13 +527,16 @@ func (p *Program) Check(stage string) error {
 		}
 		var scratch int64
 		for _, t := range st.Temps {
-			scratch += TempBytes(t, p.Weights.align)
+			scratch += p.TempBytes(t)
 		}
 		if st.Scratch+scratch > p.ArenaBytes {
 			errs = append(errs, fmt.Sprintf("step %d (%s): scratch [%d, %d) outside the arena of %d bytes", i, st.Node, st.Scratch, st.Scratch+scratch, p.ArenaBytes))
 		}
-		temp := st.TempOffsets(p.Weights.align)
+		temp := p.TempOffsets(st)
 		for _, b := range st.buffers() {
+			if b == nil {
+				continue
+			}
 			if _, ok := temp(b); ok {
 				continue
 			}
@@ -375,7 +544,7 @@ func (p *Program) Check(stage string) error {
 				errs = append(errs, fmt.Sprintf("step %d (%s): scratch %s is not the step's", i, st.Node, b.Name))
 			}
 			if v := p.ValueOf(b); v != nil {
-				if _, err := p.PlaceOf(v); err != nil {
+				if _, err := p.Planned(v); err != nil {
 					errs = append(errs, fmt.Sprintf("step %d (%s): %v", i, st.Node, err))
 				}
 			}

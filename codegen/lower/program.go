@@ -3,15 +3,19 @@
 // by content, the steps that run in order with their kernel-layer kernels
 // or target micro-kernels, and one arena) in named stages, each checked
 // by Program.Check and each dumpable. A target then only emits: the
-// CUDA backend (codegen/cuda) writes a Program as launches; codegen/cpu
-// shares its weights and naming while its hand-written kernels still
-// keep their own driver.
+// CUDA backend (codegen/cuda) writes a Program as launches, codegen/cpu
+// as step functions. A target with code of its own says so through the
+// optional interfaces (Claimer, Viewer, Shaper, Stager, MemoryPlanner):
+// the CPU claims its hand-written kernels and fusion groups, gives
+// dynamic dims as symbols, adds its "groups" and "conv-algorithms"
+// stages before "memory" and tells the memory plan what its kernels
+// read and write.
 //
 // The stages (Stages, in order): "slots" gives the graph's inputs and
 // outputs their slots; "fold" drops the nodes whose outputs are known at
 // compile time; "support" builds every node's kernels (kernel.Build) or
-// lets the target claim it for a micro-kernel, and lists what neither
-// can compute; "inline" turns each fusion group into one step, inlining
+// lets the target claim it (Claimer, or a micro-kernel), and lists what
+// neither can compute; "inline" turns each fusion group into one step, inlining
 // its maps into their readers and its last map into the store of the
 // reduction or micro-kernel it follows (an epilogue); "memory" places
 // every intermediate value and each step's scratch in the arena
@@ -24,6 +28,7 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/passes"
 )
 
 // Program is a graph lowered for one target: what runs, in order, and
@@ -39,13 +44,19 @@ type Program struct {
 	// a view's output to the value whose bytes it shares.
 	Places map[*ir.Value]Place
 	Alias  map[*ir.Value]*ir.Value
+	// Within places values inside another value's bytes (a Concat's
+	// inputs in its output), and InPlace marks the nodes that then run
+	// nothing (passes.PlanMemory).
+	Within  map[*ir.Value]passes.Placement
+	InPlace map[*ir.Node]bool
 	// ArenaBytes is the arena's size; TensorBytes what it would be with
 	// no reuse.
 	ArenaBytes, TensorBytes int64
 
-	bufs map[*ir.Value]*kernel.Buffer
-	vals []*ir.Value // by buffer ID
-	skip map[*ir.Node]bool
+	bufs   map[*ir.Value]*kernel.Buffer
+	vals   []*ir.Value // by buffer ID
+	shaper Shaper      // the target's symbolic dims, or nil
+	skip   map[*ir.Node]bool
 	// scratch marks the values inside fusion groups: their bytes are
 	// their step's scratch (Step.Temps), not places of their own.
 	scratch map[*ir.Value]bool
@@ -86,9 +97,15 @@ type Step struct {
 	// Scratch in the arena.
 	Temps   []*kernel.Buffer
 	Scratch int64
+	// ScratchBytes is the scratch the memory plan placed at Scratch: at
+	// least what the step needs.
+	ScratchBytes int64
 	// Copy marks a view whose output cannot share its input's bytes (a
 	// graph output): the step copies them.
 	Copy bool
+	// Const is the graph output, known at compile time, that the step
+	// copies from the weights (its Node is the folded producer or nil).
+	Const *ir.Value
 }
 
 // Part is one kernel of a step, or a micro-kernel.
@@ -129,11 +146,22 @@ func (p *Program) Buffer(v *ir.Value) *kernel.Buffer {
 		return b
 	}
 	d, _ := v.Type.Shape.Ints()
-	b := &kernel.Buffer{Name: v.Name, DType: v.Type.Elem, Dims: kernel.Ints(d...), ID: len(p.vals)}
+	dims := kernel.Ints(d...)
+	if p.shaper != nil {
+		if s := p.shaper.Dims(v); s != nil {
+			dims = s
+		}
+	}
+	b := &kernel.Buffer{Name: v.Name, DType: v.Type.Elem, Dims: dims, ID: len(p.vals)}
 	p.bufs[v] = b
 	p.vals = append(p.vals, v)
 	return b
 }
+
+// Bind makes buffer b stand for value v's bytes: a target writing a
+// node's output where the fusion group it heads stores (the base of an
+// epilogue run after it in place).
+func (p *Program) Bind(b *kernel.Buffer, v *ir.Value) { p.vals[b.ID] = v }
 
 // ValueOf is the value whose buffer b is (nil for temporaries and
 // tables; a value inside a fusion group is its step's scratch).
@@ -147,19 +175,55 @@ func (p *Program) ValueOf(b *kernel.Buffer) *ir.Value {
 // PlaceOf is where value v's bytes are: its own place, its alias's, or
 // the weights for a value known at compile time (stored on first use).
 func (p *Program) PlaceOf(v *ir.Value) (Place, error) {
+	return p.place(v, true)
+}
+
+// Planned is v's place, as PlaceOf finds it, but a constant not yet
+// stored stays so (its offset is then 0: see Stored).
+func (p *Program) Planned(v *ir.Value) (Place, error) { return p.place(v, false) }
+
+// Stored reports whether v's bytes have a place yet: a constant's once
+// PlaceOf stored it in the weights.
+func (p *Program) Stored(v *ir.Value) bool {
 	for p.Alias[v] != nil {
 		v = p.Alias[v]
+	}
+	if w, ok := p.Within[v]; ok {
+		return p.Stored(w.Into)
+	}
+	_, ok := p.Places[v]
+	return ok
+}
+
+// place finds v's place; store says a constant not yet in the weights
+// is stored (else its place is reported as a weight at offset 0: what a
+// check needs to know, without fixing the weights' order).
+func (p *Program) place(v *ir.Value, store bool) (Place, error) {
+	for p.Alias[v] != nil {
+		v = p.Alias[v]
+	}
+	if w, ok := p.Within[v]; ok {
+		pl, err := p.place(w.Into, store)
+		pl.Off += w.Offset
+		return pl, err
 	}
 	if pl, ok := p.Places[v]; ok {
 		return pl, nil
 	}
 	if t := p.ConstOf(v); t != nil {
+		if !store {
+			return Place{Space: InWeights}, nil
+		}
 		pl := Place{Space: InWeights, Off: p.Weights.Add(t)}
 		p.Places[v] = pl
 		return pl, nil
 	}
 	return Place{}, fmt.Errorf("value %q has no place", v.Name)
 }
+
+// Folded reports whether node n runs nothing: its outputs are known at
+// compile time (the "fold" stage).
+func (p *Program) Folded(n *ir.Node) bool { return p.skip[n] }
 
 // ConstOf is v's value when known at compile time (never a graph
 // input's: the caller feeds those).
@@ -184,12 +248,12 @@ func (p *Program) isInput(v *ir.Value) bool {
 
 // TempOffsets places st's scratch buffers from st.Scratch: the offset of
 // each, by the buffer's bytes (a view of one finds it too).
-func (st *Step) TempOffsets(align int64) func(b *kernel.Buffer) (int64, bool) {
+func (p *Program) TempOffsets(st *Step) func(b *kernel.Buffer) (int64, bool) {
 	offs := map[bufKey]int64{}
 	off := st.Scratch
 	for _, t := range st.Temps {
 		offs[keyOf(t)] = off
-		off += TempBytes(t, align)
+		off += p.TempBytes(t)
 	}
 	return func(b *kernel.Buffer) (int64, bool) {
 		o, ok := offs[keyOf(b)]
@@ -197,10 +261,15 @@ func (st *Step) TempOffsets(align int64) func(b *kernel.Buffer) (int64, bool) {
 	}
 }
 
-// TempBytes is the arena bytes of a scratch buffer (static dims).
-func TempBytes(b *kernel.Buffer, align int64) int64 {
-	n, _ := kernel.EvalInt(b.Numel(), nil)
-	return alignUp(int64(ir.RawLen(b.DType, n)), align)
+// TempBytes is the arena bytes of a scratch buffer, aligned, at the
+// symbols' maxima.
+func (p *Program) TempBytes(b *kernel.Buffer) int64 {
+	var env map[string]int64
+	if p.shaper != nil {
+		env = p.shaper.Maxima()
+	}
+	n, _ := kernel.EvalInt(b.Numel(), env)
+	return alignUp(int64(ir.RawLen(b.DType, n)), p.Weights.align)
 }
 
 func alignUp(n, align int64) int64 { return (n + align - 1) / align * align }
@@ -228,7 +297,13 @@ func (p *Program) String() string {
 		for _, pt := range st.Parts {
 			switch {
 			case pt.Micro != nil:
-				fmt.Fprintf(&b, "  micro %s -> %s", pt.Micro.Node.OpType, pt.Micro.Out.Name)
+				fmt.Fprintf(&b, "  micro %s", pt.Micro.Node.OpType)
+				if pt.Micro.Out != nil {
+					fmt.Fprintf(&b, " -> %s", pt.Micro.Out.Name)
+				}
+				if s, ok := pt.Micro.Data.(fmt.Stringer); ok {
+					fmt.Fprintf(&b, ": %s", s)
+				}
 				if pt.Micro.Epilogue != nil {
 					fmt.Fprintf(&b, " epilogue %s", pt.Micro.Epilogue)
 				}

@@ -124,15 +124,8 @@ func dumpStages(opts Options, names []string, err *error) func(stage, text strin
 	}
 }
 
-// lowerStages and cpuStages are the two drivers' stage names, in order.
-func lowerStages() []string { return names(lower.Stages, func(s lower.Stage) string { return s.Name }) }
+// lowerStages and cpuStages are the two targets' stage names, in order
+// (CUDA adds none of its own to the driver's).
+func lowerStages() []string { return lower.StageNames(nil) }
 
-func cpuStages() []string { return names(cpu.Stages, func(s cpu.Stage) string { return s.Name }) }
-
-func names[S any](stages []S, name func(S) string) []string {
-	out := make([]string, len(stages))
-	for i, s := range stages {
-		out[i] = name(s)
-	}
-	return out
-}
+func cpuStages() []string { return cpu.StageNames() }

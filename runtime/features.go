@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
+	"github.com/kiln-ml/kiln/cpuabi"
 )
 
 // checkFeatures refuses code needing CPU features this CPU lacks, or AMX
@@ -18,7 +18,7 @@ func checkFeatures(need []string, builtFor string) error {
 			strings.Join(missing, ", "), builtFor, RebuildAdvice())
 	}
 	if slices.Contains(need, "amx_tile") {
-		if err := cpurt.EnableAMX(); err != nil {
+		if err := cpuabi.EnableAMX(); err != nil {
 			return fmt.Errorf("the engine's code uses AMX tiles, which Linux does not grant this process (%v); rebuild it with `cc build --cpu icelake-server` (AVX-512 VNNI without AMX)", err)
 		}
 	}
@@ -28,7 +28,7 @@ func checkFeatures(need []string, builtFor string) error {
 // MissingFeatures returns the CPU features in need (as Linux's
 // /proc/cpuinfo spells them, what engines record) that this CPU lacks; a
 // name kiln does not know counts as missing.
-func MissingFeatures(need []string) []string { return cpurt.MissingFeatures(need) }
+func MissingFeatures(need []string) []string { return cpuabi.MissingFeatures(need) }
 
 // RebuildAdvice says which `cc build --cpu` makes engines this CPU runs:
 // native on this machine, or the most capable of kiln's x86-64 levels
@@ -38,7 +38,7 @@ func RebuildAdvice() string {
 		// Every AArch64 CPU has NEON; the dot products are the extras.
 		return "rebuild it with `cc build --target aarch64-linux-gnu` naming this CPU in --cpu (cortex-a76, neoverse-n1, ...), or --cpu generic (NEON only)"
 	}
-	level, ok := cpurt.BestX86Level()
+	level, ok := cpuabi.BestX86Level()
 	if !ok {
 		return "kiln's x86-64 engines need at least AVX2 and FMA (x86-64-v3)"
 	}

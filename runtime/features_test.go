@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/runtime"
-	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -25,12 +25,12 @@ func TestMissingFeatures(t *testing.T) {
 		t.Skip("the x86-64 features")
 	}
 	flags := cpuinfoFlags(t)
-	for _, f := range cpurt.X86Features {
+	for _, f := range cpuabi.X86Features {
 		has := len(runtime.MissingFeatures([]string{f.Name})) == 0
 		assert.Equal(t, flags[f.Name], has, "%s: /proc/cpuinfo says %v, the loader %v", f.Name, flags[f.Name], has)
 	}
 	assert.Equal(t, []string{"avx512er", "no-such-feature"}, runtime.MissingFeatures([]string{"avx512er", "no-such-feature"}))
-	for _, f := range cpurt.HostX86Features() {
+	for _, f := range cpuabi.HostX86Features() {
 		assert.True(t, flags[f], "native records %s, which /proc/cpuinfo lacks", f)
 	}
 }
@@ -58,8 +58,8 @@ func cpuinfoFlags(t *testing.T) map[string]bool {
 // (else llc would turn them on unrecorded), and the levels only grow.
 func TestCPULevels(t *testing.T) {
 	var prev []string
-	for _, c := range cpurt.X86CPUs {
-		closed, ok := cpurt.CloseX86(c.Features...)
+	for _, c := range cpuabi.X86CPUs {
+		closed, ok := cpuabi.CloseX86(c.Features...)
 		require.True(t, ok, c.Name)
 		assert.Equal(t, closed, c.Features, "%s is not closed under its features' needs", c.Name)
 		if c.Level == "" {
@@ -79,7 +79,7 @@ func TestRebuildAdvice(t *testing.T) {
 		t.Skip("the x86-64 levels")
 	}
 	got := runtime.RebuildAdvice()
-	level, ok := cpurt.BestX86Level()
+	level, ok := cpuabi.BestX86Level()
 	if !ok {
 		assert.Contains(t, got, "at least AVX2 and FMA")
 		return
@@ -87,7 +87,7 @@ func TestRebuildAdvice(t *testing.T) {
 	assert.Contains(t, got, "--cpu native")
 	assert.Contains(t, got, "`--cpu "+level.Name+"`")
 	assert.Empty(t, runtime.MissingFeatures(level.Features))
-	for _, c := range cpurt.X86CPUs[slices.IndexFunc(cpurt.X86CPUs, func(c cpurt.X86CPU) bool { return c.Name == level.Name })+1:] {
+	for _, c := range cpuabi.X86CPUs[slices.IndexFunc(cpuabi.X86CPUs, func(c cpuabi.X86CPU) bool { return c.Name == level.Name })+1:] {
 		if c.Level != "" && !slices.Contains(c.Features, "amx_tile") {
 			assert.NotEmpty(t, runtime.MissingFeatures(c.Features), "%s runs here too and is more capable than %s", c.Name, level.Name)
 		}
@@ -101,7 +101,7 @@ func TestRebuildAdvice(t *testing.T) {
 func TestLoadRefusesMissingFeatures(t *testing.T) {
 	buf := tiny(t)
 	lacking := "avx512er" // Xeon Phi's, which kiln does not know: no CPU passes it
-	for _, f := range cpurt.X86Features {
+	for _, f := range cpuabi.X86Features {
 		if len(runtime.MissingFeatures([]string{f.Name})) > 0 {
 			lacking = f.Name
 			break
@@ -123,7 +123,7 @@ func TestLoadRefusesMissingFeatures(t *testing.T) {
 	_, err := runtime.LoadBytes(bad)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "this CPU lacks "+lacking+", which the engine's code needs (it was built with --cpu x86-64-v3)")
-	if level, ok := cpurt.BestX86Level(); ok {
+	if level, ok := cpuabi.BestX86Level(); ok {
 		assert.ErrorContains(t, err, "`cc build --cpu native` on this machine, or `--cpu "+level.Name+"`")
 	}
 }

@@ -28,10 +28,11 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kiln-ml/kiln/cpuabi"
+	"github.com/kiln-ml/kiln/cudacode"
 	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
-	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -229,7 +230,7 @@ func load(buf []byte, opts LoadOptions, start time.Time, weightsFile *os.File) (
 // mapped from from, the engine's file, where it is set and the weights
 // map (cpurt.MapLive), else copied out of the parsed file chunk by chunk
 // as each is verified. It reports whether they are mapped.
-func liveWeights(file *engine.File, abi *cpurt.ABI, from *os.File) (*cpurt.Live, bool, error) {
+func liveWeights(file *engine.File, abi *cpuabi.ABI, from *os.File) (*cpurt.Live, bool, error) {
 	if off, ok := file.SectionOffset(engine.SectionWeights); ok && from != nil {
 		if live, err := cpurt.MapLive(from, off, abi); err == nil {
 			if err := file.VerifyIn(engine.SectionWeights, live.Buf.Bytes[:abi.StoredBytes]); err != nil {

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kiln-ml/kiln/cpuabi"
+	"github.com/kiln-ml/kiln/cudacode"
 	"github.com/kiln-ml/kiln/ir"
-	cpurt "github.com/kiln-ml/kiln/runtime/cpu"
-	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -20,7 +20,7 @@ import (
 var ErrInconsistent = errors.New("inconsistent engine")
 
 // Validate checks a decoded engine against each of its code sections' ABI
-// records (cpurt.ABISymbol), without loading any code: the weights section's
+// records (cpuabi.ABISymbol), without loading any code: the weights section's
 // size, the arena size, the kernel step count, the CPU features, and every
 // io slot (input or output, dtype, shape, bytes). It is what Load checks
 // after the file's checksums and before its code is loaded.
@@ -69,7 +69,7 @@ func ValidateCUDA(e *engine.Engine) (*cudacode.Module, error) {
 	return checkCUDA(e, ins, outs)
 }
 
-// checkCUDA reads a CUDA engine's code section (runtime/cudacode) and
+// checkCUDA reads a CUDA engine's code section (cudacode) and
 // compares the engine with it: the weights and arena sizes, the kernels,
 // and each binding's arena slot.
 func checkCUDA(e *engine.Engine, ins, outs []binding) (*cudacode.Module, error) {
@@ -107,13 +107,13 @@ var machines = map[string]elf.Machine{"x86_64": elf.EM_X86_64, "aarch64": elf.EM
 
 // checkCode reads the ABI record of the code for triple and compares the
 // engine with it.
-func checkCode(e *engine.Engine, triple string, ins, outs []binding) (*cpurt.ABI, error) {
+func checkCode(e *engine.Engine, triple string, ins, outs []binding) (*cpuabi.ABI, error) {
 	arch, _, _ := strings.Cut(triple, "-")
 	machine, ok := machines[arch]
 	if !ok {
 		return nil, fmt.Errorf("%w: section \"code/%s\": unknown architecture %q", ErrInconsistent, triple, arch)
 	}
-	abi, err := cpurt.ReadABI(e.Code[triple], machine)
+	abi, err := cpuabi.ReadABI(e.Code[triple], machine)
 	if err != nil {
 		return nil, fmt.Errorf("%w: section \"code/%s\": %v", ErrInconsistent, triple, err)
 	}
@@ -125,7 +125,7 @@ func checkCode(e *engine.Engine, triple string, ins, outs []binding) (*cpurt.ABI
 
 // compareABI names the first disagreement between the engine and its
 // code's record: the field, what the engine says and what the code needs.
-func compareABI(e *engine.Engine, abi *cpurt.ABI, ins, outs []binding) error {
+func compareABI(e *engine.Engine, abi *cpuabi.ABI, ins, outs []binding) error {
 	m := &e.Meta
 	if int64(len(e.Weights)) != abi.StoredBytes {
 		return fmt.Errorf("section \"weights\" holds %d bytes, the code's record says %d", len(e.Weights), abi.StoredBytes)
@@ -163,7 +163,7 @@ func compareABI(e *engine.Engine, abi *cpurt.ABI, ins, outs []binding) error {
 // fits checks a binding against the io slot it names: the same dtype,
 // dims names and shape (at the symbols' maxima for a dynamic one); each
 // run's buffers are then checked against the shapes it binds (bind).
-func fits(b binding, s cpurt.Slot) error {
+func fits(b binding, s cpuabi.Slot) error {
 	kind, codeKind := "input", "an input"
 	if b.output {
 		kind = "output"
@@ -198,8 +198,9 @@ func byteSize(d ir.DType, dims []int64) (int64, error) {
 			return 0, fmt.Errorf("shape %v of %s is more than 2^63 bytes", dims, d)
 		}
 		return int64(lo), nil
-	case s < 0: // two 4-bit elements per byte
-		return n/2 + n%2, nil
+	case s < 0: // PerByte elements per byte, the last byte padded (ir.RawLen)
+		k := d.PerByte()
+		return n/k + min(n%k, 1), nil
 	}
 	return 0, fmt.Errorf("dtype %s has no fixed size", d)
 }

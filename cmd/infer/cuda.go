@@ -8,12 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kiln-ml/kiln/cudacode"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/conformance"
 	"github.com/kiln-ml/kiln/ir"
 	cudart "github.com/kiln-ml/kiln/runtime/cuda"
-	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 

@@ -3,12 +3,12 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/ir"
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 	"github.com/llir/llvm/ir/constant"
 )
 
-// emitABI exports the code's ABI record (rcpu.ABISymbol): the weights and
+// emitABI exports the code's ABI record (cpuabi.ABISymbol): the weights and
 // arena sizes, the step count and each io slot's dtype, shape and bytes.
 // The loader compares the engine's metadata and sections with it before
 // running anything, so metadata edited to disagree with the code is
@@ -20,21 +20,21 @@ func (g *gen) emitABI() {
 	if err != nil {
 		panic(fmt.Sprintf("codegen/cpu: encoding the ABI record: %v", err)) // plain structs always encode
 	}
-	gl := g.mod.NewGlobalDef(rcpu.ABISymbol, constant.NewCharArray(data))
+	gl := g.mod.NewGlobalDef(cpuabi.ABISymbol, constant.NewCharArray(data))
 	gl.Immutable = true
 }
 
 // abi is the record of the code built so far.
-func (g *gen) abi() *rcpu.ABI {
-	rec := &rcpu.ABI{
-		Version:      rcpu.ABIVersion,
+func (g *gen) abi() *cpuabi.ABI {
+	rec := &cpuabi.ABI{
+		Version:      cpuabi.ABIVersion,
 		WeightsBytes: g.liveBytes(),
 		StoredBytes:  g.prog.Weights.Len(),
 		Derived:      g.derived,
 		ArenaBytes:   g.arenaBytes,
 		Steps:        len(g.steps),
 		Features:     g.recordedFeatures(),
-		Slots:        make([]rcpu.Slot, len(g.inputs)+len(g.outputs)),
+		Slots:        make([]cpuabi.Slot, len(g.inputs)+len(g.outputs)),
 	}
 	for _, io := range g.inputs {
 		rec.Slots[io.Index] = slotOf(io, false)
@@ -43,12 +43,12 @@ func (g *gen) abi() *rcpu.ABI {
 		rec.Slots[io.Index] = slotOf(io, true)
 	}
 	for _, s := range g.syms {
-		rec.Symbols = append(rec.Symbols, rcpu.SymbolRange{Name: s.Name, Min: s.Min, Max: s.Max})
+		rec.Symbols = append(rec.Symbols, cpuabi.SymbolRange{Name: s.Name, Min: s.Min, Max: s.Max})
 	}
 	return rec
 }
 
-func slotOf(io IO, output bool) rcpu.Slot {
-	return rcpu.Slot{Output: output, DType: io.DType.String(), Dims: append([]int64{}, io.Dims...),
+func slotOf(io IO, output bool) cpuabi.Slot {
+	return cpuabi.Slot{Output: output, DType: io.DType.String(), Dims: append([]int64{}, io.Dims...),
 		Bytes: int64(ir.RawLen(io.DType, ir.Product(io.Dims))), DimNames: io.DimNames}
 }

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/frontend/text"
 	"github.com/kiln-ml/kiln/ir"
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
 // The shared object's kiln_abi record, read back from the ELF file as the
@@ -30,11 +30,11 @@ func TestABIRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			abi, err := rcpu.ReadABI(res.SharedObject, elf.EM_X86_64)
+			abi, err := cpuabi.ReadABI(res.SharedObject, elf.EM_X86_64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if abi.Version != rcpu.ABIVersion || abi.StoredBytes != int64(len(res.Weights)) || abi.ArenaBytes != res.ArenaBytes ||
+			if abi.Version != cpuabi.ABIVersion || abi.StoredBytes != int64(len(res.Weights)) || abi.ArenaBytes != res.ArenaBytes ||
 				abi.Steps != len(res.Kernels) || !slices.Equal(abi.Features, res.Features) {
 				t.Fatalf("record %+v; result: weights %d, arena %d, %d kernels, features %v",
 					abi, len(res.Weights), res.ArenaBytes, len(res.Kernels), res.Features)

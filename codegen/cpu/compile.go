@@ -22,15 +22,15 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/ir"
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
 // Options selects the target.
 type Options struct {
 	// CPU is the target CPU: "native" (default: this machine's features),
-	// one of rcpu.X86CPUs ("x86-64-v3": AVX2, "x86-64-v4": AVX-512, ...)
+	// one of cpuabi.X86CPUs ("x86-64-v3": AVX2, "x86-64-v4": AVX-512, ...)
 	// or, for AArch64, of arm64CPUs. The code uses its features and no
 	// others, and records them.
 	CPU string
@@ -46,6 +46,10 @@ type Options struct {
 	Winograd string
 	// TimingCache holds and receives the measurements; nil: a fresh one.
 	TimingCache *TimingCache
+	// Runner runs WinogradAuto's measurements on this machine (runtime/cpu's
+	// TimeRuns); nil: none are made, and layers not in TimingCache take
+	// the size rule (TimingCache.Notice says so).
+	Runner Runner
 	// Profile gives the range of symbolic input dims by name (dynamic.go);
 	// a symbol it does not name takes 1 to DefaultMaxDim, tuned at 1.
 	Profile map[string]DimRange
@@ -85,9 +89,9 @@ type Result struct {
 	// Weights is the engine's weights section: the constant blob kiln_run
 	// reads (64-byte aligned offsets) up to the Derived ranges, which
 	// follow it and which the engine's kiln_derive computes at load
-	// (rcpu.Live).
+	// (runtime/cpu's Live).
 	Weights []byte
-	Derived []rcpu.Derived
+	Derived []cpuabi.Derived
 	// ArenaBytes is the size of the scratch arena kiln_run needs;
 	// TensorBytes is the sum of all intermediate tensors (and scratch), for
 	// comparison.

@@ -2,19 +2,18 @@ package cpu
 
 import (
 	"fmt"
-	"github.com/kiln-ml/kiln/codegen/llvm"
 	"math"
 
+	"github.com/kiln-ml/kiln/codegen/llvm"
+	"github.com/kiln-ml/kiln/cpuabi"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
-
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
-// The derive entry point, beside kiln_run (see runtime/cpu):
+// The derive entry point, beside kiln_run (see cpuabi):
 //
 //	void kiln_derive(int64_t index, int64_t lo, int64_t hi, uint8_t *weights);
 //
@@ -29,7 +28,7 @@ func (g *gen) emitDerive() {
 	if len(g.derived) == 0 {
 		return
 	}
-	f := g.mod.NewFunc(rcpu.DeriveEntryPoint, types.Void, ll.NewParam("index", i64), ll.NewParam("lo", i64),
+	f := g.mod.NewFunc(cpuabi.DeriveEntryPoint, types.Void, ll.NewParam("index", i64), ll.NewParam("lo", i64),
 		ll.NewParam("hi", i64), ll.NewParam("w", i8p))
 	k := &kfn{Fn: llvm.NewFn(g.mod, f, nil, nil, nil, g.decls), g: g, w: f.Params[3]}
 	for i := range g.derived {
@@ -39,14 +38,14 @@ func (g *gen) emitDerive() {
 	k.B.NewRet(nil)
 }
 
-// deriveWinograd computes U = G g Gᵀ (rcpu.DerivedWinograd) for output
+// deriveWinograd computes U = G g Gᵀ (cpuabi.DerivedWinograd) for output
 // channels [lo, hi) of d, vl lanes at a time along a panel: lane j of a
 // panel of MR rows is row j%MR of input channel j/MR, so each of the a²
 // points' stores is a whole vector, and the lanes gather their 3×3
 // kernels. The arithmetic is the runtime's reference transform's, in the
 // same order in double precision, rounded once: the results match it bit
 // for bit.
-func (k *kfn) deriveWinograd(d *rcpu.Derived, lo, hi value.Value) {
+func (k *kfn) deriveWinograd(d *cpuabi.Derived, lo, hi value.Value) {
 	vl := k.g.vl
 	A := int64(len(d.G))
 	J := d.C * d.MR                       // floats of one point's panel of MR rows

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/ir"
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
 // TestCodeUsesOnlyRecordedFeatures: for each --cpu level, the engine's
@@ -72,7 +72,7 @@ func TestBelowX86V3Refused(t *testing.T) {
 }
 
 // TestX86FeatureListComplete: every feature llc knows for x86-64 is one
-// kiln gives or withholds (rcpu.X86Features, x86Unused), the baseline, or
+// kiln gives or withholds (cpuabi.X86Features, x86Unused), the baseline, or
 // a tuning or code-generation mode that adds no instruction; a newer LLVM
 // with a new extension fails here instead of leaking it into engines.
 func TestX86FeatureListComplete(t *testing.T) {
@@ -82,7 +82,7 @@ func TestX86FeatureListComplete(t *testing.T) {
 	}
 	out, _ := exec.Command(llc, "-march=x86-64", "-mattr=help").CombinedOutput()
 	known := map[string]bool{}
-	for _, f := range rcpu.X86Features {
+	for _, f := range cpuabi.X86Features {
 		known[f.LLVM] = true
 	}
 	for _, f := range slices.Concat(x86Unused, x86Baseline, x86Tuning) {
@@ -97,7 +97,7 @@ func TestX86FeatureListComplete(t *testing.T) {
 		}
 		n++
 		if name = strings.TrimSpace(name); !known[name] {
-			t.Errorf("llc's x86 feature %q is in none of kiln's lists: add it to rcpu.X86Features (with a name the loader checks) or x86Unused", name)
+			t.Errorf("llc's x86 feature %q is in none of kiln's lists: add it to cpuabi.X86Features (with a name the loader checks) or x86Unused", name)
 		}
 	}
 	if n < 100 {

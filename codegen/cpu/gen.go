@@ -6,9 +6,9 @@ import (
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/llvm"
 	"github.com/kiln-ml/kiln/codegen/lower"
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
@@ -68,7 +68,7 @@ type gen struct {
 
 	// derived are the ranges of weights the loader computes, in order,
 	// in the derivedBytes after the stored weights (addDerived).
-	derived      []rcpu.Derived
+	derived      []cpuabi.Derived
 	derivedBytes int64
 	derivedBase  *ll.Global
 	// prog is the program the driver lowers (codegen/lower): its slots,
@@ -159,11 +159,11 @@ func (g *gen) constOf(v *ir.Value) *ir.Tensor { return g.prog.ConstOf(v) }
 func (g *gen) addWeights(b []byte) int64 { return g.prog.Weights.AddBytes(b) }
 
 // addDerived reserves d.Bytes for weights the loader computes
-// (rcpu.Derived) and returns their offset in the derived area. That area
+// (cpuabi.Derived) and returns their offset in the derived area. That area
 // follows the stored weights (placeDerived), so the engine's weights
 // section is the live weights' prefix, which a loader can map from the
 // file as it is.
-func (g *gen) addDerived(d rcpu.Derived) int64 {
+func (g *gen) addDerived(d cpuabi.Derived) int64 {
 	d.Off = g.derivedBytes
 	g.derivedBytes = align64(d.Off + d.Bytes)
 	g.derived = append(g.derived, d)

@@ -1,8 +1,11 @@
 package cpu
 
-import ll "github.com/llir/llvm/ir"
+import (
+	"github.com/kiln-ml/kiln/cpuabi"
+	ll "github.com/llir/llvm/ir"
+)
 
-// The profiling entry points, beside kiln_run (see runtime/cpu):
+// The profiling entry points, beside kiln_run (see cpuabi):
 //
 //	int64_t kiln_run_profile(int64_t tid, int64_t nthreads, uint8_t *weights,
 //	                         uint8_t *arena, void **io, int64_t *barrier,
@@ -16,10 +19,6 @@ import ll "github.com/llir/llvm/ir"
 // barrier that kiln_run leaves out, so the last step counts every thread
 // too. kiln_cycles reads the same counter, for the runtime to calibrate
 // against its clock. kiln_run itself carries none of this.
-const (
-	profileEntry = "kiln_run_profile"
-	cyclesEntry  = "kiln_cycles"
-)
 
 // barrierAfter reports whether the threads meet after step i: not between
 // two steps that both run on thread 0 alone, and not after the last step.
@@ -29,11 +28,11 @@ func (g *gen) barrierAfter(i int) bool {
 
 func (g *gen) emitProfileEntry(bar, clear *ll.Func) {
 	counter := g.cycleCounter()
-	cycles := g.mod.NewFunc(cyclesEntry, i64)
+	cycles := g.mod.NewFunc(cpuabi.CyclesSymbol, i64)
 	cb := cycles.NewBlock("")
 	cb.NewRet(cb.NewCall(counter))
 
-	f := g.mod.NewFunc(profileEntry, i64, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
+	f := g.mod.NewFunc(cpuabi.ProfileEntryPoint, i64, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
 		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("bar", i64p),
 		ll.NewParam("times", i64p), ll.NewParam("part", i64))
 	p := &profiler{counter: counter}

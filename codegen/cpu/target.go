@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
+	"github.com/kiln-ml/kiln/cpuabi"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -116,17 +116,17 @@ func featuresFor(opts Options) ([]string, error) {
 }
 
 // cpuFeatures lists the x86-64 features the code for cpu (a --cpu name)
-// may use: its row of rcpu.X86CPUs, or for native this machine's
-// (rcpu.HostX86Features, AMX only where Linux grants this process the
+// may use: its row of cpuabi.X86CPUs, or for native this machine's
+// (cpuabi.HostX86Features, AMX only where Linux grants this process the
 // tiles: code using them without it dies of SIGILL).
 func cpuFeatures(cpu string) ([]string, error) {
 	var feats []string
-	switch c, ok := rcpu.LookupX86CPU(cpu); {
+	switch c, ok := cpuabi.LookupX86CPU(cpu); {
 	case ok:
 		feats = c.Features
 	case cpu == "native":
-		for _, f := range rcpu.HostX86Features() {
-			if !slices.Contains(amxFeatures, f) || rcpu.EnableAMX() == nil {
+		for _, f := range cpuabi.HostX86Features() {
+			if !slices.Contains(amxFeatures, f) || cpuabi.EnableAMX() == nil {
 				feats = append(feats, f)
 			}
 		}
@@ -142,15 +142,15 @@ func cpuFeatures(cpu string) ([]string, error) {
 }
 
 func x86CPUNames() []string {
-	names := make([]string, len(rcpu.X86CPUs))
-	for i, c := range rcpu.X86CPUs {
+	names := make([]string, len(cpuabi.X86CPUs))
+	for i, c := range cpuabi.X86CPUs {
 		names[i] = c.Name
 	}
 	return names
 }
 
 // x86Unused are LLVM 14's x86-64 extensions beyond the baseline that kiln
-// never gives llc (rcpu.X86Features are the ones it may): llcTarget turns
+// never gives llc (cpuabi.X86Features are the ones it may): llcTarget turns
 // them off so that no --cpu brings one in unrecorded.
 var x86Unused = []string{
 	"3dnow", "3dnowa", "adx", "aes", "amx-bf16", "avx512er", "avx512pf", "avx512vp2intersect",
@@ -164,7 +164,7 @@ var x86Unused = []string{
 
 // llcTarget is the triple, CPU and features opt and llc compile for. On
 // x86-64, -mcpu picks the scheduling model and -mattr exactly the
-// recorded features feats: each of rcpu.X86Features on or off, every
+// recorded features feats: each of cpuabi.X86Features on or off, every
 // other extension off, so that the code cannot use what the engine does
 // not record (-mcpu=x86-64-v3 alone brings F16C, native AVX512-FP16).
 func llcTarget(opts Options, feats []string) []string {
@@ -173,11 +173,11 @@ func llcTarget(opts Options, feats []string) []string {
 		return append(flags, "-mcpu="+opts.CPU)
 	}
 	mcpu := opts.CPU
-	if c, ok := rcpu.LookupX86CPU(opts.CPU); ok && c.LLC != "" {
+	if c, ok := cpuabi.LookupX86CPU(opts.CPU); ok && c.LLC != "" {
 		mcpu = c.LLC
 	}
 	var attrs []string
-	for _, f := range rcpu.X86Features {
+	for _, f := range cpuabi.X86Features {
 		sign := "-"
 		if slices.Contains(feats, f.Name) {
 			sign = "+"

@@ -16,11 +16,11 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
 // Winograd F(4×4,3×3) does 4× fewer multiplies than a direct 3×3
@@ -33,10 +33,18 @@ import (
 // within winogradMaxRelL2 of the direct one. Measurements go to a TimingCache, so
 // a second build reuses them and is byte-identical (like TensorRT's timing
 // cache).
+//
+// Codegen loads and runs no code itself: the caller's Runner does
+// (runtime/cpu's TimeRuns, which internal/build gives). Without one,
+// "auto" takes the size rule for a layer the cache does not hold, as for
+// another machine's CPU, and the cache's Notice says so.
+
+// Runner loads and times a measurement's code on this machine.
+type Runner func(t *cpuabi.Trial) (time.Duration, error)
 
 // Winograd modes (Options.Winograd).
 const (
-	WinogradAuto = "auto" // measure (default); the size rule when the target is not this machine
+	WinogradAuto = "auto" // measure (default); the size rule when the target is not this machine or nothing can run it
 	WinogradOn   = "on"   // every eligible layer
 	WinogradOff  = "off"  // none
 )
@@ -72,6 +80,9 @@ type TimingCache struct {
 	path    string
 	dirty   bool
 	notice  string
+	// unmeasured is set when a layer took the size rule for want of a
+	// Runner.
+	unmeasured bool
 }
 
 // timingCacheKind marks a file as kiln's timing cache, so that a file
@@ -175,9 +186,29 @@ func unmarkedCache(fields map[string]json.RawMessage) bool {
 	return fields["entries"] != nil
 }
 
-// Notice says what loading did with a cache file of another kiln version,
-// for the caller to pass on; "" when nothing.
-func (c *TimingCache) Notice() string { return c.notice }
+// Notice says, for the caller to pass on, what loading did with a cache
+// file of another kiln version and whether layers went unmeasured for want
+// of a Runner; "" when nothing.
+func (c *TimingCache) Notice() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	notes := []string{}
+	if c.notice != "" {
+		notes = append(notes, c.notice)
+	}
+	if c.unmeasured {
+		notes = append(notes, "--winograd auto measured no layer: nothing was given to run code on this machine (codegen/cpu Options.Runner), so each eligible layer runs as Winograd (the size rule)")
+	}
+	return strings.Join(notes, "; ")
+}
+
+// noteUnmeasured records that a layer took the size rule for want of a
+// Runner.
+func (c *TimingCache) noteUnmeasured() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unmeasured = true
+}
 
 // Save writes the cache back to the file it was loaded from, if it
 // changed.
@@ -349,6 +380,10 @@ func (g *gen) useWinograd(n *ir.Node, c convGeom) (*winoSpec, error) {
 		footprintClass(g.weightBytes()), c.N, c.C, c.H, c.W, c.OC, c.ph, c.pw)
 	t, ok := g.opts.TimingCache.get(key)
 	if !ok || t.Choice == "" {
+		if g.opts.Runner == nil {
+			g.opts.TimingCache.noteUnmeasured()
+			return cands[0], nil // nothing to measure with
+		}
 		var err error
 		if t, err = g.measureConv(n, cands); err != nil {
 			return nil, fmt.Errorf("measuring %s for Winograd: %w", n, err)
@@ -388,7 +423,7 @@ func (g *gen) measureConv(n *ir.Node, cands []*winoSpec) (ConvTiming, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		return timeRuns(res, in, g.weightBytes())
+		return timeRuns(g.opts.Runner, res, in, g.weightBytes())
 	}
 	direct, dt, err := run(algoIm2col)
 	if err != nil {
@@ -436,46 +471,18 @@ func footprintClass(n int64) string {
 	return fmt.Sprintf("≤%dMiB", c>>20)
 }
 
-// timeRuns loads a one-input, one-output engine and returns its output and
-// its fastest of measureRuns single-thread runs (the fastest: other work
-// on the machine only ever slows a run down), rotating through weight
-// copies that add up to footprint bytes.
-func timeRuns(res *Result, in *ir.Tensor, footprint int64) ([]float32, time.Duration, error) {
-	lib, err := rcpu.Open(res.SharedObject)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer lib.Close()
-	live, err := rcpu.ExpandWeights(lib, res.Weights, res.Derived)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer live.Free()
-	copies := make([]*rcpu.Buffer, max(1, min(64, footprint/max(1, int64(len(live.Bytes))))))
-	for i := range copies {
-		if copies[i], err = rcpu.NewBuffer(int64(len(live.Bytes)) + 64); err != nil {
-			return nil, 0, err
-		}
-		copy(copies[i].Bytes, live.Bytes)
-		defer copies[i].Free()
-	}
-	arena, err := rcpu.NewBuffer(res.ArenaBytes + 64)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer arena.Free()
+// timeRuns has run time a one-input, one-output engine: its output and
+// its fastest of measureRuns single-thread runs after two warm-ups,
+// rotating through weight copies that add up to footprint bytes.
+func timeRuns(run Runner, res *Result, in *ir.Tensor, footprint int64) ([]float32, time.Duration, error) {
 	out := make([]float32, numelIO(res.Outputs[0]))
-	io := make([]unsafe.Pointer, 2)
-	io[res.Inputs[0].Index] = unsafe.Pointer(&in.Raw[0])
-	io[res.Outputs[0].Index] = unsafe.Pointer(&out[0])
-	best := time.Duration(math.MaxInt64)
-	for i := 0; i < measureRuns+2; i++ {
-		w := copies[i%len(copies)].Bytes
-		start := time.Now()
-		lib.Run(1, unsafe.Pointer(&w[0]), unsafe.Pointer(&arena.Bytes[0]), io)
-		if d := time.Since(start); i >= 2 { // two warm-up runs
-			best = min(best, d)
-		}
+	io := make([][]byte, 2)
+	io[res.Inputs[0].Index] = in.Raw
+	io[res.Outputs[0].Index] = unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*len(out))
+	best, err := run(&cpuabi.Trial{Code: res.SharedObject, Weights: res.Weights, Derived: res.Derived, ArenaBytes: res.ArenaBytes,
+		IO: io, Footprint: footprint, Warmups: 2, Runs: measureRuns})
+	if err != nil {
+		return nil, 0, err
 	}
 	return out, best, nil
 }

@@ -2,17 +2,21 @@ package cpu
 
 import (
 	"encoding/json"
+	"errors"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/internal/readfile/fifotest"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/passes"
+	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
 // TestWinogradTuning checks the build-time choice: a Winograd-eligible
@@ -21,18 +25,12 @@ import (
 // with the same cache is byte-identical, and a cached decision is obeyed.
 func TestWinogradTuning(t *testing.T) {
 	needLLC(t)
-	r := rand.New(rand.NewSource(11))
-	g := ir.NewGraph("tune")
-	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 32, 28, 28)))
-	y := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 32, 32, 3, 3))}, ir.AttrIs("pads", 1, 1, 1, 1))
-	y.Name = "y"
-	g.SetOutputs(y)
-	m := ir.NewModel(g, 13)
+	m := tuneModel()
 
 	path := filepath.Join(t.TempDir(), "timing.json")
 	cache, err := LoadTimingCache(path)
 	require.NoError(t, err)
-	first, err := Compile(m, Options{TimingCache: cache})
+	first, err := Compile(m, Options{TimingCache: cache, Runner: rcpu.TimeRuns})
 	require.NoError(t, err)
 	require.Len(t, cache.Entries, 1, "one layer shape measured")
 	var key string
@@ -51,7 +49,7 @@ func TestWinogradTuning(t *testing.T) {
 	require.NoError(t, cache.Save())
 	reloaded, err := LoadTimingCache(path)
 	require.NoError(t, err)
-	again, err := Compile(m, Options{TimingCache: reloaded})
+	again, err := Compile(m, Options{TimingCache: reloaded, Runner: rcpu.TimeRuns})
 	require.NoError(t, err)
 	assert.Equal(t, first.SharedObject, again.SharedObject, "a build reusing the cache must be identical")
 	assert.Equal(t, first.Weights, again.Weights)
@@ -60,11 +58,97 @@ func TestWinogradTuning(t *testing.T) {
 	for _, choice := range []string{algoDirect, algoWinograd, algoWinograd2} {
 		tm.Choice = choice
 		reloaded.put(key, tm)
-		res, err := Compile(m, Options{TimingCache: reloaded})
+		res, err := Compile(m, Options{TimingCache: reloaded, Runner: rcpu.TimeRuns})
 		require.NoError(t, err)
 		assert.Equal(t, choice != algoDirect, kernelsWith(res, "Winograd") > 0, "the cached %s must be obeyed: %v", choice, res.Kernels)
 		assert.Equal(t, choice == measured, string(first.SharedObject) == string(res.SharedObject), "%s against the measured %s", choice, measured)
 	}
+}
+
+// tuneModel is one Winograd-eligible 3×3 convolution, 32 → 32 channels on
+// a 28×28 plane, where both F(4×4) and F(2×2) fit.
+func tuneModel() *ir.Model {
+	r := rand.New(rand.NewSource(11))
+	g := ir.NewGraph("tune")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(1, 32, 28, 28)))
+	y := g.Apply("Conv", []*ir.Value{x, g.AddInitializer("w", randTensor(r, 32, 32, 3, 3))}, ir.AttrIs("pads", 1, 1, 1, 1))
+	y.Name = "y"
+	g.SetOutputs(y)
+	return ir.NewModel(g, 13)
+}
+
+// TestTunerRunsThroughItsRunner: the measurements are the Runner's: it
+// gets the direct build and then each Winograd variant, as code with its
+// weights and the layer's input bound, and the times it returns make the
+// choice (Winograd only past the margin).
+func TestTunerRunsThroughItsRunner(t *testing.T) {
+	needLLC(t)
+	m := tuneModel()
+	for _, c := range []struct {
+		micros []float64 // direct, F(4×4), F(2×2)
+		want   string
+	}{
+		{[]float64{100, 50, 80}, algoWinograd},
+		{[]float64{100, 96, 90}, algoWinograd2},
+		{[]float64{100, 96, 97}, algoDirect}, // neither within the margin
+	} {
+		var trials []*cpuabi.Trial
+		runner := func(tr *cpuabi.Trial) (time.Duration, error) {
+			trials = append(trials, tr)
+			return time.Duration(c.micros[len(trials)-1] * 1e3), nil
+		}
+		cache := NewTimingCache()
+		res, err := Compile(m, Options{TimingCache: cache, Runner: runner})
+		require.NoError(t, err)
+		require.Len(t, trials, 3, "the direct build and two Winograd variants")
+		for i, tr := range trials {
+			assert.NotEmpty(t, tr.Code, "trial %d", i)
+			assert.Equal(t, 2, tr.Warmups)
+			assert.Equal(t, measureRuns, tr.Runs)
+			require.Len(t, tr.IO, 2)
+			assert.Len(t, tr.IO[0], 4*32*28*28, "the layer's input")
+			assert.Len(t, tr.IO[1], 4*32*28*28, "its output")
+			assert.Positive(t, tr.Footprint)
+		}
+		assert.Empty(t, trials[0].Derived, "the direct build derives no weights")
+		assert.NotEmpty(t, trials[1].Derived, "Winograd's transformed weights are derived")
+		for _, tm := range cache.Entries {
+			assert.Equal(t, c.want, tm.Choice, "times %v", c.micros)
+		}
+		assert.Equal(t, c.want != algoDirect, kernelsWith(res, "Winograd") > 0, "kernels %v", res.Kernels)
+		assert.Empty(t, cache.Notice())
+	}
+	failing := func(*cpuabi.Trial) (time.Duration, error) { return 0, errors.New("no such machine") }
+	_, err := Compile(m, Options{Runner: failing})
+	assert.ErrorContains(t, err, "no such machine")
+}
+
+// TestWinogradAutoWithoutRunner: with nothing to run code on, "auto"
+// measures nothing, caches nothing, compiles what the size rule (and
+// "on") gives, and the cache's notice says so; a cached choice is still
+// obeyed.
+func TestWinogradAutoWithoutRunner(t *testing.T) {
+	needLLC(t)
+	m := tuneModel()
+	cache := NewTimingCache()
+	res, err := Compile(m, Options{TimingCache: cache})
+	require.NoError(t, err)
+	assert.Empty(t, cache.Entries, "nothing measured, nothing cached")
+	assert.Contains(t, cache.Notice(), "measured no layer")
+	on, err := Compile(m, Options{Winograd: WinogradOn})
+	require.NoError(t, err)
+	assert.Equal(t, on.SharedObject, res.SharedObject, "the size rule is what --winograd on compiles")
+
+	measured := NewTimingCache()
+	direct := func(tr *cpuabi.Trial) (time.Duration, error) {
+		return time.Duration(1+len(tr.Derived)) * time.Millisecond, nil
+	}
+	_, err = Compile(m, Options{TimingCache: measured, Runner: direct})
+	require.NoError(t, err)
+	res, err = Compile(m, Options{TimingCache: measured})
+	require.NoError(t, err)
+	assert.Zero(t, kernelsWith(res, "Winograd"), "the cached direct choice: %v", res.Kernels)
+	assert.Empty(t, measured.Notice())
 }
 
 // TestConvAlgorithmRecorded checks that codegen compiles what the

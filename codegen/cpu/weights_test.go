@@ -4,8 +4,8 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/ir"
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
 
 // TestSharedWeightsStoredOnce: a weight used by several layers (as
@@ -44,7 +44,7 @@ func TestWinogradWeightsDerived(t *testing.T) {
 	res := check(t, ir.NewModel(g, 17), map[string]*ir.Tensor{"x": randTensor(r, 1, 16, 12, 12)}, 1e-5)
 	var derived int64
 	for _, d := range res.Derived {
-		if d.Kind == rcpu.DerivedWinograd {
+		if d.Kind == cpuabi.DerivedWinograd {
 			derived += d.Bytes
 		}
 	}

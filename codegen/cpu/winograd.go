@@ -1,8 +1,8 @@
 package cpu
 
 import (
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/ir"
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -133,13 +133,13 @@ func (g *gen) lowerWinograd(n *ir.Node, c convGeom, spec *winoSpec) {
 
 	// U[p] = (G g Gᵀ)[p] for every (oc, ic), packed as the GEMM's A
 	// panels: four times the plain weights for F(4×4, 3×3), so the engine
-	// stores those and the loader computes U (rcpu.DerivedWinograd).
+	// stores those and the loader computes U (cpuabi.DerivedWinograd).
 	gm := g.newGemm(c.OC, w.T, c.C)
 	gm.batch, gm.parallel = A*A, true
 	mt := (c.OC + gm.mr - 1) / gm.mr
 	panel := mt * c.C * gm.mr
 	src := g.constLoc(g.constOf(n.Inputs[1]))
-	uOff := g.addDerived(rcpu.Derived{Kind: rcpu.DerivedWinograd, Bytes: 4 * A * A * panel, Src: src.off, OC: c.OC, C: c.C, MR: gm.mr, G: w.g})
+	uOff := g.addDerived(cpuabi.Derived{Kind: cpuabi.DerivedWinograd, Bytes: 4 * A * A * panel, Src: src.off, OC: c.OC, C: c.C, MR: gm.mr, G: w.g})
 	gm.a = func(k *kfn) value.Value { return k.locPtr(loc{space: inDerived, off: uOff}, f32) }
 	gm.aTile, gm.aRi, gm.aKi = c.C*gm.mr, 1, gm.mr
 	gm.aBatch = func(k *kfn, bi value.Value) value.Value { return k.Mul(bi, c64(panel)) }

@@ -4,7 +4,7 @@
 // striding over the space), one kernel per loop nest, as LLVM IR for
 // nvptx64-nvidia-cuda, compiled by LLVM 14's llc to PTX and, where ptxas
 // is present, assembled to a cubin per --gpu architecture. The engine's
-// code section is a runtime/cudacode.Module: the PTX, the cubins, and the
+// code section is a cudacode.Module: the PTX, the cubins, and the
 // launches in order over one device arena that holds the inputs and
 // outputs too.
 //
@@ -13,7 +13,7 @@
 // their threads, which run the very body the GPU entry calls, so every
 // CUDA kernel is tested against the reference executor where there is no
 // GPU (as POCL and MCUDA run GPU kernels on CPUs). A cuda-sim engine is an
-// ordinary CPU engine (runtime/cpu's ABI) that runs on one thread.
+// ordinary CPU engine (cpuabi's ABI) that runs on one thread.
 package cuda
 
 import (
@@ -29,11 +29,11 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/lower"
+	"github.com/kiln-ml/kiln/cudacode"
 	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
-	"github.com/kiln-ml/kiln/runtime/cudacode"
 	ll "github.com/llir/llvm/ir"
 )
 

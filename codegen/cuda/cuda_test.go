@@ -13,12 +13,12 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
 	"github.com/kiln-ml/kiln/codegen/cuda"
+	"github.com/kiln-ml/kiln/cudacode"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/internal/build"
 	"github.com/kiln-ml/kiln/internal/opcase"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
-	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 	"github.com/kiln-ml/kiln/runtime/reference"
 )

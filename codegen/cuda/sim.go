@@ -5,7 +5,7 @@ import (
 	goruntime "runtime"
 
 	"github.com/kiln-ml/kiln/codegen/cpu"
-	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
+	"github.com/kiln-ml/kiln/cpuabi"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
@@ -45,12 +45,12 @@ func (g *gen) simDriver(name string, body *ll.Func, grid, block int64) *ll.Func 
 	return f
 }
 
-// emitSimEntry writes the CPU engine's entry point (runtime/cpu's
+// emitSimEntry writes the CPU engine's entry point (cpuabi's
 // kiln_run, in one part: thread 0 runs every launch in order, the others
 // return) and its ABI record.
 func (g *gen) emitSimEntry() {
 	i64p := types.NewPointer(i64)
-	f := g.mod.NewFunc(rcpu.EntryPoint, i64, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
+	f := g.mod.NewFunc(cpuabi.EntryPoint, i64, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
 		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("bar", i64p),
 		ll.NewParam("part", i64))
 	b := f.NewBlock("")
@@ -61,16 +61,16 @@ func (g *gen) emitSimEntry() {
 		work.NewCall(d, f.Params[2], f.Params[3], f.Params[4])
 	}
 	work.NewRet(c64(0))
-	rec := &rcpu.ABI{Version: rcpu.ABIVersion, WeightsBytes: g.prog.Weights.Len(), StoredBytes: g.prog.Weights.Len(),
+	rec := &cpuabi.ABI{Version: cpuabi.ABIVersion, WeightsBytes: g.prog.Weights.Len(), StoredBytes: g.prog.Weights.Len(),
 		ArenaBytes: g.prog.ArenaBytes, Steps: len(g.launches), Features: SimFeatures()}
 	for _, io := range append(append([]IO{}, g.inputs...), g.outputs...) {
-		rec.Slots = append(rec.Slots, rcpu.Slot{Output: io.Index >= len(g.inputs), DType: io.DType.String(), Dims: io.Dims, Bytes: io.Bytes})
+		rec.Slots = append(rec.Slots, cpuabi.Slot{Output: io.Index >= len(g.inputs), DType: io.DType.String(), Dims: io.Dims, Bytes: io.Bytes})
 	}
 	data, err := rec.Marshal()
 	if err != nil {
 		panic(fmt.Sprintf("codegen/cuda: encoding the ABI record: %v", err)) // plain structs always encode
 	}
-	gl := g.mod.NewGlobalDef(rcpu.ABISymbol, constant.NewCharArray(data))
+	gl := g.mod.NewGlobalDef(cpuabi.ABISymbol, constant.NewCharArray(data))
 	gl.Immutable = true
 }
 
@@ -89,7 +89,7 @@ func simCPU() (string, []string) {
 	if goruntime.GOARCH == "arm64" {
 		return "generic", []string{"asimd"}
 	}
-	c, _ := rcpu.LookupX86CPU("x86-64-v3")
+	c, _ := cpuabi.LookupX86CPU("x86-64-v3")
 	return c.Name, c.Features
 }
 

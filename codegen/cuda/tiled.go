@@ -6,7 +6,7 @@ import (
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/llvm"
 	"github.com/kiln-ml/kiln/codegen/lower"
-	"github.com/kiln-ml/kiln/runtime/cudacode"
+	"github.com/kiln-ml/kiln/cudacode"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"

@@ -18,6 +18,7 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
+	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 
@@ -174,7 +175,10 @@ func (o Options) cpuOptions(cache *cpu.TimingCache) cpu.Options {
 	if name == "" {
 		name = cpu.DefaultCPU(triple)
 	}
-	return cpu.Options{CPU: name, Triple: triple, LLC: o.LLC, Winograd: o.Winograd, TimingCache: cache, Limits: o.Limits, Profile: o.profile}
+	// The Winograd tuner runs its candidates through the runtime's loader:
+	// codegen loads no code itself.
+	return cpu.Options{CPU: name, Triple: triple, LLC: o.LLC, Winograd: o.Winograd, TimingCache: cache, Runner: rcpu.TimeRuns,
+		Limits: o.Limits, Profile: o.profile}
 }
 
 // target is the triple asked for, this machine's by default.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/cuda"
 	"github.com/kiln-ml/kiln/codegen/lower"
+	"github.com/kiln-ml/kiln/cudacode"
 	"github.com/kiln-ml/kiln/frontend/text"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/passes"
-	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 

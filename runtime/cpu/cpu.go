@@ -1,33 +1,13 @@
 // Package cpu loads a native engine (an ELF shared object made by
 // codegen/cpu) without cgo and runs it on a pool of OS threads.
 //
-// Every engine exports one entry point,
-//
-//	int64_t kiln_run(int64_t tid, int64_t nthreads, uint8_t *weights,
-//	                 uint8_t *arena, void **io, int64_t *barrier, int64_t part);
-//
-// which each worker thread calls per inference with its id, part by part:
-// with part 0 first, then with each part number it returns until it
-// returns 0 (a part is about a millisecond of work; see runParts). The
-// generated code splits every layer's work by tid and meets at a spin
-// barrier (the two int64 words at barrier) between layers: the runtime owns
-// the threads, the engine owns the schedule. Between inferences the
-// workers poll for the next one for up to 200 µs before they park (see
-// pool.go), so back-to-back runs start in well under a microsecond instead
-// of the 10–120 µs of waking a parked thread.
-//
-// Engines also export the constant kiln_abi (abi.go), the code's record of
-// the buffers it reads and writes, which the loader checks before Open.
-//
-// Engines also export kiln_run_profile (kiln_run's arguments with a buffer
-// of cycle-counter readings per step before the part) and kiln_cycles,
-// for per-kernel profiles; kiln_run carries no profiling code. Engines with derived
-// weights export
-//
-//	void kiln_derive(int64_t index, int64_t lo, int64_t hi, uint8_t *weights);
-//
-// which computes output channels [lo, hi) of the ABI record's derived
-// range index in the live weights (derive.go).
+// What the code exports and how it is called (kiln_run on every thread,
+// part by part, see runParts; the kiln_abi record; the profiling and
+// derive entry points) is package cpuabi's contract: the runtime owns the
+// threads, the engine owns the schedule. Between inferences the workers
+// poll for the next one for up to 200 µs before they park (see pool.go),
+// so back-to-back runs start in well under a microsecond instead of the
+// 10–120 µs of waking a parked thread.
 package cpu
 
 import (
@@ -39,17 +19,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
-)
 
-// The symbols an engine exports: EntryPoint always; ProfileEntryPoint
-// (kiln_run's arguments with uint64_t *times before the part) and
-// CyclesSymbol (uint64_t kiln_cycles(void), the counter it records) in
-// engines that support per-kernel profiles; DeriveEntryPoint in engines with derived weights.
-const (
-	EntryPoint        = "kiln_run"
-	ProfileEntryPoint = "kiln_run_profile"
-	CyclesSymbol      = "kiln_cycles"
-	DeriveEntryPoint  = "kiln_derive"
+	"github.com/kiln-ml/kiln/cpuabi"
 )
 
 // Library is a loaded engine. It is safe for concurrent use: each Run
@@ -74,8 +45,8 @@ func Open(so []byte) (*Library, error) {
 	}
 	// Code built for AMX needs the tile state granted before it runs; the
 	// grant costs nothing until a thread uses the tiles. A refusal stays
-	// with EnableAMX, which loading such an engine reports.
-	_ = EnableAMX()
+	// with cpuabi.EnableAMX, which loading such an engine reports.
+	_ = cpuabi.EnableAMX()
 	// The image file stays open while the library is loaded: the dynamic
 	// loader knows libraries by path, and /proc/self/fd/N must not name two
 	// loaded libraries at once.
@@ -88,16 +59,16 @@ func Open(so []byte) (*Library, error) {
 		cleanup()
 		return nil, fmt.Errorf("cpu: loading the shared object: %w", err)
 	}
-	entry, err := purego.Dlsym(h, EntryPoint)
+	entry, err := purego.Dlsym(h, cpuabi.EntryPoint)
 	if err != nil {
 		purego.Dlclose(h)
 		cleanup()
-		return nil, fmt.Errorf("cpu: the shared object has no %s: %w", EntryPoint, err)
+		return nil, fmt.Errorf("cpu: the shared object has no %s: %w", cpuabi.EntryPoint, err)
 	}
 	l := &Library{handle: h, entry: entry, cleanup: cleanup}
-	l.profile, _ = purego.Dlsym(h, ProfileEntryPoint)
-	l.cycles, _ = purego.Dlsym(h, CyclesSymbol)
-	l.derive, _ = purego.Dlsym(h, DeriveEntryPoint)
+	l.profile, _ = purego.Dlsym(h, cpuabi.ProfileEntryPoint)
+	l.cycles, _ = purego.Dlsym(h, cpuabi.CyclesSymbol)
+	l.derive, _ = purego.Dlsym(h, cpuabi.DeriveEntryPoint)
 	return l, nil
 }
 
@@ -159,7 +130,8 @@ func (l *Library) Run(nthreads int, weights, arena unsafe.Pointer, io []unsafe.P
 }
 
 // Profiled reports whether the engine has the profiling entry point
-// (ProfileEntryPoint and CyclesSymbol); engines built before it lack them.
+// (cpuabi.ProfileEntryPoint and cpuabi.CyclesSymbol); engines built
+// before it lack them.
 func (l *Library) Profiled() bool { return l.profile != 0 && l.cycles != 0 }
 
 // RunProfile runs one inference like Run through the profiling entry
@@ -168,7 +140,7 @@ func (l *Library) Profiled() bool { return l.profile != 0 && l.cycles != 0 }
 // that follows it.
 func (l *Library) RunProfile(nthreads int, weights, arena unsafe.Pointer, io []unsafe.Pointer, times []uint64) error {
 	if !l.Profiled() {
-		return fmt.Errorf("cpu: the engine has no %s (rebuild it with this kiln)", ProfileEntryPoint)
+		return fmt.Errorf("cpu: the engine has no %s (rebuild it with this kiln)", cpuabi.ProfileEntryPoint)
 	}
 	if len(times) == 0 {
 		return fmt.Errorf("cpu: RunProfile needs a times buffer")

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ccpu "github.com/kiln-ml/kiln/codegen/cpu"
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/ir"
 	rcpu "github.com/kiln-ml/kiln/runtime/cpu"
 )
@@ -81,14 +82,14 @@ func TestNativeDeriveIsTheReference(t *testing.T) {
 // An engine whose record lists derived weights must export kiln_derive.
 func TestDeriveEntryRequired(t *testing.T) {
 	res := winogradEngine(t, 7, 12, 16, 16)
-	abi, err := rcpu.ReadABI(res.SharedObject, elf.EM_X86_64)
+	abi, err := cpuabi.ReadABI(res.SharedObject, elf.EM_X86_64)
 	if runtime.GOARCH != "amd64" {
 		t.Skip("x86-64 only")
 	}
 	require.NoError(t, err)
 	assert.NotEmpty(t, abi.Derived)
-	stripped := bytes.ReplaceAll(res.SharedObject, []byte(rcpu.DeriveEntryPoint+"\x00"), []byte("kiln_xxxxxx\x00"))
-	_, err = rcpu.ReadABI(stripped, elf.EM_X86_64)
+	stripped := bytes.ReplaceAll(res.SharedObject, []byte(cpuabi.DeriveEntryPoint+"\x00"), []byte("kiln_xxxxxx\x00"))
+	_, err = cpuabi.ReadABI(stripped, elf.EM_X86_64)
 	assert.ErrorContains(t, err, "exports no kiln_derive")
 }
 
@@ -102,7 +103,7 @@ func BenchmarkNativeDerive(b *testing.B) {
 	lib, err := rcpu.Open(res.SharedObject)
 	require.NoError(b, err)
 	defer lib.Close()
-	abi, err := rcpu.ReadABI(res.SharedObject, elf.EM_X86_64)
+	abi, err := cpuabi.ReadABI(res.SharedObject, elf.EM_X86_64)
 	require.NoError(b, err)
 	l, err := rcpu.NewLive(abi)
 	require.NoError(b, err)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kiln-ml/kiln/cpuabi"
 )
 
 // winoF4G is Winograd F(4×4, 3×3)'s G.
@@ -17,7 +19,7 @@ var winoF4G = [][]float64{{0.25, 0, 0}, {-1. / 6, -1. / 6, -1. / 6}, {-1. / 6, 1
 
 // derivedCase is stored weights of prefix bytes, a float32 [OC][C][3][3]
 // source, suffix bytes, and one Winograd range after the source.
-func derivedCase(r *rand.Rand, OC, C, MR int64) (stored []byte, src []float32, d Derived) {
+func derivedCase(r *rand.Rand, OC, C, MR int64) (stored []byte, src []float32, d cpuabi.Derived) {
 	prefix := make([]byte, 64)
 	r.Read(prefix)
 	src = make([]float32, OC*C*9)
@@ -31,8 +33,8 @@ func derivedCase(r *rand.Rand, OC, C, MR int64) (stored []byte, src []float32, d
 	for len(stored)%64 != 0 {
 		stored = append(stored, byte(r.Intn(256)))
 	}
-	d = Derived{Kind: DerivedWinograd, Off: int64(len(stored)), Src: 64, OC: OC, C: C, MR: MR, G: winoF4G}
-	d.Bytes = 4 * 36 * d.panel()
+	d = cpuabi.Derived{Kind: cpuabi.DerivedWinograd, Off: int64(len(stored)), Src: 64, OC: OC, C: C, MR: MR, G: winoF4G}
+	d.Bytes = 4 * 36 * d.Panel()
 	suffix := make([]byte, 100)
 	r.Read(suffix)
 	return append(stored, suffix...), src, d
@@ -40,8 +42,8 @@ func derivedCase(r *rand.Rand, OC, C, MR int64) (stored []byte, src []float32, d
 
 // expandOracle lays out and derives live weights with the reference
 // transform (winograd), one range after another.
-func expandOracle(stored []byte, derived []Derived) (*Buffer, error) {
-	a, err := inMemoryABI(stored, derived)
+func expandOracle(stored []byte, derived []cpuabi.Derived) (*Buffer, error) {
+	a, err := cpuabi.InMemory(int64(len(stored)), derived)
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +60,11 @@ func expandOracle(stored []byte, derived []Derived) (*Buffer, error) {
 
 // winograd is the reference transform, what the engine's kiln_derive
 // computes (codegen/cpu/derive.go): output channels [lo, hi) of d
-// (DerivedWinograd), lo a multiple of MR, in float64, rounded once.
-func winograd(live []byte, d *Derived, lo, hi int64) {
-	src := floats(live[d.Src : d.Src+d.srcBytes()])
+// (cpuabi.DerivedWinograd), lo a multiple of MR, in float64, rounded once.
+func winograd(live []byte, d *cpuabi.Derived, lo, hi int64) {
+	src := floats(live[d.Src : d.Src+d.SrcBytes()])
 	u := floats(live[d.Off : d.Off+d.Bytes])
-	A, panel := d.a(), d.panel()
+	A, panel := d.Points(), d.Panel()
 	var G [8][3]float64
 	for a := range A {
 		copy(G[a][:], d.G[a])
@@ -97,13 +99,13 @@ func TestReferenceTransform(t *testing.T) {
 	for _, dims := range [][3]int64{{37, 5, 16}, {8, 3, 8}, {64, 33, 16}} {
 		OC, C, MR := dims[0], dims[1], dims[2]
 		stored, src, d := derivedCase(r, OC, C, MR)
-		buf, err := expandOracle(stored, []Derived{d})
+		buf, err := expandOracle(stored, []cpuabi.Derived{d})
 		require.NoError(t, err)
 		live := buf.Bytes
 		assert.Equal(t, stored[:d.Off], live[:d.Off])
 		assert.Equal(t, stored[d.Off:], live[d.Off+d.Bytes:])
 		u := floats(live[d.Off : d.Off+d.Bytes])
-		panel := d.panel()
+		panel := d.Panel()
 		worst := 0.0
 		for oc := int64(0); oc < OC; oc++ {
 			for ic := int64(0); ic < C; ic++ {
@@ -135,8 +137,8 @@ func TestLivePut(t *testing.T) {
 	d2.Off += d1.Bytes + 128 // a second range, 128 stored bytes after the first
 	stored = append(stored, make([]byte, 256)...)
 	r.Read(stored)
-	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)) + 2*d1.Bytes, Derived: []Derived{d1, d2}}
-	require.NoError(t, a.checkDerived())
+	a := &cpuabi.ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)) + 2*d1.Bytes, Derived: []cpuabi.Derived{d1, d2}}
+	require.NoError(t, a.CheckDerived())
 	want := make([]byte, a.WeightsBytes)
 	copy(want, stored[:d1.Off])
 	copy(want[d1.Off+d1.Bytes:], stored[d1.Off:d1.Off+128])
@@ -164,60 +166,6 @@ func TestLivePut(t *testing.T) {
 	}
 }
 
-// TestDerivedChecks: a record whose derived ranges would send the loader
-// (or the code) outside the weights, or read what is not yet computed, is
-// refused, naming the problem.
-func TestDerivedChecks(t *testing.T) {
-	r := rand.New(rand.NewSource(2))
-	stored, _, d := derivedCase(r, 20, 4, 8)
-	for name, c := range map[string]struct {
-		edit func(d *Derived, a *ABI)
-		want string
-	}{
-		"unknown kind":   {func(d *Derived, _ *ABI) { d.Kind = "fft" }, `unknown kind "fft"`},
-		"bytes":          {func(d *Derived, _ *ABI) { d.Bytes -= 64 }, "the transform writes"},
-		"past the end":   {func(d *Derived, a *ABI) { d.Off = a.WeightsBytes - 64 }, "outside"},
-		"misaligned":     {func(d *Derived, _ *ABI) { d.Off += 4 }, "outside"},
-		"source outside": {func(d *Derived, _ *ABI) { d.Src = 1 << 40 }, "source"},
-		"reads itself":   {func(d *Derived, _ *ABI) { d.Src = d.Off }, "reads derived weights 0"},
-		"huge dims":      {func(d *Derived, _ *ABI) { d.OC = 1 << 40 }, "out of range"},
-		"NaN transform":  {func(d *Derived, _ *ABI) { d.G = [][]float64{{0, 0, 0}, {0, 0, 0}, {0, 0, math.NaN()}} }, "transform value NaN"},
-		"short row":      {func(d *Derived, _ *ABI) { d.G = [][]float64{{0, 0}, {0, 0, 0}, {0, 0, 0}} }, "row of 2 values"},
-		"stored bytes":   {func(_ *Derived, a *ABI) { a.StoredBytes-- }, "stored bytes"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			dd := d
-			dd.G = append([][]float64{}, d.G...)
-			a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)) + d.Bytes}
-			c.edit(&dd, a)
-			a.Derived = []Derived{dd}
-			err := a.checkDerived()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), c.want)
-		})
-	}
-	// A record asking for far more derived memory than the engine stores.
-	// (100 ranges of an 8×8 transform from one stored 3×3 kernel).
-	g8 := make([][]float64, 8)
-	for i := range g8 {
-		g8[i] = []float64{1, 0, 1}
-	}
-	big := &ABI{StoredBytes: 64, WeightsBytes: 64}
-	for i := range int64(100) {
-		r := Derived{Kind: DerivedWinograd, Off: 64 + 256*i, Src: 0, OC: 1, C: 1, MR: 1, G: g8, Bytes: 4 * 64}
-		big.Derived = append(big.Derived, r)
-		big.WeightsBytes += r.Bytes
-	}
-	assert.ErrorContains(t, big.checkDerived(), "bytes of derived weights from 64 stored")
-	// Panels taller than the layer (padding blown up).
-	tall := Derived{Kind: DerivedWinograd, Off: 64, Src: 0, OC: 1, C: 1, MR: 64, G: g8, Bytes: 4 * 64 * 64}
-	assert.ErrorContains(t, (&ABI{StoredBytes: 64, WeightsBytes: 64 + tall.Bytes, Derived: []Derived{tall}}).checkDerived(), "out of range")
-	// Two ranges that overlap.
-	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: int64(len(stored)) + 2*d.Bytes, Derived: []Derived{d, d}}
-	a.Derived[1].Off += 64
-	assert.ErrorContains(t, a.checkDerived(), "overlaps")
-}
-
 // TestDerivedArea: the layout engines have now, the stored bytes then the
 // derived area, each range at the first 64-byte boundary after the one
 // before (a gap after a range that is not a whole number of lines); a
@@ -230,7 +178,7 @@ func TestDerivedArea(t *testing.T) {
 	require.NotZero(t, d1.Bytes%64, "the case needs a gap after its first range")
 	d2 := d1
 	d2.Off = align64(d1.Off + d1.Bytes)
-	buf, err := expandOracle(stored, []Derived{d1, d2})
+	buf, err := expandOracle(stored, []cpuabi.Derived{d1, d2})
 	require.NoError(t, err)
 	defer buf.Free()
 	live := buf.Bytes
@@ -239,19 +187,19 @@ func TestDerivedArea(t *testing.T) {
 	assert.Equal(t, live[d1.Off:d1.Off+d1.Bytes], live[d2.Off:d2.Off+d2.Bytes], "both ranges transform the same source")
 	assert.NotEqual(t, make([]byte, d1.Bytes), live[d1.Off:d1.Off+d1.Bytes])
 
-	a := &ABI{StoredBytes: int64(len(stored)), WeightsBytes: d2.Off + d2.Bytes, Derived: []Derived{d1, d2}}
-	require.NoError(t, a.checkDerived())
+	a := &cpuabi.ABI{StoredBytes: int64(len(stored)), WeightsBytes: d2.Off + d2.Bytes, Derived: []cpuabi.Derived{d1, d2}}
+	require.NoError(t, a.CheckDerived())
 	moved := *a
-	moved.Derived = []Derived{d1, d2}
+	moved.Derived = []cpuabi.Derived{d1, d2}
 	moved.Derived[1].Off += 64
 	moved.WeightsBytes += 64
-	assert.ErrorContains(t, moved.checkDerived(), "derived weights 1 at")
+	assert.ErrorContains(t, moved.CheckDerived(), "derived weights 1 at")
 	short := *a
 	short.WeightsBytes -= 4
-	assert.ErrorContains(t, short.checkDerived(), "outside")
+	assert.ErrorContains(t, short.CheckDerived(), "outside")
 	long := *a
 	long.WeightsBytes = align64(a.WeightsBytes) + 64
-	assert.ErrorContains(t, long.checkDerived(), "the derived area ends at")
+	assert.ErrorContains(t, long.CheckDerived(), "the derived area ends at")
 }
 
 // BenchmarkReferenceTransform: the reference transform's cost on a
@@ -260,7 +208,7 @@ func TestDerivedArea(t *testing.T) {
 func BenchmarkReferenceTransform(b *testing.B) {
 	r := rand.New(rand.NewSource(3))
 	stored, _, d := derivedCase(r, 256, 256, 16)
-	buf, err := expandOracle(stored, []Derived{d})
+	buf, err := expandOracle(stored, []cpuabi.Derived{d})
 	require.NoError(b, err)
 	defer buf.Free()
 	for b.Loop() {
@@ -268,6 +216,8 @@ func BenchmarkReferenceTransform(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(d.OC*d.C), "ns/kernel")
 }
+
+func align64(n int64) int64 { return (n + 63) &^ 63 }
 
 // floats views 4-byte aligned little-endian bytes as float32s.
 func floats(b []byte) []float32 {

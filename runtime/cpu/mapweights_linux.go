@@ -7,10 +7,12 @@ import (
 	"runtime"
 	"syscall"
 	"unsafe"
+
+	"github.com/kiln-ml/kiln/cpuabi"
 )
 
-// MapLive lays out the live weights of a checked record (ParseABI) over
-// the engine file f, whose weights section starts at byte off: the stored
+// MapLive lays out the live weights of a checked record (cpuabi.ParseABI)
+// over the engine file f, whose weights section starts at byte off: the stored
 // weights are the file's own pages, mapped read-only, not copied; the
 // derived area after them (and the stored bytes on the section's last,
 // partial page) is fresh memory. The page cache's pages are in memory
@@ -30,8 +32,8 @@ import (
 // returns ErrNoMap (wrapped) where the file cannot be mapped or the
 // record's derived ranges do not all follow the stored weights (engines
 // from before the derived area); the caller then copies.
-func MapLive(f *os.File, off int64, a *ABI) (*Live, error) {
-	if len(a.Derived) > 0 && !a.derivedAfterStored() {
+func MapLive(f *os.File, off int64, a *cpuabi.ABI) (*Live, error) {
+	if len(a.Derived) > 0 && !a.DerivedAfterStored() {
 		return nil, fmt.Errorf("%w: derived weights inside the stored ones", ErrNoMap)
 	}
 	if a.WeightsBytes == 0 {

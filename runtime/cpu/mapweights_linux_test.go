@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kiln-ml/kiln/cpuabi"
 )
 
 // TestMapLive: the live weights MapLive lays out hold the file's stored
@@ -33,9 +35,9 @@ func TestMapLive(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, file, 0o644))
 		f, err := os.Open(path)
 		require.NoError(t, err)
-		a := &ABI{StoredBytes: c.stored, WeightsBytes: c.stored + c.derived}
+		a := &cpuabi.ABI{StoredBytes: c.stored, WeightsBytes: c.stored + c.derived}
 		if c.derived > 0 {
-			a.Derived = []Derived{{Off: c.stored, Bytes: c.derived}}
+			a.Derived = []cpuabi.Derived{{Off: c.stored, Bytes: c.derived}}
 		}
 		live, err := MapLive(f, c.off, a)
 		f.Close()
@@ -62,7 +64,7 @@ func TestMapLive(t *testing.T) {
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	inside := &ABI{StoredBytes: 4096, WeightsBytes: 4096 + 1024, Derived: []Derived{{Off: 1024, Bytes: 1024}}}
+	inside := &cpuabi.ABI{StoredBytes: 4096, WeightsBytes: 4096 + 1024, Derived: []cpuabi.Derived{{Off: 1024, Bytes: 1024}}}
 	_, err = MapLive(f, 0, inside)
 	assert.ErrorIs(t, err, ErrNoMap)
 }

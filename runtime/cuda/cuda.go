@@ -19,9 +19,9 @@ import (
 
 	"gorgonia.org/cu"
 
+	"github.com/kiln-ml/kiln/cudacode"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/runtime"
-	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 

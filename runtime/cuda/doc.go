@@ -1,5 +1,5 @@
 // Package cuda runs CUDA engines (cc build --target cuda: PTX, cubins and
-// a launch plan, runtime/cudacode) on an NVIDIA GPU through the CUDA
+// a launch plan, package cudacode) on an NVIDIA GPU through the CUDA
 // driver API (gorgonia.org/cu). It is compiled only with the cuda build
 // tag, which needs the driver's header (cuda.h) and libcuda to link:
 //

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kiln-ml/kiln/cudacode"
 	"github.com/kiln-ml/kiln/ir"
-	"github.com/kiln-ml/kiln/runtime/cudacode"
 	"github.com/kiln-ml/kiln/runtime/engine"
 )
 

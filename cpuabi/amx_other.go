@@ -1,6 +1,6 @@
 //go:build !(linux && amd64)
 
-package cpu
+package cpuabi
 
 import "errors"
 

@@ -1,4 +1,35 @@
-package cpu
+// Package cpuabi is the contract between the code codegen/cpu compiles and
+// runtime/cpu, which loads and runs it: the symbols a CPU engine's shared
+// object exports, the ABI record (kiln_abi) stating what the code reads
+// and writes, the weights the loader derives, and the CPU features engines
+// record, with this machine's. It imports neither side, so the compiler
+// needs no loader and the runtime no compiler.
+//
+// Every engine exports one entry point,
+//
+//	int64_t kiln_run(int64_t tid, int64_t nthreads, uint8_t *weights,
+//	                 uint8_t *arena, void **io, int64_t *barrier, int64_t part);
+//
+// which each worker thread calls per inference with its id, part by part:
+// with part 0 first, then with each part number it returns until it
+// returns 0 (a part is about a millisecond of work). The generated code
+// splits every layer's work by tid and meets at a spin barrier (the two
+// int64 words at barrier) between layers: the runtime owns the threads,
+// the engine owns the schedule.
+//
+// Engines also export the constant kiln_abi, the code's record of the
+// buffers it reads and writes, which the loader checks before loading the
+// code; kiln_run_profile (kiln_run's arguments with uint64_t *times, a
+// buffer of cycle-counter readings per step, before the part) and
+// kiln_cycles (uint64_t kiln_cycles(void), the counter it records), for
+// per-kernel profiles (kiln_run carries no profiling code). Engines with
+// derived weights export
+//
+//	void kiln_derive(int64_t index, int64_t lo, int64_t hi, uint8_t *weights);
+//
+// which computes output channels [lo, hi) of the ABI record's derived
+// range index in the live weights (derived.go).
+package cpuabi
 
 import (
 	"bytes"
@@ -7,6 +38,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+)
+
+// The symbols an engine exports: EntryPoint always; ProfileEntryPoint and
+// CyclesSymbol in engines that support per-kernel profiles;
+// DeriveEntryPoint in engines with derived weights.
+const (
+	EntryPoint        = "kiln_run"
+	ProfileEntryPoint = "kiln_run_profile"
+	CyclesSymbol      = "kiln_cycles"
+	DeriveEntryPoint  = "kiln_derive"
 )
 
 // ABISymbol is the exported constant in which an engine's code states what
@@ -18,7 +59,7 @@ const ABISymbol = "kiln_abi"
 
 // ABIVersion is the record layout this package writes and reads. Version
 // 2 added dynamic shapes: the symbols, and the dims table in the io slot
-// after the outputs; version 3 derived weights (derive.go); version 4 has
+// after the outputs; version 3 derived weights (derived.go); version 4 has
 // the code compute them (DeriveEntryPoint); version 5 runs in parts (the
 // entry points take the part and return the next).
 const ABIVersion = 5
@@ -171,7 +212,7 @@ func ParseABI(data []byte) (*ABI, error) {
 			return nil, fmt.Errorf("the code's %s record: io slot %d has %d bytes", ABISymbol, i, s.Bytes)
 		}
 	}
-	if err := a.checkDerived(); err != nil {
+	if err := a.CheckDerived(); err != nil {
 		return nil, fmt.Errorf("the code's %s record: %v", ABISymbol, err)
 	}
 	return &a, nil

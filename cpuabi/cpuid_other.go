@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package cpu
+package cpuabi
 
 func hostF16C() bool       { return false }
 func hostAVX512FP16() bool { return false }

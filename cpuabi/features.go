@@ -1,4 +1,4 @@
-package cpu
+package cpuabi
 
 import (
 	"slices"
@@ -149,7 +149,7 @@ type X86CPU struct {
 func x86Level(feats ...string) []string {
 	closed, ok := CloseX86(feats...)
 	if !ok {
-		panic("runtime/cpu: a CPU level names a feature X86Features lacks")
+		panic("cpuabi: a CPU level names a feature X86Features lacks")
 	}
 	return closed
 }

@@ -1,4 +1,4 @@
-package cpu
+package cpuabi
 
 import "golang.org/x/sys/cpu"
 

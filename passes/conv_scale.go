@@ -39,10 +39,11 @@ func convScalePass(c *Context, m *ir.Model) error {
 			todo = append(todo, rewrite{n, mul, x, s})
 		}
 	}
+	names := m.Graph.Namer()
 	for _, r := range todo {
 		w := r.conv.Inputs[1]
-		ws := &ir.Value{Name: m.Graph.UniqueName("conv-scale/" + w.Name), Type: ir.TensorType(w.Type.Elem, w.Type.Shape)}
-		scale := &ir.Node{Name: m.Graph.UniqueName("conv-scale/Mul"), OpType: "Mul", Inputs: []*ir.Value{w, r.s}, Outputs: []*ir.Value{ws}}
+		ws := &ir.Value{Name: names.Unique("conv-scale/" + w.Name), Type: ir.TensorType(w.Type.Elem, w.Type.Shape)}
+		scale := &ir.Node{Name: names.Unique("conv-scale/Mul"), OpType: "Mul", Inputs: []*ir.Value{w, r.s}, Outputs: []*ir.Value{ws}}
 		ws.Producer = scale
 		m.Graph.Nodes = append(m.Graph.Nodes, scale)
 		r.conv.Inputs[0], r.conv.Inputs[1] = r.x, ws

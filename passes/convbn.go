@@ -13,6 +13,7 @@ import (
 // value, so readers need no rewriting.
 func convBNPass(_ *Context, m *ir.Model) error {
 	g := m.Graph
+	names := g.Namer()
 	uses := g.Uses()
 	isOutput := map[*ir.Value]bool{}
 	for _, v := range g.Outputs {
@@ -51,15 +52,15 @@ func convBNPass(_ *Context, m *ir.Model) error {
 			if !ok {
 				continue
 			}
-			wv = g.AddInitializer(g.UniqueName(w.Name+"_bn"), newW)
-			bv = g.AddInitializer(g.UniqueName(bn.Outputs[0].Name+"_bias"), newB)
+			wv = g.AddInitializer(names.Unique(w.Name+"_bn"), newW)
+			bv = g.AddInitializer(names.Unique(bn.Outputs[0].Name+"_bias"), newB)
 		case len(uses[w]) == 1 && !isOutput[w]:
-			newB, ok := foldBNQuantized(g, w.Producer, bias, params, eps)
+			newB, ok := foldBNQuantized(g, names, w.Producer, bias, params, eps)
 			if !ok {
 				continue
 			}
 			wv = w
-			bv = g.AddInitializer(g.UniqueName(bn.Outputs[0].Name+"_bias"), newB)
+			bv = g.AddInitializer(names.Unique(bn.Outputs[0].Name+"_bias"), newB)
 		default:
 			continue
 		}
@@ -168,8 +169,9 @@ func foldBN(w *ir.Tensor, bias []float64, params []*ir.Value, eps float32) (*ir.
 // quantization-aware training exports them): each channel's scale is
 // multiplied by |factor|, and a negative factor negates the channel's int8
 // values (refused where one is -128). dq, read only by the Conv, is
-// rewritten in place; it returns the new float bias.
-func foldBNQuantized(g *ir.Graph, dq *ir.Node, bias []float64, params []*ir.Value, eps float32) (*ir.Tensor, bool) {
+// rewritten in place, its new constants named by names; it returns the
+// new float bias.
+func foldBNQuantized(g *ir.Graph, names *ir.Namer, dq *ir.Node, bias []float64, params []*ir.Value, eps float32) (*ir.Tensor, bool) {
 	if dq == nil || dq.OpType != "DequantizeLinear" || dq.Domain != "" || !allConst(dq.Inputs[:2]) || attrInt(dq, "block_size", 0) != 0 {
 		return nil, false
 	}
@@ -215,8 +217,8 @@ func foldBNQuantized(g *ir.Graph, dq *ir.Node, bias []float64, params []*ir.Valu
 	}
 	w := dq.Inputs[0]
 	dq.Inputs = []*ir.Value{
-		g.AddInitializer(g.UniqueName(w.Name+"_bn"), ir.FromSlice(ir.Int8, wq.Dims, q)),
-		g.AddInitializer(g.UniqueName(dq.Inputs[1].Name+"_bn"), ir.FromSlice(ir.Float32, []int64{oc}, scales)),
+		g.AddInitializer(names.Unique(w.Name+"_bn"), ir.FromSlice(ir.Int8, wq.Dims, q)),
+		g.AddInitializer(names.Unique(dq.Inputs[1].Name+"_bn"), ir.FromSlice(ir.Float32, []int64{oc}, scales)),
 	}
 	dq.SetAttr(ir.AttrI("axis", 0))
 	return ops.FromFloat64s(ir.Float32, []int64{oc}, newB), true

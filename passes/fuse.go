@@ -2,7 +2,6 @@ package passes
 
 import (
 	"slices"
-	"strconv"
 
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
@@ -25,9 +24,11 @@ type fuser struct {
 	outSet map[*ir.Value]bool
 	order  map[*ir.Node]int
 	taken  map[*ir.Node]bool // already in a group
-	names  map[string]bool   // value names handed out for nodes not yet in the graph
-	// used is every name in the graph and every one uniqueName handed out.
-	used map[string]bool
+	// namer (through names) holds the graph's names as of the pass's
+	// first new name and every name it has handed out since.
+	namer *ir.Namer
+	// copies counts the copies copyNode made of each value name.
+	copies map[string]int
 	// target is the backend's judgement of what fuses (Context.Target).
 	target Target
 }
@@ -132,7 +133,7 @@ func (f *fuser) apply(groups []group) {
 	for _, gr := range groups {
 		last := gr.nodes[len(gr.nodes)-1]
 		out := last.Outputs[0]
-		inner := &ir.Value{Name: f.uniqueName(out.Name + "_fused"), Type: out.Type, Producer: last}
+		inner := &ir.Value{Name: f.names().Unique(out.Name + "_fused"), Type: out.Type, Producer: last}
 		last.Outputs[0] = inner
 		body := &ir.Graph{Name: string(gr.kind), Nodes: gr.nodes, Outputs: []*ir.Value{inner}}
 		bodies = append(bodies, body)
@@ -160,24 +161,19 @@ func (f *fuser) apply(groups []group) {
 	f.g.Nodes = nodes
 }
 
-// uniqueName is Graph.UniqueName for a name per group: the graph's names
-// are listed once, not once per name (quadratic in a graph of many
-// groups), and each name handed out joins them.
-func (f *fuser) uniqueName(prefix string) string {
-	if f.used == nil {
-		f.used = map[string]bool{}
-		addNames(f.used, f.g)
+// names is the pass's namer, made at its first name: Graph.UniqueName
+// per new node would list the graph's names once per node, quadratic in a
+// graph of many groups.
+func (f *fuser) names() *ir.Namer {
+	if f.namer == nil {
+		f.namer = f.g.Namer()
 	}
-	name := prefix
-	for i := 1; f.used[name]; i++ {
-		name = prefix + "_" + strconv.Itoa(i)
-	}
-	f.used[name] = true
-	return name
+	return f.namer
 }
 
 // addNames adds the names of g's inputs, initializers, nodes and node
-// outputs, subgraphs included, to set: those Graph.UniqueName avoids.
+// outputs, subgraphs included, to set: those Graph.UniqueName avoids
+// (fold_if's renaming reads them).
 func addNames(set map[string]bool, g *ir.Graph) {
 	for _, vs := range [][]*ir.Value{g.Inputs, g.Initializers} {
 		for _, v := range vs {

@@ -114,16 +114,19 @@ func (f *fuser) take(q *qgroup) group {
 	return group{kind: q.kind, nodes: q.nodes, roles: q.roles}
 }
 
-// copyNode returns a copy of single-output n writing a fresh value.
+// copyNode returns a copy of single-output n writing a fresh value: the
+// first copy of X is named X_copy, the k-th X_copyk (each made unique).
 func (f *fuser) copyNode(n *ir.Node) *ir.Node {
-	if f.names == nil {
-		f.names = map[string]bool{}
+	if f.copies == nil {
+		f.copies = map[string]int{}
 	}
-	name := f.g.UniqueName(n.Outputs[0].Name + "_copy")
-	for i := 1; f.names[name]; i++ { // copies are not in the graph yet
-		name = f.g.UniqueName(fmt.Sprintf("%s_copy%d", n.Outputs[0].Name, i))
+	x := n.Outputs[0].Name
+	base := x + "_copy"
+	if k := f.copies[x]; k > 0 {
+		base = fmt.Sprintf("%s_copy%d", x, k)
 	}
-	f.names[name] = true
+	f.copies[x]++
+	name := f.names().Unique(base)
 	c := &ir.Node{Name: n.Name, OpType: n.OpType, Domain: n.Domain, Inputs: slices.Clone(n.Inputs), Attrs: n.Attrs}
 	c.Outputs = []*ir.Value{{Name: name, Type: n.Outputs[0].Type, Producer: c}}
 	return c

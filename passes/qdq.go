@@ -152,7 +152,7 @@ func (f *fuser) setPadFill(n *ir.Node, p qparams, fill float32) {
 	for len(n.Inputs) < 3 {
 		n.Inputs = append(n.Inputs, nil)
 	}
-	n.Inputs[2] = f.g.AddInitializer(f.g.UniqueName("pad_fill"), p.tensor(p.quantize(fill)))
+	n.Inputs[2] = f.g.AddInitializer(f.names().Unique("pad_fill"), p.tensor(p.quantize(fill)))
 }
 
 // qdqPropagatePass moves each per-tensor DequantizeLinear forward past the
@@ -224,9 +224,9 @@ func (f *fuser) dequantizeAfter(i int, n *ir.Node, ins []int) bool {
 	}
 	var added []*ir.Node
 	for k, w := range outs {
-		wq := &ir.Value{Name: f.g.UniqueName(w.Name + "_quantized"), Type: ir.TensorType(p.elem, w.Type.Shape.Clone()), Producer: n}
+		wq := &ir.Value{Name: f.names().Unique(w.Name + "_quantized"), Type: ir.TensorType(p.elem, w.Type.Shape.Clone()), Producer: n}
 		n.Outputs[k] = wq
-		d := &ir.Node{Name: f.g.UniqueName(w.Name + "_dequantize"), OpType: "DequantizeLinear",
+		d := &ir.Node{Name: f.names().Unique(w.Name + "_dequantize"), OpType: "DequantizeLinear",
 			Inputs: append([]*ir.Value{wq}, dq.Inputs[1:]...), Outputs: []*ir.Value{w}}
 		w.Producer = d
 		added = append(added, d)
@@ -273,8 +273,8 @@ func (f *fuser) quantizeBefore(i int, n *ir.Node, ins []int) bool {
 	var added []*ir.Node
 	for _, in := range ins {
 		v := n.Inputs[in]
-		vq := &ir.Value{Name: f.g.UniqueName(v.Name + "_quantized"), Type: ir.TensorType(p.elem, v.Type.Shape.Clone())}
-		qn := &ir.Node{Name: f.g.UniqueName(v.Name + "_quantize"), OpType: "QuantizeLinear",
+		vq := &ir.Value{Name: f.names().Unique(v.Name + "_quantized"), Type: ir.TensorType(p.elem, v.Type.Shape.Clone())}
+		qn := &ir.Node{Name: f.names().Unique(v.Name + "_quantize"), OpType: "QuantizeLinear",
 			Inputs: append([]*ir.Value{v}, q.Inputs[1:]...), Outputs: []*ir.Value{vq}, Attrs: q.Attrs}
 		vq.Producer = qn
 		n.Inputs[in] = vq

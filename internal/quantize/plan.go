@@ -64,6 +64,8 @@ func isLayout(n *ir.Node) bool {
 
 type plan struct {
 	g *ir.Graph
+	// names names what rewrite adds to g (made when it starts).
+	names *ir.Namer
 	// units are the quantized nodes, in graph order; absorbed the nodes
 	// that joined another's unit (a residual Add, a Relu, SiLU's Mul).
 	units    []*ir.Node

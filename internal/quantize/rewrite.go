@@ -13,6 +13,7 @@ import (
 // that saturated int32.
 func (p *plan) rewrite(params map[*ir.Value]actParams) ([]string, error) {
 	g := p.g
+	p.names = g.Namer()
 	var warnings []string
 	paramsOf := func(v *ir.Value) actParams { return params[p.root(v)] }
 	type weightKey struct {
@@ -106,7 +107,7 @@ func biasFits(n *ir.Node, b *ir.Value, channels, axis int) bool {
 // zero point (weights; a bias's int32 has none, as ONNX Runtime writes).
 func (p *plan) dequantize(base string, q *ir.Tensor, scales []float32, axis int, zeroPoint bool) *ir.Value {
 	g := p.g
-	qv := g.AddInitializer(g.UniqueName(base+"_quantized"), q)
+	qv := g.AddInitializer(p.names.Unique(base+"_quantized"), q)
 	var s, z *ir.Tensor
 	if axis < 0 {
 		s = ir.Scalar(ir.Float32, scales[0])
@@ -115,9 +116,9 @@ func (p *plan) dequantize(base string, q *ir.Tensor, scales []float32, axis int,
 		s = ir.FromSlice(ir.Float32, []int64{int64(len(scales))}, slices.Clone(scales))
 		z = ir.NewTensor(q.DType, int64(len(scales)))
 	}
-	in := []*ir.Value{qv, g.AddInitializer(g.UniqueName(base+"_scale"), s)}
+	in := []*ir.Value{qv, g.AddInitializer(p.names.Unique(base+"_scale"), s)}
 	if zeroPoint {
-		in = append(in, g.AddInitializer(g.UniqueName(base+"_zero_point"), z))
+		in = append(in, g.AddInitializer(p.names.Unique(base+"_zero_point"), z))
 	}
 	var attrs []*ir.Attribute
 	if axis >= 0 {
@@ -129,9 +130,9 @@ func (p *plan) dequantize(base string, q *ir.Tensor, scales []float32, axis int,
 // node appends a one-output node named base_OP with an output of type t.
 func (p *plan) node(op, base string, in []*ir.Value, attrs []*ir.Attribute, t ir.Type, out string) *ir.Value {
 	g := p.g
-	n := &ir.Node{Name: g.UniqueName(base + "_" + op), OpType: op, Inputs: in, Attrs: attrs}
+	n := &ir.Node{Name: p.names.Unique(base + "_" + op), OpType: op, Inputs: in, Attrs: attrs}
 	g.Nodes = append(g.Nodes, n)
-	v := &ir.Value{Name: g.UniqueName(out), Type: t, Producer: n}
+	v := &ir.Value{Name: p.names.Unique(out), Type: t, Producer: n}
 	n.Outputs = []*ir.Value{v}
 	return v
 }
@@ -149,16 +150,16 @@ func (p *plan) pair(v *ir.Value, ap actParams, isInput bool) {
 		}
 	}
 	base := v.Name
-	s := g.AddInitializer(g.UniqueName(base+"_scale"), ir.Scalar(ir.Float32, ap.scale))
-	z := g.AddInitializer(g.UniqueName(base+"_zero_point"), ir.Scalar(ir.Uint8, ap.zp))
+	s := g.AddInitializer(p.names.Unique(base+"_scale"), ir.Scalar(ir.Float32, ap.scale))
+	z := g.AddInitializer(p.names.Unique(base+"_zero_point"), ir.Scalar(ir.Uint8, ap.zp))
 	// The DequantizeLinear's output, made before the QuantizeLinear so
 	// that the readers it takes over are v's readers only.
-	dq := &ir.Value{Name: g.UniqueName(base + "_dequantized"), Type: v.Type.Clone()}
+	dq := &ir.Value{Name: p.names.Unique(base + "_dequantized"), Type: v.Type.Clone()}
 	g.ReplaceUses(v, dq)
 	qt := v.Type.Clone()
 	qt.Elem = ir.Uint8
 	q := p.node("QuantizeLinear", base, []*ir.Value{v, s, z}, nil, qt, base+"_quantized")
-	n := &ir.Node{Name: g.UniqueName(base + "_DequantizeLinear"), OpType: "DequantizeLinear", Inputs: []*ir.Value{q, s, z}, Outputs: []*ir.Value{dq}}
+	n := &ir.Node{Name: p.names.Unique(base + "_DequantizeLinear"), OpType: "DequantizeLinear", Inputs: []*ir.Value{q, s, z}, Outputs: []*ir.Value{dq}}
 	dq.Producer = n
 	g.Nodes = append(g.Nodes, n)
 	if len(outputs) == 0 {
@@ -170,6 +171,6 @@ func (p *plan) pair(v *ir.Value, ap actParams, isInput bool) {
 		}
 		return
 	}
-	v.Name = g.UniqueName(base + "_float")
+	v.Name = p.names.Unique(base + "_float")
 	dq.Name = base
 }

@@ -81,6 +81,7 @@ var upgrades = []opUpgrade{
 // upgrader raises one model's default-domain opset.
 type upgrader struct {
 	g        *ir.Graph
+	names    *ir.Namer // g's
 	from, to int64
 	// why the opset is raised, and what else the user can do, for
 	// refusals.
@@ -123,9 +124,9 @@ func upgradeOpset(m *ir.Model, to int64, perTensor bool) error {
 // graph upgrades g's nodes in order, and their subgraphs', typing each
 // upgraded node so that later rewrites know their inputs' types.
 func (u *upgrader) graph(g *ir.Graph) error {
-	outer := u.g
-	u.g = g
-	defer func() { u.g = outer }()
+	outer, outerNames := u.g, u.names
+	u.g, u.names = g, g.Namer()
+	defer func() { u.g, u.names = outer, outerNames }()
 	for _, v := range g.Initializers {
 		u.known[v] = v.Const
 	}
@@ -246,7 +247,7 @@ func (u *upgrader) constant(n *ir.Node, what string, t *ir.Tensor) *ir.Value {
 	if base == "" {
 		base = n.OpType
 	}
-	v := u.g.AddInitializer(u.g.UniqueName(base+"_"+what), t)
+	v := u.g.AddInitializer(u.names.Unique(base+"_"+what), t)
 	u.known[v] = t
 	return v
 }
@@ -422,16 +423,19 @@ func softmaxOnLastAxis(u *upgrader, n *ir.Node) error {
 		return nil
 	}
 	g := u.g
+	names := u.names
 	flat := g.AddNode("Flatten", []*ir.Value{x}, 1, ir.AttrI("axis", axis))
-	flat.Name = g.UniqueName(n.Name + "_flatten")
+	flat.Name = names.Unique(n.Name + "_flatten")
 	shape := g.AddNode("Shape", []*ir.Value{x}, 1)
-	shape.Name = g.UniqueName(n.Name + "_shape")
+	shape.Name = names.Unique(n.Name + "_shape")
+	names.Reserve(flat.Outputs[0].Name) // AddNode named them
+	names.Reserve(shape.Outputs[0].Name)
 	y := n.Outputs[0]
-	rows := &ir.Value{Name: g.UniqueName(y.Name + "_rows"), Producer: n}
+	rows := &ir.Value{Name: names.Unique(y.Name + "_rows"), Producer: n}
 	n.Inputs[0] = flat.Outputs[0]
 	n.Outputs[0] = rows
 	n.SetAttr(ir.AttrI("axis", 1))
-	reshape := &ir.Node{Name: g.UniqueName(n.Name + "_reshape"), OpType: "Reshape", Inputs: []*ir.Value{rows, shape.Outputs[0]}, Outputs: []*ir.Value{y}}
+	reshape := &ir.Node{Name: names.Unique(n.Name + "_reshape"), OpType: "Reshape", Inputs: []*ir.Value{rows, shape.Outputs[0]}, Outputs: []*ir.Value{y}}
 	y.Producer = reshape
 	g.Nodes = append(g.Nodes, reshape)
 	for _, m := range []*ir.Node{flat, shape} {

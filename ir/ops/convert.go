@@ -30,6 +30,14 @@ func Float64s(t *ir.Tensor) []float64 {
 	return out
 }
 
+// optFloat64s converts an optional input.
+func optFloat64s(t *ir.Tensor) []float64 {
+	if t == nil {
+		return nil
+	}
+	return Float64s(t)
+}
+
 // Int64s returns the elements of an integer or bool tensor as int64
 // (uint64 values above MaxInt64 wrap).
 func Int64s(t *ir.Tensor) []int64 {

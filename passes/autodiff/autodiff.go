@@ -2,11 +2,11 @@
 // given a scalar (or seeded) value y and values xs, it appends to the graph
 // the nodes that compute dy/dx for each x, one gradient rule per op.
 //
-// Rules are declared per op family, mirroring ir/ops (elementwise.go,
-// linalg.go, conv.go, pool.go, norm.go, shape.go, reduce.go, train.go,
-// ...); every op of the registry has an entry, and an entry without a
-// rule says why the op is not differentiated (a test checks both, and that
-// every rule matches central finite differences). Gradients are written in
+// Each op's entry lives in the file named like the ir/ops file that
+// defines the op (conv.go, elementwise_math.go, attention.go, ...; a test
+// checks it); every op of the registry has an entry, and an entry without
+// a rule says why the op is not differentiated (a test checks both, and
+// that every rule matches central finite differences). Gradients are written in
 // standard ONNX ops — ConvTranspose for a convolution's input, Conv over
 // transposed axes for its weights, MaxPool's Indices with ScatterElements,
 // ReduceSum for broadcasting — so a gradient graph is an ONNX model that
@@ -86,6 +86,15 @@ func notDifferentiable(domain, why string, names ...string) {
 		rules[k] = entry{why: why}
 	}
 }
+
+// Reasons that ops of several families share.
+const (
+	booleanResult    = "a boolean result"
+	integerResult    = "integer or boolean outputs: no gradient exists"
+	valueIndependent = "its result does not depend on its input's values (a shape or a constant)"
+	sampleMap        = "not implemented: the gradient scatters through the same index or sample map the kernel builds; no model kiln trains uses it yet"
+	containerValues  = "not implemented: gradients flow through tensors only; a sequence or optional value would need its own adjoint (a sequence of gradients)"
+)
 
 // Lookup returns the rule for an op, or the reason it has none.
 func Lookup(domain, op string) (Rule, string, bool) {

@@ -16,7 +16,7 @@ type Builder struct {
 	G      *ir.Graph
 	Opsets ops.Opsets
 	known  map[*ir.Value]*ir.Tensor
-	names  map[string]bool
+	names  *ir.Namer
 	prefix string
 	err    error // the first node that failed inference
 }
@@ -30,25 +30,7 @@ func NewBuilder(m *ir.Model, known map[*ir.Value]*ir.Tensor, prefix string) *Bui
 	for _, v := range m.Graph.Initializers {
 		known[v] = v.Const
 	}
-	b := &Builder{G: m.Graph, Opsets: ops.OpsetsOf(m), known: known, names: map[string]bool{}, prefix: prefix}
-	note := func(v *ir.Value) {
-		if v != nil {
-			b.names[v.Name] = true
-		}
-	}
-	for _, v := range m.Graph.Inputs {
-		note(v)
-	}
-	for _, v := range m.Graph.Initializers {
-		note(v)
-	}
-	for _, n := range m.Graph.Nodes {
-		b.names[n.Name] = true
-		for _, o := range n.Outputs {
-			note(o)
-		}
-	}
-	return b
+	return &Builder{G: m.Graph, Opsets: ops.OpsetsOf(m), known: known, names: m.Graph.Namer(), prefix: prefix}
 }
 
 // Err returns the first error of a node the builder could not type.
@@ -58,14 +40,7 @@ func (b *Builder) Err() error { return b.err }
 func (b *Builder) Opset() int64 { return b.Opsets[""] }
 
 // Name returns an unused name built from base.
-func (b *Builder) Name(base string) string {
-	name := b.prefix + base
-	for i := 1; b.names[name]; i++ {
-		name = b.prefix + base + "_" + strconv.Itoa(i)
-	}
-	b.names[name] = true
-	return name
-}
+func (b *Builder) Name(base string) string { return b.names.Unique(b.prefix + base) }
 
 // Node appends a node of the default domain with nOut outputs.
 func (b *Builder) Node(op string, ins []*ir.Value, nOut int, attrs ...*ir.Attribute) *ir.Node {

@@ -13,7 +13,6 @@ import (
 
 func init() {
 	define("", map[string]Rule{"Conv": convRule, "ConvTranspose": convTransposeRule})
-	notDifferentiable("", "integer arithmetic (quantized inference)", "ConvInteger")
 }
 
 // swap01 transposes the first two axes of a rank-r value.

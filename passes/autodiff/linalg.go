@@ -10,7 +10,6 @@ import (
 func init() {
 	define("", map[string]Rule{"Gemm": gemmRule, "MatMul": matmulRule})
 	notDifferentiable("", "not implemented: each operand's gradient is another Einsum, whose equation the rule would have to derive", "Einsum")
-	notDifferentiable("", "integer arithmetic (quantized inference)", "MatMulInteger")
 }
 
 // gemmRule: Y = alpha·A'·B' + beta·C with A' = op(A), B' = op(B).

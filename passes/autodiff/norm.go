@@ -31,6 +31,7 @@ func init() {
 	})
 	notDifferentiable("", "piecewise constant (a one-hot of the maximum)", "Hardmax")
 	notDifferentiable("", "not implemented: its gradient is BatchNormalization's training-mode one per sample and channel", "InstanceNormalization")
+	notDifferentiable("", "not implemented: its gradient needs the window sums of squares' derivative", "LRN")
 }
 
 // softmaxAxes lists the axes of a Softmax-like node's line.

@@ -25,7 +25,6 @@ func init() {
 			return []*ir.Value{extremum(c, c.X(0), c.Y(0), c.DY[0])}, nil
 		},
 	})
-	notDifferentiable("", "not implemented: its gradient needs the window sums of squares' derivative", "LRN")
 }
 
 // poolWindow resolves a pooling node's window.

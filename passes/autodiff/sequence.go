@@ -1,7 +1,9 @@
 package autodiff
 
+// The sequence ops (ir/ops sequence.go).
+
 func init() {
-	notDifferentiable("", "not implemented: gradients flow through tensors only; a sequence or optional value would need its own adjoint (a sequence of gradients)",
+	notDifferentiable("", containerValues,
 		"SequenceEmpty", "SequenceConstruct", "SequenceAt", "SequenceInsert", "SequenceErase", "SequenceLength",
-		"SplitToSequence", "ConcatFromSequence", "SequenceMap", "Optional", "OptionalHasElement", "OptionalGetElement")
+		"SplitToSequence", "ConcatFromSequence")
 }

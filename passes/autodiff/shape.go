@@ -6,8 +6,8 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 )
 
-// Shape and index ops (ir/ops shape.go, index.go): the gradient moves dy
-// back to where each element came from.
+// The shape ops (ir/ops shape.go): the gradient moves dy back to where
+// each element came from. The helpers below serve index.go's rules too.
 
 func init() {
 	reshape := func(c *Ctx) ([]*ir.Value, error) { return []*ir.Value{c.ReshapeTo(c.DY[0], c.X(0))}, nil }
@@ -36,20 +36,7 @@ func init() {
 		},
 		"Concat": concatRule,
 		"Split":  splitRule,
-		"Slice":  sliceRule,
-		"Pad":    padRule,
 		"Tile":   tileRule,
-		"Trilu": func(c *Ctx) ([]*ir.Value, error) {
-			return []*ir.Value{c.Op("Trilu", append([]*ir.Value{c.DY[0]}, c.Node.Inputs[1:]...), c.Node.Attrs...)}, nil
-		},
-		"GatherElements": func(c *Ctx) ([]*ir.Value, error) {
-			if c.Opset < 16 {
-				return nil, c.Fail("the gradient of GatherElements adds into repeated indices with ScatterElements(reduction=add), which needs opset 16 (the model imports %d)", c.Opset)
-			}
-			x := c.X(0)
-			return []*ir.Value{c.Op("ScatterElements", []*ir.Value{c.ZerosLike(x), c.X(1), c.DY[0]},
-				ir.AttrI("axis", c.Int("axis")), ir.AttrS("reduction", "add"))}, nil
-		},
 		// DepthToSpace in DCR mode and SpaceToDepth undo each other.
 		"DepthToSpace": func(c *Ctx) ([]*ir.Value, error) {
 			if c.String("mode") == "CRD" {
@@ -60,19 +47,8 @@ func init() {
 		"SpaceToDepth": func(c *Ctx) ([]*ir.Value, error) {
 			return []*ir.Value{c.Op("DepthToSpace", []*ir.Value{c.DY[0]}, ir.AttrI("blocksize", c.Int("blocksize")))}, nil
 		},
-		// Reversing the same prefixes again undoes it.
-		"ReverseSequence": func(c *Ctx) ([]*ir.Value, error) {
-			return []*ir.Value{c.Op("ReverseSequence", []*ir.Value{c.DY[0], c.Node.Inputs[1]}, c.Node.Attrs...)}, nil
-		},
 	})
-	notDifferentiable("", "its result does not depend on its input's values (a shape or a constant)",
-		"Shape", "Size", "Constant", "ConstantOfShape", "EyeLike", "Range", "OneHot")
-	notDifferentiable("", "not implemented: scattering dy to repeated indices needs ScatterND with reduction=add over the gathered axis moved first; embeddings are the use", "Gather")
-	notDifferentiable("", "not implemented: its gradient is a GatherND-shaped scatter", "GatherND")
-	notDifferentiable("", "not implemented: the updates' gradient gathers dy at the indices and the data's masks them out", "Scatter", "ScatterElements", "ScatterND")
-	notDifferentiable("", "not implemented: the gradient of an interpolation is its transpose, a scatter of each output's taps", "Resize", "Upsample")
-	notDifferentiable("", "an integer result (the coordinates of the nonzero elements)", "NonZero")
-	notDifferentiable("", "not implemented: the gradient puts dy back at the kept slices and zeros elsewhere, a scatter along the axis", "Compress")
+	notDifferentiable("", valueIndependent, "Shape", "Size", "Constant", "ConstantOfShape", "EyeLike", "Range")
 }
 
 // sliceAxis is x[start:end] along axis (Slice in the opset's form).
@@ -136,55 +112,6 @@ func splitRule(c *Ctx) ([]*ir.Value, error) {
 		}
 	}
 	return []*ir.Value{c.Op("Concat", parts, ir.AttrI("axis", axis))}, nil
-}
-
-// sliceRule pads dy back to the input's shape with zeros (unit steps).
-func sliceRule(c *Ctx) ([]*ir.Value, error) {
-	dims, err := c.staticDims(c.X(0))
-	if err != nil {
-		return nil, err
-	}
-	first, steps, counts, err := c.SliceWindow(dims)
-	if err != nil {
-		return nil, err
-	}
-	begin, end := make([]int64, len(dims)), make([]int64, len(dims))
-	for a := range dims {
-		if steps[a] != 1 && counts[a] > 1 {
-			return nil, c.Fail("the gradient of a Slice with step %d is not implemented (unit steps are)", steps[a])
-		}
-		begin[a], end[a] = first[a], dims[a]-first[a]-counts[a]
-		if counts[a] == 0 {
-			begin[a], end[a] = 0, dims[a]
-		}
-	}
-	return []*ir.Value{c.padZeros(c.DY[0], begin, end)}, nil
-}
-
-// padRule slices the padding off dy (constant mode, no cropping).
-func padRule(c *Ctx) ([]*ir.Value, error) {
-	x := c.X(0)
-	dims, err := c.staticDims(x)
-	if err != nil {
-		return nil, err
-	}
-	p, err := c.PadSpec(x.Type.Elem, dims)
-	if err != nil {
-		return nil, err
-	}
-	if p.Mode != "constant" {
-		return nil, c.Fail("the gradient of Pad in %s mode is not implemented (constant is)", p.Mode)
-	}
-	d := c.DY[0]
-	for a := range dims {
-		if p.Begin[a] < 0 || p.End[a] < 0 {
-			return nil, c.Fail("the gradient of a cropping Pad is not implemented")
-		}
-		if p.Begin[a] != 0 || p.End[a] != 0 {
-			d = c.sliceAxis(d, int64(a), p.Begin[a], p.Begin[a]+dims[a])
-		}
-	}
-	return []*ir.Value{d}, nil
 }
 
 // tileRule sums dy's copies: [r0·d0, ...] viewed as [r0, d0, r1, d1, ...]

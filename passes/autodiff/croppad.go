@@ -1,0 +1,7 @@
+package autodiff
+
+// CenterCropPad (ir/ops croppad.go).
+
+func init() {
+	notDifferentiable("", sampleMap, "CenterCropPad")
+}

@@ -1,0 +1,7 @@
+package autodiff
+
+// Unique (ir/ops unique.go).
+
+func init() {
+	notDifferentiable("", sampleMap, "Unique")
+}

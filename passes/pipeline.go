@@ -104,6 +104,7 @@ type Timing struct {
 var O2 = []Pass{
 	{Name: "lower-training", Run: lowerTrainingPass, Required: true, Doc: "expands Gradient nodes (passes/autodiff) and rewrites the losses and optimizers into primitive ops"},
 	{Name: "infer", Run: inferPass, Required: true, Doc: "type and shape inference; propagates small compile-time values"},
+	{Name: "fold-if", Run: foldIfPass, Required: true, Doc: "replaces each If whose condition inference knows (shape checks) by its taken branch's nodes; compiled backends have no If kernel"},
 	{Name: "simplify", Run: simplifyPass, Doc: "removes Identity, inference-mode Dropout, no-op Reshape/Transpose/Cast"},
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
 	{Name: "conv-bn", Run: convBNPass, Doc: "folds inference-mode BatchNormalization into the preceding Conv's weights and bias"},
@@ -128,6 +129,10 @@ var passOrder = [][2]string{
 	// Backends compile primitive ops; inference types what lowering wrote.
 	{"lower-training", "infer"},
 	{"infer", "simplify"},
+	// An inlined branch's nodes are simplified, folded and fused like any.
+	{"infer", "fold-if"},
+	{"fold-if", "simplify"},
+	{"fold-if", "fold"},
 	{"infer", "fold"},
 	{"simplify", "fold"},
 	{"fold", "dce"},

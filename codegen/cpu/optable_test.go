@@ -236,7 +236,7 @@ func runTogether(jobs []caseJob, opts Options, evaluate bool) ([]caseResult, err
 			res[i].typ = v.Type.Elem
 		}
 	}
-	m := ir.NewModel(g, jobs[0].c.Opset)
+	m := opcase.NewModel(g, jobs[0].c.Opset)
 	if _, err := ops.InferShapes(m); err != nil {
 		return nil, fmt.Errorf("shape inference: %v", err)
 	}

@@ -20,6 +20,9 @@ type OpDef struct {
 	// Elementwise defs build one map reading their inputs at the output's
 	// (broadcast) point: fusion passes may chain them (codegen inlines).
 	Elementwise bool
+	// Domain is the op's ONNX domain ("" the default; ai.onnx.ml): only
+	// nodes of that domain build on the definition.
+	Domain string
 }
 
 var defs = map[string]*OpDef{}
@@ -39,9 +42,17 @@ func Lookup(op string) *OpDef { return defs[op] }
 
 // Fusible reports whether node n computes in a fused elementwise loop:
 // its definition is elementwise, so its kernel inlines into its readers.
+// A node reading or writing a small type is not: its kernel reads and
+// writes byte views (ByteView), which a fused loop's inlining does not
+// see through.
 func Fusible(n *ir.Node) bool {
 	if n.Domain != "" && n.Domain != "ai.onnx" {
 		return false
+	}
+	for _, v := range append(append([]*ir.Value(nil), n.Inputs...), n.Outputs...) {
+		if v != nil && IsSmallType(v.Type.Elem) {
+			return false
+		}
 	}
 	d := defs[n.OpType]
 	return d != nil && d.Elementwise
@@ -91,7 +102,7 @@ func NewCtx(n *ir.Node, opsets ops.Opsets, in, out []*Buffer, consts []*ir.Tenso
 // Build runs n's definition: the kernels, in order, and their scratch.
 func Build(c *Ctx) error {
 	d := defs[c.Node.OpType]
-	if d == nil || c.Node.Domain != "" && c.Node.Domain != "ai.onnx" {
+	if d == nil || nodeDomain(c.Node) != d.Domain {
 		return c.Unsupported("no kernel definition")
 	}
 	var dt ir.DType
@@ -112,6 +123,14 @@ func Build(c *Ctx) error {
 		}
 	}
 	return nil
+}
+
+// nodeDomain is n's domain, "" for the default one however it is spelled.
+func nodeDomain(n *ir.Node) string {
+	if n.Domain == "ai.onnx" {
+		return ""
+	}
+	return n.Domain
 }
 
 // Emit appends kernels.

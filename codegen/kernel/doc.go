@@ -67,4 +67,14 @@
 // reference). Indices out of range are clamped (Index), so that no input
 // can read outside a tensor. Sums reduce in vector lanes and then across
 // them: the order differs from a sequential sum by rounding only.
+//
+// The 8-, 4- and 2-bit types (IsSmallType: the float8s, float4e2m1, int4,
+// uint4, int2, uint2) are codes in memory (smalltypes.go): kernels read
+// them through Uint8 views (ByteView; a packed code is its byte shifted
+// and masked), decode a float code through a constant table of its values
+// (float32, exact) and sign-extend an integer one; rounding into a small
+// float counts thresholds derived from ir's own encoder (ties to even,
+// saturate, float8e8m0's round modes, NaN and -0 bit for bit), and a
+// packed output is written by a kernel over its bytes. Nodes reading or
+// writing these types are not fused (Fusible).
 package kernel

@@ -112,11 +112,15 @@ func bindViews(k *Kernel, bufs map[*Buffer]*ir.Tensor, byID map[int]*ir.Tensor, 
 }
 
 // viewOf is tensor base under buffer b's shape and type: base itself when
-// they agree, else its elements, row-major, sharing its bytes.
+// they agree, else its elements, row-major, sharing its bytes (a packed
+// tensor's bytes for a ByteView).
 func viewOf(b *Buffer, base *ir.Tensor, syms map[string]int64) (*ir.Tensor, error) {
 	dims, err := evalDims(b, syms)
 	if err != nil {
 		return nil, err
+	}
+	if base.DType.PackedBits() > 0 && b.DType == ir.Uint8 && len(dims) == 1 && dims[0] == int64(len(base.Raw)) {
+		return &ir.Tensor{Name: base.Name, DType: ir.Uint8, Dims: dims, Raw: base.Raw}, nil // ByteView
 	}
 	if !sameWidth(base.DType, b.DType) || base.Len() != ir.Product(dims) || len(base.Raw) != ir.RawLen(base.DType, base.Len()) {
 		return nil, fmt.Errorf("buffer %s (%s%v) views a tensor of %s%v", b.Name, b.DType, dims, base.DType, base.Dims)

@@ -144,7 +144,7 @@ func runCase(c *opcase.Case, d ir.DType, r *rand.Rand, schedule func(*Kernel) Sc
 	if err != nil {
 		return caseRun{err: err}
 	}
-	m := ir.NewModel(g, c.Opset)
+	m := opcase.NewModel(g, c.Opset)
 	if _, err := ops.InferShapes(m); err != nil {
 		return caseRun{err: fmt.Errorf("shape inference: %v", err)}
 	}

@@ -222,6 +222,7 @@ func init() {
 	integers := concat(signed, unsigned)
 	boolean := []ir.DType{ir.Bool}
 	all := concat(numeric, boolean)
+	castable := concat(all, smallTypes)
 
 	fl := func(f func(x *Expr) *Expr) *OpDef { return floatOp(floats, f) }
 	rows := map[string]*OpDef{
@@ -314,12 +315,8 @@ func init() {
 			}
 			return r
 		}),
-		"Cast": {Types: all, Elementwise: true, Build: func(c *Ctx) error {
-			if to := ir.DType(c.Int("to")); !slices.Contains(all, to) {
-				return &ops.UnsupportedError{Op: "Cast", Opset: c.Opset, DType: to, Reason: "no kernel computes with this type"}
-			}
-			c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return CastTo(xs[0], ir.DType(c.Int("to"))) }, c.In[0]))
-			return nil
+		"Cast": {Types: castable, Elementwise: true, Build: func(c *Ctx) error {
+			return defCast(c, ir.DType(c.Int("to")), castable)
 		}},
 		// BitCast moves bits: input and output are read and written as
 		// the types that hold their bits (BitsType), so no Float16 widens
@@ -338,13 +335,8 @@ func init() {
 				Reinterpret(c.In[0], BitsType(from))))
 			return nil
 		}},
-		"CastLike": {Types: all, Elementwise: true, Build: func(c *Ctx) error {
-			to := c.Out[0].DType // input 1's type; its values are not read
-			if !slices.Contains(all, to) {
-				return &ops.UnsupportedError{Op: "CastLike", Opset: c.Opset, DType: to, Reason: "no kernel computes with this type"}
-			}
-			c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return CastTo(xs[0], to) }, c.In[0]))
-			return nil
+		"CastLike": {Types: castable, Elementwise: true, Build: func(c *Ctx) error {
+			return defCast(c, c.Out[0].DType, castable) // input 1's type; its values are not read
 		}},
 		"Add": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Add(x, y) }),
 		"Sub": binaryDef(numeric, func(_ *Ctx, x, y *Expr) *Expr { return Sub(x, y) }),
@@ -453,6 +445,20 @@ func defBitShift(c *Ctx) error {
 		shift = Shl
 	}
 	c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return shift(xs[0], xs[1]) }, c.In[0], c.In[1]))
+	return nil
+}
+
+// defCast converts input 0 to type to (Cast's to, CastLike's second
+// input's type), one of types; a small type on either side converts
+// through its codes (castSmall).
+func defCast(c *Ctx, to ir.DType, types []ir.DType) error {
+	if !slices.Contains(types, to) {
+		return &ops.UnsupportedError{Op: c.Node.OpType, Opset: c.Opset, DType: to, Reason: "no kernel computes with this type"}
+	}
+	if IsSmallType(c.In[0].DType) || IsSmallType(to) {
+		return castSmall(c, to)
+	}
+	c.Emit(Elementwise(c.Out[0], func(xs []*Expr) *Expr { return CastTo(xs[0], to) }, c.In[0]))
 	return nil
 }
 

@@ -418,13 +418,20 @@ func defScatterND(c *Ctx) error {
 // extrapolation value where a position has none. Intermediate results are
 // float32 for float data and float64 for integers, whose final rounding
 // must agree with the reference's.
-func defResize(c *Ctx) error {
+func defResize(c *Ctx) error { return resizeBy(c, c.ResizeSpec) }
+
+// defUpsample is Resize-10 by its old name: its geometry is Resize's
+// (ops.UpsampleSpec), the interpolation the same.
+func defUpsample(c *Ctx) error { return resizeBy(c, c.UpsampleSpec) }
+
+// resizeBy interpolates as the node's geometry, spec, says.
+func resizeBy(c *Ctx, spec func(dims []int64) (*ops.Resize, error)) error {
 	in, out := c.In[0], c.Out[0]
 	dims, ok := in.Static()
 	if !ok {
-		return c.Unsupported("a Resize of dynamic dims")
+		return c.Unsupported("a %s of dynamic dims", c.Node.OpType)
 	}
-	rs, err := c.ResizeSpec(dims)
+	rs, err := spec(dims)
 	if err != nil {
 		return c.Unsupported("%v", err)
 	}
@@ -549,5 +556,60 @@ func init() {
 		"ScatterND":       {Types: all, Build: defScatterND},
 		"TensorScatter":   {Types: all, Build: defTensorScatter},
 		"Resize":          {Types: numeric, Build: defResize},
+		// Scatter (opsets 9 and 10) is ScatterElements by its old name,
+		// without a reduction.
+		"Scatter":            {Types: all, Build: defScatterElements},
+		"Upsample":           {Types: numeric, Build: defUpsample},
+		"ReverseSequence":    {Types: all, Build: defReverseSequence},
+		"OptionalGetElement": {Types: all, Build: defOptionalGetElement},
+		"OptionalHasElement": {Types: all, Build: defOptionalHasElement},
 	})
+}
+
+// defReverseSequence reverses, for each batch entry b, the first
+// sequence_lens[b] steps along the time axis: step t reads step
+// len-1-t there and itself after. A length past the steps (which the
+// reference refuses) is clamped into them.
+func defReverseSequence(c *Ctx) error {
+	in, lens, out := c.In[0], c.In[1], c.Out[0]
+	batch, time, err := c.ReverseSequenceAxes()
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	if in.Rank() < 2 || lens.Rank() != 1 {
+		return c.Unsupported("input of rank %d and sequence_lens of rank %d (want 2 or more, and 1)", in.Rank(), lens.Rank())
+	}
+	t, l := Var(time), CastTo(Load(lens, Var(batch)), ir.Int64)
+	src := Clamp(Select(Lt(t, l), Sub(Sub(l, C(1)), t), t), C(0), Sub(in.Dims[time], C(1)))
+	c.Emit(copyOf(out, Load(in, point(in.Rank(), time, src)...)))
+	return nil
+}
+
+// plainTensorInput refuses an optional or sequence input i: an engine
+// binds tensors, so an Optional op compiles only on a plain tensor (which
+// always holds an element).
+func plainTensorInput(c *Ctx, i int) error {
+	if v := c.Node.Input(i); v != nil && v.Type.Kind != ir.TensorKind {
+		return c.Unsupported("input %q is %s; compiled engines take a plain tensor here only", v.Name, v.Type)
+	}
+	return nil
+}
+
+// defOptionalGetElement passes a plain tensor through.
+func defOptionalGetElement(c *Ctx) error {
+	if err := plainTensorInput(c, 0); err != nil {
+		return err
+	}
+	c.Emit(copyOf(c.Out[0], Load(c.In[0], Vars(c.In[0].Rank())...)))
+	return nil
+}
+
+// defOptionalHasElement is true for a plain tensor, false for an omitted
+// input (opset 18).
+func defOptionalHasElement(c *Ctx) error {
+	if err := plainTensorInput(c, 0); err != nil {
+		return err
+	}
+	c.Emit(copyOf(c.Out[0], Bool(c.Input(0) != nil)))
+	return nil
 }

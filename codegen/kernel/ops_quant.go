@@ -19,9 +19,13 @@ import (
 // as ONNX specifies), and requantize with the multiplier formed in float32
 // and applied in float64.
 
-// qRange is the range quantized type d saturates to; ok is false for the
-// types kiln does not compute with (float8, 4-bit).
+// qRange is the range integer quantized type d saturates to; ok is false
+// for the others (the small floats round as Cast does instead).
 func qRange(d ir.DType) (lo, hi float64, ok bool) {
+	if d.IsPackedInt() {
+		l, h := ir.PackedIntRange(d)
+		return float64(l), float64(h), true
+	}
 	switch d {
 	case ir.Int8, ir.Uint8, ir.Int16, ir.Uint16:
 		lo, hi = intBounds(d)
@@ -31,7 +35,8 @@ func qRange(d ir.DType) (lo, hi float64, ok bool) {
 }
 
 // qSaturate rounds v (float) half to even, adds zero point zp (nil: none)
-// and saturates to type d's range, giving a value of type d.
+// and saturates to type d's range, giving a value of type d (of a packed
+// type: its code, a Uint8).
 func qSaturate(v, zp *Expr, d ir.DType) *Expr {
 	lo, hi, _ := qRange(d)
 	r := Round(v)
@@ -40,7 +45,11 @@ func qSaturate(v, zp *Expr, d ir.DType) *Expr {
 	}
 	// A NaN stays NaN through the clamp and converts to 0, as the
 	// reference's conversion does.
-	return CastTo(Clamp(r, Const(v.Type, lo), Const(v.Type, hi)), d)
+	r = Clamp(r, Const(v.Type, lo), Const(v.Type, hi))
+	if d.IsPackedInt() {
+		return And(CastTo(CastTo(r, ir.Int8), ir.Uint8), IntConst(ir.Uint8, codeMask(d)))
+	}
+	return CastTo(r, d)
 }
 
 // knownDims is b's dims, -1 where known only at run time.
@@ -91,7 +100,9 @@ func quantParams(c *Ctx) (scale, zp *Expr, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		if !slices.Equal(zd, sd) {
+		// One element each is per tensor, whatever the ranks (a scalar
+		// scale and a [1] zero point, as ONNX's reference pairs them).
+		if !slices.Equal(zd, sd) && (ir.Product(zd) != 1 || ir.Product(sd) != 1) {
 			return nil, nil, fmt.Errorf("%s: scale has shape %v but the zero point %v", c.Node, sd, zd)
 		}
 	}
@@ -99,24 +110,26 @@ func quantParams(c *Ctx) (scale, zp *Expr, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", c.Node, err)
 	}
-	at := func(b *Buffer) *Expr {
+	at := func(b *Buffer) []*Expr {
 		switch {
 		case l.Axis < 0:
-			return Load(b, zeros(b.Rank())...)
+			return zeros(b.Rank())
 		case l.Block == 0:
-			return Load(b, Var(l.Axis))
+			return []*Expr{Var(l.Axis)}
 		}
-		return Load(b, point(x.Rank(), l.Axis, Div(Var(l.Axis), C(l.Block)))...)
+		return point(x.Rank(), l.Axis, Div(Var(l.Axis), C(l.Block)))
 	}
-	scale = at(s)
+	scale = Load(s, at(s)...)
 	if z != nil {
-		zp = at(z)
+		zp = c.element(z, at(z))
 	}
 	return scale, zp, nil
 }
 
 // defQuantize is y = saturate(round(x / scale) + zero_point), the division
-// in float32 rounded to the precision ops.QuantPrecision gives.
+// in float32 rounded to the precision ops.QuantPrecision gives; into a
+// small float, x / scale + zero_point in float32, rounded as Cast rounds
+// (saturate as the node says).
 func defQuantize(c *Ctx) error {
 	x, out := c.In[0], c.Out[0]
 	var zt ir.DType
@@ -127,7 +140,7 @@ func defQuantize(c *Ctx) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", c.Node, err)
 	}
-	if _, _, ok := qRange(ot); !ok || ot != out.DType {
+	if _, _, ok := qRange(ot); !ok && !ot.IsSmallFloat() || ot != out.DType {
 		return &ops.UnsupportedError{Domain: c.Node.Domain, Op: c.Node.OpType, Opset: c.Opset, DType: ot}
 	}
 	scale, zp, err := quantParams(c)
@@ -138,7 +151,34 @@ func defQuantize(c *Ctx) error {
 	if p := c.QuantPrecision(c.In[1].DType); p == ir.Float16 || p == ir.BFloat16 {
 		q = CastTo(q, p)
 	}
-	c.Emit(copyOf(out, qSaturate(q, zp, ot)))
+	switch {
+	case ot.IsSmallFloat():
+		return quantizeSmallFloat(c, q, zp, ot)
+	case ot.IsPackedInt():
+		c.Emit(storeCodes(out, qSaturate(q, zp, ot)))
+	default:
+		c.Emit(copyOf(out, qSaturate(q, zp, ot)))
+	}
+	return nil
+}
+
+// quantizeSmallFloat stores q + zero_point (0 when absent: the reference
+// adds it all the same, which turns -0 into +0) in float32, rounded into
+// small float type ot as Cast rounds.
+func quantizeSmallFloat(c *Ctx, q, zp *Expr, ot ir.DType) error {
+	saturate, _, err := c.CastOptions()
+	if err != nil {
+		return fmt.Errorf("%s: %v", c.Node, err)
+	}
+	z := Const(ir.Float32, 0)
+	if zp != nil {
+		z = CastTo(zp, ir.Float32)
+	}
+	code, err := c.EncodeSmallFloat(ot, CastTo(Add(q, z), ir.Float64), saturate, ir.RoundUp)
+	if err != nil {
+		return err
+	}
+	c.Emit(storeCodes(c.Out[0], code))
 	return nil
 }
 
@@ -154,7 +194,7 @@ func defDequantize(c *Ctx) error {
 	if err != nil {
 		return err
 	}
-	v := CastTo(Load(x, Vars(x.Rank())...), ir.Float32)
+	v := CastTo(c.element(x, Vars(x.Rank())), ir.Float32)
 	if zp != nil {
 		v = Sub(v, CastTo(zp, ir.Float32))
 	}
@@ -445,7 +485,7 @@ func init() {
 	int8s := []ir.DType{ir.Int8, ir.Uint8}
 	define(map[string]*OpDef{
 		"QuantizeLinear":        {Types: []ir.DType{ir.Float32, ir.Int32, ir.Float16, ir.BFloat16}, Build: defQuantize},
-		"DequantizeLinear":      {Types: []ir.DType{ir.Int8, ir.Uint8, ir.Int32, ir.Int16, ir.Uint16}, Build: defDequantize},
+		"DequantizeLinear":      {Types: concat([]ir.DType{ir.Int8, ir.Uint8, ir.Int32, ir.Int16, ir.Uint16}, smallTypes), Build: defDequantize},
 		"DynamicQuantizeLinear": {Types: []ir.DType{ir.Float32}, Build: defDynamicQuantize},
 		"MatMulInteger":         {Types: int8s, Build: defMatMulInteger},
 		"QLinearMatMul":         {Types: int8s, Build: defQLinearMatMul},

@@ -60,4 +60,19 @@ var indexCases = map[string][]string{
 		"Resize-13(mode=\"linear\", coordinate_transformation_mode=\"tf_crop_and_resize\", extrapolation_value=9.0) T[1,1,4,4], float[8]=[0 0 0.4 0.6 1 1 1.2 1.7], _, int64[4]=[1 1 3 3]",
 		"Resize-18(mode=\"cubic\", antialias=1) T[1,1,8,8], _, float[4]=[1 1 0.5 0.6]",
 	},
+	// The deprecated names: Scatter is ScatterElements, Upsample Resize-10.
+	"Scatter": {"Scatter-9(axis=1) T[3,5], int64[3,4]~idx(5), T[3,4]",
+		"Scatter-10 T[4,3], int32[2,3]~[0 1 2 3 -1 -2], T[2,3]"},
+	"Upsample": {
+		"Upsample-9(mode=\"nearest\") T[1,2,3,4], float[4]=[1 1 2 1.5]",
+		"Upsample-9(mode=\"linear\") T[1,1,3,3], float[4]=[1 1 2 2.5]",
+		"Upsample-7(mode=\"nearest\", scales=[1.0 1.0 2.0 3.0]) T[1,2,2,3]",
+	},
+	// Lengths from 0 to the whole sequence, along either axis.
+	"ReverseSequence": {"ReverseSequence-10 T[5,4,3], int64[4]~[5 1 3 0]",
+		"ReverseSequence-10(batch_axis=0, time_axis=1) T[3,6], int64[3]=[2 6 4]"},
+	// Optional ops on a plain tensor (engines bind no optional): the
+	// tensor itself, true; no input at all has no element.
+	"OptionalGetElement": {"OptionalGetElement-18 T[3,4]"},
+	"OptionalHasElement": {"OptionalHasElement-18 T[2,3]", "OptionalHasElement-18"},
 }

@@ -19,10 +19,12 @@ var quantCases = map[string][]string{
 		"QuantizeLinear-23(precision=16) float[3,17], float=[0.0311]",
 	},
 	"DequantizeLinear": {
-		"DequantizeLinear-21 T[3,17], float=[0.05], T=[3]",
-		"DequantizeLinear-21(axis=-1) T[2,3,5], float[5]~pos, T[5]",
-		"DequantizeLinear-21(axis=1, block_size=2) T[2,5,3], float[2,3,3]~pos, T[2,3,3]",
-		"DequantizeLinear-21 T[4,9], float16~[0.25]",
+		// At opset 25, which takes every type T runs over.
+		"DequantizeLinear-25 T[3,17], float=[0.05], T=[3]",
+		"DequantizeLinear-25(axis=-1) T[2,3,5], float[5]~pos, T[5]",
+		"DequantizeLinear-25(axis=1, block_size=2) T[2,5,3], float[2,3,3]~pos, T[2,3,3]",
+		"DequantizeLinear-25 T[4,9], float16~[0.25]",
+		"DequantizeLinear-21 int8[3,17], float=[0.05], int8=[3]",
 		"DequantizeLinear-23(output_dtype=16) T[4,9], float=[0.3]",
 		"DequantizeLinear-10 uint8[3,17], float=[0.05], uint8=[9]",
 		"DequantizeLinear-13(axis=0) int8[4,5], float[4]~pos, int8[4]",

@@ -15,7 +15,8 @@
 // random graph input. "_" is an omitted optional input. Attributes are
 // ints, floats (with a '.' or 'e'), "strings", lists [1 2], [0.5 1.5] or
 // ["a" "b"], or a dtype named by T. "-> N" sets the number of outputs
-// (default 1).
+// (default 1). An op of another domain is named after it, its OPSET the
+// domain's version: ai.onnx.ml.Binarizer-1.
 package opcase
 
 import (
@@ -36,6 +37,9 @@ type Case struct {
 	Attrs []attrSpec
 	Ins   []inSpec
 	NOut  int
+
+	// Domain is the op's domain ("" the default one).
+	Domain string
 }
 
 type attrSpec struct{ name, val string }
@@ -87,6 +91,9 @@ func Parse(line string) (*Case, error) {
 		return nil, fmt.Errorf("%q: bad opset %q", line, ver)
 	}
 	c.Op, c.Opset = op, v
+	if i := strings.LastIndexByte(op, '.'); i >= 0 {
+		c.Domain, c.Op = op[:i], op[i+1:]
+	}
 	for _, in := range splitTop(rest) {
 		spec, err := parseInput(strings.TrimSpace(in))
 		if err != nil {
@@ -225,7 +232,7 @@ func (c *Case) Add(g *ir.Graph, prefix string, t ir.DType, r *rand.Rand) ([]*ir.
 		}
 		attrs = append(attrs, at)
 	}
-	n := &ir.Node{Name: prefix, OpType: c.Op, Inputs: ins, Attrs: attrs}
+	n := &ir.Node{Name: prefix, OpType: c.Op, Domain: c.Domain, Inputs: ins, Attrs: attrs}
 	for i := 0; i < c.NOut; i++ {
 		n.Outputs = append(n.Outputs, &ir.Value{Name: fmt.Sprintf("%s_out%d", prefix, i), Producer: n})
 	}
@@ -253,7 +260,20 @@ func Model(lines []string, t ir.DType, opset int64, r *rand.Rand) (*ir.Model, ma
 			feeds[k] = v
 		}
 	}
-	return ir.NewModel(g, opset), feeds, nil
+	return NewModel(g, opset), feeds, nil
+}
+
+// NewModel wraps a graph of cases at opset in a model: the default domain
+// and every other domain its nodes use import that version (a case names
+// its domain's version).
+func NewModel(g *ir.Graph, opset int64) *ir.Model {
+	m := ir.NewModel(g, opset)
+	for _, n := range g.Nodes {
+		if n.Domain != "" && n.Domain != "ai.onnx" && m.Opset(n.Domain) == 0 {
+			m.OpsetImports = append(m.OpsetImports, ir.OpsetImport{Domain: n.Domain, Version: opset})
+		}
+	}
+	return m
 }
 
 func parseAttr(a attrSpec, t ir.DType) (*ir.Attribute, error) {
@@ -356,6 +376,11 @@ func (spec inSpec) random(d ir.DType, r *rand.Rand) float64 {
 		if d == ir.Float16 || d == ir.BFloat16 {
 			x = math.Round(x*64) / 64 // exactly representable
 		}
+	case d.IsSmallFloat():
+		x = r.NormFloat64() * 2 // rounded into the type by fromFloats
+	case d.IsPackedInt():
+		lo, hi := ir.PackedIntRange(d)
+		x = float64(lo + r.Int63n(hi-lo+1))
 	case d.IsUnsigned():
 		x = float64(r.Intn(20))
 	default:
@@ -375,7 +400,8 @@ func (spec inSpec) random(d ir.DType, r *rand.Rand) float64 {
 	return x
 }
 
-// fromFloats makes a tensor of type d (integers truncated, bools x != 0).
+// fromFloats makes a tensor of type d (integers truncated, bools x != 0,
+// small floats rounded as Cast rounds by default).
 func fromFloats(d ir.DType, dims []int64, f []float64) *ir.Tensor {
 	t := ir.NewTensor(d, dims...)
 	for i, x := range f {
@@ -392,6 +418,10 @@ func fromFloats(d ir.DType, dims []int64, f []float64) *ir.Tensor {
 			if x != 0 {
 				t.Raw[i] = 1
 			}
+		case d.IsSmallFloat():
+			t.SetCode(i, ir.EncodeSmallFloat(d, x, true))
+		case d.IsPackedInt():
+			t.SetCode(i, uint8(int64(x)))
 		default:
 			setInt(t, i, int64(x))
 		}
@@ -400,8 +430,16 @@ func fromFloats(d ir.DType, dims []int64, f []float64) *ir.Tensor {
 }
 
 // setBits sets element i of t to the bits u (little-endian, as ir
-// stores elements): a NaN's payload, a signaling NaN, -0.
+// stores elements): a NaN's payload, a signaling NaN, -0; a packed
+// type's code.
 func setBits(t *ir.Tensor, i int, u uint64) error {
+	if b := t.DType.PackedBits(); b > 0 {
+		if u>>b != 0 {
+			return fmt.Errorf("bits %#x do not fit a %s", u, t.DType)
+		}
+		t.SetCode(i, uint8(u))
+		return nil
+	}
 	w := t.DType.Size()
 	if w == 0 || t.DType.PackedBits() != 0 || w < 8 && u>>(8*w) != 0 {
 		return fmt.Errorf("bits %#x do not fit a %s", u, t.DType)

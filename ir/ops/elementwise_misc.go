@@ -108,6 +108,13 @@ func castOptions(c *KernelContext) (saturate bool, mode ir.RoundMode, err error)
 	return saturate, mode, err
 }
 
+// CastOptions are the node's saturate and round_mode as Cast reads them
+// (QuantizeLinear's saturate too; round_mode is up where undeclared), for
+// backends that round into the 8- and 4-bit float types themselves.
+func (c *KernelContext) CastOptions() (saturate bool, mode ir.RoundMode, err error) {
+	return castOptions(c)
+}
+
 // castTo converts input 0 to element type to.
 func castTo(c *KernelContext, to ir.DType) error {
 	x := c.In(0)

@@ -392,3 +392,47 @@ func (c *KernelContext) DeformConvSpec(x, w []int64) (*DeformConv, error) {
 	}
 	return s, nil
 }
+
+// UpsampleSpec resolves an Upsample node (Resize-10 by its old name) as
+// ResizeSpec does, refusing scales below 1 as the reference does.
+func (c *KernelContext) UpsampleSpec(dims []int64) (*Resize, error) {
+	scales := upsampleScales(c.attrs)
+	if scales == nil {
+		scales = c.In(1)
+	}
+	if err := checkUpsampleScales(scales); err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return c.ResizeSpec(dims)
+}
+
+// ReverseSequenceAxes are a ReverseSequence node's batch and time axes (0
+// and 1, in either order).
+func (c *KernelContext) ReverseSequenceAxes() (batch, time int, err error) {
+	if batch, time, err = reverseAxes(c.attrs); err != nil {
+		return 0, 0, c.Errorf("%v", err)
+	}
+	return batch, time, nil
+}
+
+// LabelMap is a LabelEncoder node's map for an input of one element type:
+// Keys (of the input's type) and Values (the output's), vectors of one
+// length, and Default, the one value of an element no key matches. Of
+// equal keys the first counts; float keys match as the reference matches
+// them: every NaN one key, -0 and 0 one key.
+type LabelMap struct {
+	Keys, Values, Default *ir.Tensor
+}
+
+// LabelEncoderSpec resolves a LabelEncoder node's map for input elements
+// of type in (LabelEncoder-1's direction is the input's).
+func (c *KernelContext) LabelEncoderSpec(in ir.DType) (*LabelMap, error) {
+	m, err := labelMapOf(c.attrs)
+	if err == nil {
+		m, err = m.forInput(c.attrs, in)
+	}
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &LabelMap{Keys: m.keys, Values: m.values, Default: m.fallback}, nil
+}

@@ -64,6 +64,14 @@ func ShapeTensorInputs(g *ir.Graph) map[*ir.Value]string {
 		for _, in := range p.Inputs {
 			back(in, use)
 		}
+		// A branch or body computes p's outputs from what it reads of
+		// the enclosing graphs (AffineGrid's expansion splits its size
+		// input inside an If).
+		for _, sg := range p.Subgraphs() {
+			for _, in := range sg.FreeValues() {
+				back(in, use)
+			}
+		}
 	}
 	for _, n := range g.Nodes {
 		for _, i := range StructuralInputs(n) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/llvm"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 )
@@ -38,10 +39,13 @@ func isGroup(n *ir.Node) bool { return n.Domain == ir.KilnDomain && n.OpType == 
 // holds for it.
 func (g *gen) prepareGroups() error {
 	g.nodes = nil
-	for _, st := range g.prog.Steps {
-		if st.Const != nil {
-			continue
+	var steps []*lower.Step // every step of a node, sub-programs' too
+	g.prog.Walk(func(st *lower.Step) {
+		if st.Const == nil && st.Node != nil {
+			steps = append(steps, st)
 		}
+	})
+	for _, st := range steps {
 		n := st.Node
 		if !isGroup(n) {
 			g.plan(n).step = st

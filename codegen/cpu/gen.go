@@ -47,6 +47,9 @@ type step struct {
 	// node is the graph node the step computes (part of), whose work
 	// (nodeMACs) counts towards a part of the run on its first step.
 	node *ir.Node
+	// mark, when set, makes the step a point of control flow (control.go)
+	// with no function.
+	mark *mark
 }
 
 // gen holds one compilation.
@@ -232,7 +235,7 @@ func locOfPlace(pl lower.Place) loc {
 	case lower.InArena:
 		return loc{space: inArena, off: pl.Off}
 	}
-	return loc{space: inIO, io: pl.Slot}
+	return loc{space: inIO, io: pl.Slot, off: pl.Off}
 }
 
 // ---- steps ----
@@ -345,7 +348,7 @@ func readsEmpty(n *ir.Node) bool {
 func (g *gen) emitEntry() {
 	bar := g.emitBarrier()
 	clear := g.emitCounterClear()
-	f := g.mod.NewFunc("kiln_run", i64, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
+	f := g.mod.NewFunc(cpuabi.EntryPoint, i64, ll.NewParam("tid", i64), ll.NewParam("nth", i64),
 		ll.NewParam("w", i8p), ll.NewParam("a", i8p), ll.NewParam("io", i8pp), ll.NewParam("bar", i64p),
 		ll.NewParam("part", i64))
 	g.parts = g.emitParts(f, entryArgs{f.Params[0], f.Params[1], f.Params[2], f.Params[3], f.Params[4], f.Params[5], nil}, f.Params[6], bar, clear, nil, nil)
@@ -464,8 +467,29 @@ func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Fun
 		}
 	}
 	last := func(i int) bool { return i+1 == len(g.steps) }
+	var frames []*frame // the Ifs and Loops open at step i (control.go)
 	for i := 0; i < len(g.steps); {
 		st := g.steps[i]
+		if m := st.mark; m != nil {
+			if p != nil && len(frames) == 0 {
+				// The control step's time goes to its end mark.
+				t0 := b.NewCall(p.counter)
+				for j := i; j < g.markEnd(i); j++ {
+					p.record(b, j+1, t0)
+				}
+			}
+			b, sense = g.emitMark(f, b, x, bar, i, sense, &frames)
+			if len(frames) == 0 {
+				if p != nil {
+					p.record(b, i+1, b.NewCall(p.counter))
+				}
+				if nb, s := cut(b, i, i+1); s != nil {
+					b, sense = nb, s
+				}
+			}
+			i++
+			continue
+		}
 		if st.samples == nil {
 			call(b, i, c64(0))
 			if g.barrierAfter(i) || p != nil && last(i) {
@@ -474,11 +498,13 @@ func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Fun
 					g.clearCounters(b, clear, i, x.tid, x.a)
 				}
 			}
-			if p != nil {
+			if p != nil && len(frames) == 0 {
 				p.record(b, i+1, b.NewCall(p.counter))
 			}
-			if nb, s := cut(b, i, i+1); s != nil {
-				b, sense = nb, s
+			if len(frames) == 0 {
+				if nb, s := cut(b, i, i+1); s != nil {
+					b, sense = nb, s
+				}
 			}
 			i++
 			continue

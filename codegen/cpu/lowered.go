@@ -73,6 +73,8 @@ func (g *gen) plan(n *ir.Node) *nodePlan {
 func (g *gen) lowering(n *ir.Node) string {
 	p := g.plan(n)
 	switch {
+	case isControlNode(n):
+		return "control flow"
 	case g.prog.InPlace[n]:
 		return "in place"
 	case p.lower != nil && p.layered:

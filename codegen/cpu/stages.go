@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/codegen/lower"
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 	"github.com/kiln-ml/kiln/passes"
@@ -50,6 +51,9 @@ func (lowerTarget) SlotsInArena() bool { return false }
 
 // Micro: the hand-written kernels are claimed whole (Claim).
 func (lowerTarget) Micro(*ir.Node, *kernel.Ctx, []*kernel.Buffer, *kernel.Buffer) any { return nil }
+
+// ControlFlow: the entry point branches and loops (control.go).
+func (lowerTarget) ControlFlow() {}
 
 func (t lowerTarget) Claim(n *ir.Node) (any, error)                       { return t.g.claim(n) }
 func (t lowerTarget) View(n *ir.Node) bool                                { return t.g.isView(n) }
@@ -145,9 +149,28 @@ func (g *gen) claim(n *ir.Node) (any, error) {
 // graph output known at compile time.
 func (g *gen) lowerSteps() error {
 	g.counterBase = align64(g.arenaBytes)
-	for _, st := range g.prog.Steps {
-		if st.Const != nil {
+	return g.lowerList(g.prog.Steps)
+}
+
+// lowerList emits steps in order: a control step's sub-programs between
+// its marks (control.go), a step of the driver's own kernels (a Loop's
+// bookkeeping) as they are, a node's step by its lowering.
+func (g *gen) lowerList(steps []*lower.Step) error {
+	for _, st := range steps {
+		switch {
+		case st.Const != nil:
 			g.emitConstOut(st.Const)
+			continue
+		case st.Control != nil:
+			if err := g.lowerControl(st); err != nil {
+				return err
+			}
+			continue
+		case st.Node == nil:
+			g.curStep = st
+			for _, pt := range st.Parts {
+				g.emitKernel(pt.Kernel, nil)
+			}
 			continue
 		}
 		n := st.Node
@@ -326,6 +349,9 @@ func (g *gen) checkSteps() error {
 		return fmt.Errorf("%d steps but %d kernel names", len(g.steps), len(g.kernelNames))
 	}
 	for _, st := range g.steps {
+		if st.mark != nil {
+			continue
+		}
 		if err := terminated(st.f); err != nil {
 			return fmt.Errorf("%s: %w", st.node, err)
 		}
@@ -338,7 +364,7 @@ func (g *gen) checkSteps() error {
 func (g *gen) checkModule() error {
 	run := false
 	for _, f := range g.mod.Funcs {
-		run = run || f.Name() == "kiln_run" && len(f.Blocks) > 0
+		run = run || f.Name() == cpuabi.EntryPoint && len(f.Blocks) > 0
 		if err := terminated(f); err != nil {
 			return err
 		}
@@ -416,6 +442,10 @@ func (g *gen) dump(stage string) string {
 		}
 	}
 	for i, st := range g.steps {
+		if st.mark != nil {
+			fmt.Fprintf(&b, "step %d: %s\n", i, markNames[st.mark.kind])
+			continue
+		}
 		fmt.Fprintf(&b, "step %d: %s", i, st.f.Name())
 		if st.node != nil {
 			fmt.Fprintf(&b, " for %s", st.node)

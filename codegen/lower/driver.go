@@ -120,6 +120,9 @@ type driver struct {
 	built  map[*ir.Node]*Step
 	bodies map[*ir.Node][]*Step
 	views  map[*ir.Node]bool
+	// planAs is the node the memory plan sees for a step without one (a
+	// Loop's scan store, which reads its value).
+	planAs map[*Step]*ir.Node
 }
 
 // stages is the order the driver runs: its own, with a Stager's before
@@ -187,7 +190,7 @@ func NewProgram(m *ir.Model, t Target, limits ir.Limits) (*Program, error) {
 func Lower(p *Program, t Target, opts Options) error {
 	m := p.Model
 	d := &driver{t: t, opts: opts, p: p, out: map[*ir.Value]bool{}, built: map[*ir.Node]*Step{},
-		bodies: map[*ir.Node][]*Step{}, views: map[*ir.Node]bool{}}
+		bodies: map[*ir.Node][]*Step{}, views: map[*ir.Node]bool{}, planAs: map[*Step]*ir.Node{}}
 	for _, v := range m.Graph.Outputs {
 		d.out[v] = true
 	}
@@ -288,73 +291,103 @@ func isView(n *ir.Node) bool {
 func (d *driver) support() error {
 	var list ops.UnsupportedErrors
 	seen := map[string]bool{}
-	report := func(ue *ops.UnsupportedError) {
-		if !seen[ue.Error()] {
-			seen[ue.Error()] = true
-			list = append(list, ue)
-		}
-	}
 	opsets := ops.OpsetsOf(d.p.Model)
-	claimer, _ := d.t.(Claimer)
-	viewer, _ := d.t.(Viewer)
 	for _, n := range d.p.Model.Graph.Nodes {
 		if d.p.skip[n] {
 			continue
 		}
-		if claimer != nil {
-			data, err := claimer.Claim(n)
-			if err != nil {
-				report(asUnsupported(err, n, opsets))
-				continue
+		if ue := d.supportNode(n, opsets); ue != nil {
+			for _, e := range flatten(ue) {
+				if !seen[e.Error()] {
+					seen[e.Error()] = true
+					list = append(list, e)
+				}
 			}
-			if data != nil {
-				d.built[n] = &Step{Node: n, Parts: []Part{{Micro: &Micro{Node: n, Data: data}}}}
-				continue
-			}
-		}
-		static := true
-		for _, o := range n.Outputs {
-			if o != nil && !o.Type.Shape.IsStatic() {
-				static = false
-				report(&ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: opsets[n.Domain],
-					Reason: "an output's shape is not static: it depends on the data, or on a dim no --shape or --max bounds"})
-			}
-		}
-		view := isView(n)
-		if viewer != nil {
-			view = viewer.View(n)
-		}
-		switch {
-		case !static:
-		case view && viewer == nil:
-			d.views[n] = true
-		case isGroup(n):
-			steps, err := d.buildBody(n, opsets)
-			if err != nil {
-				report(asUnsupported(err, n, opsets))
-				continue
-			}
-			d.bodies[n] = steps
-		default:
-			in := make([]*kernel.Buffer, len(n.Inputs))
-			for i, v := range n.Inputs {
-				in[i] = d.p.Buffer(v)
-			}
-			out := make([]*kernel.Buffer, len(n.Outputs))
-			for i, v := range n.Outputs {
-				out[i] = d.p.Buffer(v)
-			}
-			st, err := d.buildNode(n, opsets, in, out)
-			if err != nil {
-				report(asUnsupported(err, n, opsets))
-				continue
-			}
-			d.built[n] = st
-			d.views[n] = view
 		}
 	}
 	if len(list) > 0 {
 		return list
+	}
+	return nil
+}
+
+// flatten lists what an error of supportNode says cannot be compiled.
+func flatten(err error) []*ops.UnsupportedError {
+	var list ops.UnsupportedErrors
+	if errors.As(err, &list) {
+		return list
+	}
+	var ue *ops.UnsupportedError
+	if errors.As(err, &ue) {
+		return []*ops.UnsupportedError{ue}
+	}
+	return []*ops.UnsupportedError{{Reason: err.Error()}}
+}
+
+// supportNode builds node n's parts (a view none; a fusion group its body
+// nodes'; a control node its sub-programs; another node its kernels, the
+// target's micro-kernel or the target's claim) or says why it cannot.
+func (d *driver) supportNode(n *ir.Node, opsets ops.Opsets) error {
+	if isControl(n) {
+		if _, ok := d.t.(ControlFlow); !ok {
+			return &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: opsets[n.Domain], Reason: "this target compiles no control flow (the CPU targets do)"}
+		}
+		st, err := d.buildControl(n, opsets)
+		if err != nil {
+			var list ops.UnsupportedErrors
+			if errors.As(err, &list) {
+				return list
+			}
+			return asUnsupported(err, n, opsets)
+		}
+		d.built[n] = st
+		return nil
+	}
+	if claimer, ok := d.t.(Claimer); ok {
+		data, err := claimer.Claim(n)
+		if err != nil {
+			return asUnsupported(err, n, opsets)
+		}
+		if data != nil {
+			d.built[n] = &Step{Node: n, Parts: []Part{{Micro: &Micro{Node: n, Data: data}}}}
+			return nil
+		}
+	}
+	for _, o := range n.Outputs {
+		if o != nil && !o.Type.Shape.IsStatic() {
+			return &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: opsets[n.Domain],
+				Reason: "an output's shape is not static: it depends on the data, or on a dim no --shape or --max bounds"}
+		}
+	}
+	viewer, _ := d.t.(Viewer)
+	view := isView(n)
+	if viewer != nil {
+		view = viewer.View(n)
+	}
+	switch {
+	case view && viewer == nil:
+		d.views[n] = true
+	case isGroup(n):
+		steps, err := d.buildBody(n, opsets)
+		if err != nil {
+			return asUnsupported(err, n, opsets)
+		}
+		d.bodies[n] = steps
+	default:
+		in := make([]*kernel.Buffer, len(n.Inputs))
+		for i, v := range n.Inputs {
+			in[i] = d.p.Buffer(v)
+		}
+		out := make([]*kernel.Buffer, len(n.Outputs))
+		for i, v := range n.Outputs {
+			out[i] = d.p.Buffer(v)
+		}
+		st, err := d.buildNode(n, opsets, in, out)
+		if err != nil {
+			return asUnsupported(err, n, opsets)
+		}
+		d.built[n] = st
+		d.views[n] = view
 	}
 	return nil
 }
@@ -397,19 +430,14 @@ func isGroup(n *ir.Node) bool { return n.Domain == ir.KilnDomain && n.OpType == 
 // inline makes every node that runs one step, in the graph's order.
 func (d *driver) inline() error {
 	for _, n := range d.p.Model.Graph.Nodes {
-		switch {
-		case d.p.skip[n]:
-		case d.views[n]:
-			d.p.Steps = append(d.p.Steps, &Step{Node: n})
-		case d.bodies[n] != nil:
-			st, err := fuseGroup(n, d.bodies[n], d.p.Buffer(n.Outputs[0]))
-			if err != nil {
-				return fmt.Errorf("%s: %w", n, err)
-			}
-			d.p.Steps = append(d.p.Steps, st)
-		default:
-			d.p.Steps = append(d.p.Steps, d.built[n])
+		if d.p.skip[n] {
+			continue
 		}
+		st, err := d.stepOf(n)
+		if err != nil {
+			return err
+		}
+		d.p.Steps = append(d.p.Steps, st)
 	}
 	// Graph outputs known at compile time are copied from the weights.
 	for _, v := range d.p.Model.Graph.Outputs {
@@ -426,62 +454,44 @@ func (d *driver) inline() error {
 	return nil
 }
 
+// stepOf is the step node n runs as, once support built it: a view's
+// (no parts), a fusion group's (its body inlined), or the one built.
+func (d *driver) stepOf(n *ir.Node) (*Step, error) {
+	switch {
+	case d.views[n] && d.built[n] == nil:
+		return &Step{Node: n}, nil
+	case d.bodies[n] != nil:
+		st, err := fuseGroup(n, d.bodies[n], d.p.Buffer(n.Outputs[0]))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n, err)
+		}
+		return st, nil
+	case d.built[n] != nil:
+		return d.built[n], nil
+	}
+	return nil, fmt.Errorf("%s was not built", n)
+}
+
 // memory places every intermediate value and each step's scratch; a view
 // shares its input's bytes where it can, else its step copies them.
 func (d *driver) memory() error {
-	var nodes []*ir.Node
-	byNode := map[*ir.Node]*Step{}
-	for _, st := range d.p.Steps {
-		if st.Node != nil && st.Const == nil && byNode[st.Node] == nil {
-			nodes = append(nodes, st.Node)
-			byNode[st.Node] = st
-		}
-	}
 	hooks := passes.MemoryHooks{
 		Limits:  d.opts.Limits,
 		InArena: func(v *ir.Value) bool { return !d.out[v] },
 		View:    func(n *ir.Node) bool { return d.views[n] },
-		Scratch: func(n *ir.Node) int64 {
-			var s int64
-			if st := byNode[n]; st != nil {
-				for _, t := range st.Temps {
-					s += d.p.TempBytes(t)
-				}
-			}
-			return s
-		},
+		// Scratch nil: each step's temporaries (planLevel).
 	}
 	if mp, ok := d.t.(MemoryPlanner); ok {
 		hooks = mp.MemoryHooks(hooks)
 	}
-	plan, err := passes.PlanMemory(nodes, hooks)
+	lp, err := d.planLevel(d.p.Steps, hooks, func(*ir.Value) bool { return false })
 	if err != nil {
 		return err
 	}
 	base := d.p.ArenaBytes // the slots, when they live in the arena
-	for v, in := range plan.Aliases {
-		d.p.Alias[v] = in
-	}
-	for v, w := range plan.Within {
-		d.p.Within[v] = w
-	}
-	for n := range plan.InPlace {
-		d.p.InPlace[n] = true
-	}
-	for _, b := range plan.Buffers {
-		if b.Value != nil {
-			d.p.Places[b.Value] = Place{Space: InArena, Off: base + b.Offset}
-		} else if st := byNode[b.Node]; st != nil {
-			st.Scratch, st.ScratchBytes = base+b.Offset, b.Size
-		}
-	}
-	for _, st := range d.p.Steps {
-		if st.Const == nil && d.views[st.Node] && d.p.Alias[st.Node.Outputs[0]] == nil {
-			st.Copy = true
-		}
-	}
-	d.p.ArenaBytes = base + plan.ArenaBytes
-	d.p.TensorBytes = base + plan.TensorBytes
+	d.place(lp, base)
+	d.p.ArenaBytes = base + lp.plan.ArenaBytes
+	d.p.TensorBytes += base
 	return d.opts.Limits.CheckArena("the engine's arena", d.p.ArenaBytes)
 }
 
@@ -510,7 +520,12 @@ func (p *Program) Check(stage string) error {
 			}
 		}
 	}
-	for i, st := range p.Steps {
+	var all []*Step
+	p.Walk(func(st *Step) { all = append(all, st) })
+	for i, st := range all {
+		if st.Control != nil && len(st.Parts) > 0 {
+			errs = append(errs, fmt.Sprintf("step %d (%s): a control step with parts of its own", i, st.Node))
+		}
 		for _, pt := range st.Parts {
 			if (pt.Kernel == nil) == (pt.Micro == nil) {
 				errs = append(errs, fmt.Sprintf("step %d (%s): a part is neither a kernel nor a micro-kernel", i, st.Node))

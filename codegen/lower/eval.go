@@ -23,10 +23,8 @@ func (p *Program) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 	if err := r.feed(inputs); err != nil {
 		return nil, err
 	}
-	for i, st := range p.Steps {
-		if err := r.step(st); err != nil {
-			return nil, fmt.Errorf("step %d (%s): %w", i, st.Node, err)
-		}
+	if err := r.runSteps(p.Steps); err != nil {
+		return nil, err
 	}
 	out := map[string]*ir.Tensor{}
 	for _, s := range p.Outputs {
@@ -77,6 +75,9 @@ func (r *run) feed(inputs map[string]*ir.Tensor) error {
 // step runs st: a view shares or copies its input's bytes; other steps
 // run their parts in order over fresh scratch.
 func (r *run) step(st *Step) error {
+	if st.Control != nil {
+		return r.control(st.Control)
+	}
 	r.scratch = map[bufKey]*ir.Tensor{}
 	for _, b := range st.Temps {
 		t, err := unwritten(b)

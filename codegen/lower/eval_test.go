@@ -80,12 +80,22 @@ type lowered struct {
 // the driver for gemmTarget.
 func lowerModel(t *testing.T, b *builder, outs ...*ir.Value) *lowered {
 	t.Helper()
+	return lowerFor(t, gemmTarget{}, b, nil, outs...)
+}
+
+// lowerFor is lowerModel for target tg, with the random feeds of the
+// float inputs and then set's.
+func lowerFor(t *testing.T, tg lower.Target, b *builder, set map[string]*ir.Tensor, outs ...*ir.Value) *lowered {
+	t.Helper()
 	b.g.SetOutputs(outs...)
 	m := ir.NewModel(b.g, 17)
 	feeds := map[string]*ir.Tensor{}
 	for _, in := range m.Graph.Inputs {
 		dims, _ := in.Type.Shape.Ints()
 		feeds[in.Name] = b.random(1, dims...)
+		if set[in.Name] != nil {
+			feeds[in.Name] = set[in.Name]
+		}
 	}
 	ref, err := reference.New(m)
 	require.NoError(t, err)
@@ -93,7 +103,7 @@ func lowerModel(t *testing.T, b *builder, outs ...*ir.Value) *lowered {
 	require.NoError(t, err)
 	_, _, err = build.Optimize(m, build.Options{Target: build.TargetCUDASim, OptLevel: 2, Verify: true})
 	require.NoError(t, err)
-	p, err := lower.Build(m, gemmTarget{}, lower.Options{})
+	p, err := lower.Build(m, tg, lower.Options{})
 	require.NoError(t, err)
 	return &lowered{prog: p, feeds: feeds, want: want}
 }

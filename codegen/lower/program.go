@@ -106,6 +106,9 @@ type Step struct {
 	// Const is the graph output, known at compile time, that the step
 	// copies from the weights (its Node is the folded producer or nil).
 	Const *ir.Value
+	// Control, for an If or a Loop, says how the step runs its
+	// sub-programs (controlflow.go); it has no parts of its own.
+	Control *Control
 }
 
 // Part is one kernel of a step, or a micro-kernel.
@@ -285,41 +288,60 @@ func (p *Program) String() string {
 	for _, s := range p.Outputs {
 		fmt.Fprintf(&b, "output %d %s %s\n", s.Index, ir.QuoteName(s.Value.Name), s.Value.Type)
 	}
-	for i, st := range p.Steps {
-		fmt.Fprintf(&b, "step %d: %s", i, st.Node)
+	writeSteps(&b, p.Steps, "")
+	return b.String()
+}
+
+// writeSteps lists steps at indent, a control step's sub-programs under
+// it.
+func writeSteps(b *strings.Builder, steps []*Step, indent string) {
+	for i, st := range steps {
+		fmt.Fprintf(b, "%sstep %d: %s", indent, i, st.Node)
 		if st.Copy {
 			b.WriteString(" (copy)")
 		}
 		if len(st.Temps) > 0 {
-			fmt.Fprintf(&b, " scratch %d", len(st.Temps))
+			fmt.Fprintf(b, " scratch %d", len(st.Temps))
 		}
 		b.WriteByte('\n')
 		for _, pt := range st.Parts {
 			switch {
 			case pt.Micro != nil:
-				fmt.Fprintf(&b, "  micro %s", pt.Micro.Node.OpType)
+				fmt.Fprintf(b, indent+"  micro %s", pt.Micro.Node.OpType)
 				if pt.Micro.Out != nil {
-					fmt.Fprintf(&b, " -> %s", pt.Micro.Out.Name)
+					fmt.Fprintf(b, " -> %s", pt.Micro.Out.Name)
 				}
 				if s, ok := pt.Micro.Data.(fmt.Stringer); ok {
-					fmt.Fprintf(&b, ": %s", s)
+					fmt.Fprintf(b, ": %s", s)
 				}
 				if pt.Micro.Epilogue != nil {
-					fmt.Fprintf(&b, " epilogue %s", pt.Micro.Epilogue)
+					fmt.Fprintf(b, " epilogue %s", pt.Micro.Epilogue)
 				}
 				b.WriteByte('\n')
 			case pt.Kernel != nil:
 				k := pt.Kernel
-				fmt.Fprintf(&b, "  kernel %s -> %s = %s", k.Name, k.Out.Name, k.Value)
+				fmt.Fprintf(b, indent+"  kernel %s -> %s = %s", k.Name, k.Out.Name, k.Value)
 				if r := k.Reduce; r != nil {
-					fmt.Fprintf(&b, " reduced by %s over %v", r.Op, r.Extents)
+					fmt.Fprintf(b, " reduced by %s over %v", r.Op, r.Extents)
 					if r.Post != nil {
-						fmt.Fprintf(&b, ", then %s", r.Post)
+						fmt.Fprintf(b, ", then %s", r.Post)
 					}
 				}
 				b.WriteByte('\n')
 			}
 		}
+		if c := st.Control; c != nil {
+			sub := func(what string, steps []*Step) {
+				if len(steps) > 0 {
+					fmt.Fprintf(b, "%s  %s:\n", indent, what)
+					writeSteps(b, steps, indent+"    ")
+				}
+			}
+			sub("init", c.Init)
+			for j, body := range c.Bodies {
+				sub([]string{"then", "else", "body"}[j+int(c.Kind-ControlIf)*2], body)
+			}
+			sub("final", c.Final)
+		}
 	}
-	return b.String()
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 )
 
-// MLDomain is ONNX's classical machine-learning domain, of which kiln
-// implements Binarizer, ArrayFeatureExtractor and LabelEncoder.
+// MLDomain is ONNX's classical machine-learning domain: this file holds
+// Binarizer, ArrayFeatureExtractor and LabelEncoder; ml_tree.go, ml_linear.go
+// and ml_prep.go the tree ensembles, linear models and preprocessing ops.
 const MLDomain = "ai.onnx.ml"
 
 var mlOps = []*Schema{

@@ -1,0 +1,1 @@
+2dog2cat2bird2fishBX

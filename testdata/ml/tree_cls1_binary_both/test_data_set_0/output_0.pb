@@ -1,0 +1,1 @@
+2yes2yes2yes2yes2yes2yes2yes2yes2yes2yes2yes2yesBY

@@ -1,0 +1,1 @@
+2pos2pos2pos2pos2pos2pos2pos2pos2pos2pos2pos2posBY

@@ -100,10 +100,14 @@ func (k *kfn) offsets(o value.Value, dims []ldim, ops []operand) []value.Value {
 }
 
 // lowerCopy copies a view op's input to its output when the planner could
-// not alias them (a graph output, say): one flat kernel-layer copy.
+// not alias them (a graph output, say): one flat kernel-layer copy, of
+// the bytes for a small type's codes.
 func (g *gen) lowerCopy(n *ir.Node) error {
 	in, out := g.buffer(n.Inputs[0]), g.buffer(n.Outputs[0])
 	flat := func(b *kernel.Buffer) *kernel.Buffer {
+		if kernel.IsSmallType(b.DType) {
+			b = kernel.ByteView(b)
+		}
 		f := *b
 		f.Dims = []*kernel.Expr{b.Numel()}
 		return &f

@@ -1,6 +1,9 @@
 package cpu
 
 import (
+	"slices"
+
+	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -34,7 +37,10 @@ func transposeIsView(g *gen, n *ir.Node) bool {
 }
 
 func init() {
-	view := func() *opInfo { return &opInfo{types: anyFixed, view: true, lower: (*gen).lowerCopy} }
+	// A view of a small type's codes shares their bytes (a packed type's
+	// elements keep their order); its copy copies the bytes.
+	viewed := append(slices.Clone(anyFixed), kernel.SmallTypes()...)
+	view := func() *opInfo { return &opInfo{types: viewed, view: true, lower: (*gen).lowerCopy} }
 	register(map[string]*opInfo{
 		"Reshape":   view(),
 		"Flatten":   view(),

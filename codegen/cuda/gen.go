@@ -104,12 +104,16 @@ func (g *gen) lower() error {
 }
 
 // emitCopy writes a view's output where it cannot share its input's
-// bytes (a graph output): a flat copy, the layouts being the same.
+// bytes (a graph output): a flat copy, the layouts being the same (of the
+// bytes for a small type's codes).
 func (g *gen) emitCopy(n *ir.Node) error {
 	in, out := g.prog.Buffer(n.Inputs[0]), g.prog.Buffer(n.Outputs[0])
 	num := kernel.Ints(ir.Product(dimsOf(n.Outputs[0])))
 	src := &kernel.Buffer{Name: in.Name, DType: in.DType, Dims: num, ID: in.ID}
 	dst := &kernel.Buffer{Name: out.Name, DType: out.DType, Dims: num, ID: out.ID}
+	if kernel.IsSmallType(in.DType) {
+		src, dst = kernel.ByteView(src), kernel.ByteView(dst)
+	}
 	k := &kernel.Kernel{Name: n.OpType, Out: dst, Space: num, Value: kernel.Load(src, kernel.Var(0))}
 	return g.emitKernel(k)
 }

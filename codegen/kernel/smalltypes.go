@@ -3,9 +3,11 @@ package kernel
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // The 8-, 4- and 2-bit element types (ir/smallfloat.go): kernels read and
@@ -27,6 +29,10 @@ func IsSmallType(d ir.DType) bool { return d.IsSmallFloat() || d.IsPackedInt() }
 // smallTypes are the element types IsSmallType takes, for op tables.
 var smallTypes = []ir.DType{ir.Float8E4M3FN, ir.Float8E4M3FNUZ, ir.Float8E5M2, ir.Float8E5M2FNUZ, ir.Float8E8M0,
 	ir.Float4E2M1, ir.Int4, ir.Uint4, ir.Int2, ir.Uint2}
+
+// SmallTypes are the element types IsSmallType takes, for backends'
+// tables (a fresh slice).
+func SmallTypes() []ir.DType { return slices.Clone(smallTypes) }
 
 // codeMask is the mask of one code of type d in a byte.
 func codeMask(d ir.DType) int64 {
@@ -51,13 +57,24 @@ func ByteView(b *Buffer) *Buffer {
 }
 
 // codeAt is the code of b's element at idx, as a Uint8.
-func codeAt(b *Buffer, idx []*Expr) *Expr {
+func codeAt(b *Buffer, idx []*Expr) *Expr { return codeWhere(nil, b, idx) }
+
+// codeWhere is codeAt where cond holds (nil: everywhere) and 0 where it
+// does not, reading nothing there (as LoadOr), so that idx may be out of
+// range there.
+func codeWhere(cond *Expr, b *Buffer, idx []*Expr) *Expr {
+	load := func(v *Buffer, at ...*Expr) *Expr {
+		if cond == nil {
+			return Load(v, at...)
+		}
+		return LoadOr(cond, v, IntConst(ir.Uint8, 0), at...)
+	}
 	per := b.DType.PerByte()
 	if per == 0 {
-		return Load(ByteView(b), idx...)
+		return load(ByteView(b), idx...)
 	}
 	flat := Offset(b, idx)
-	byt := Load(ByteView(b), Div(flat, C(per)))
+	byt := load(ByteView(b), Div(flat, C(per)))
 	shift := CastTo(Mul(Rem(flat, C(per)), C(int64(b.DType.PackedBits()))), ir.Uint8)
 	return And(Shr(byt, shift), IntConst(ir.Uint8, codeMask(b.DType)))
 }
@@ -407,4 +424,161 @@ func castSmall(c *Ctx, to ir.DType) error {
 	}
 	c.Emit(storeCodes(out, code))
 	return nil
+}
+
+// moving is the row of a moving op (ops.MovementOf) by its definition
+// build, which takes types and, through movesCodes, the small types.
+func moving(types []ir.DType, build func(*Ctx) error) *OpDef {
+	return &OpDef{Types: concat(types, smallTypes), Build: movesCodes(build)}
+}
+
+// movesCodes runs a moving op's definition on a small type as on Uint8
+// codes: a one-byte type's buffers are viewed as Uint8 (moving codes is
+// moving bytes); a packed type's buffers are stood in for by Uint8 buffers
+// of one code per element, a load of which becomes the code it reads
+// (codeAt), and an output's bytes are assembled from the codes written
+// (storeCodes) — through a Uint8 scratch of codes where the definition
+// writes the output in parts (Concat's inputs), since a packed byte holds
+// elements of two parts.
+func movesCodes(build func(*Ctx) error) func(*Ctx) error {
+	return func(c *Ctx) error {
+		d := c.In[0].DType
+		if !IsSmallType(d) {
+			return build(c)
+		}
+		if ops.MovementOf(c.Node) == ops.Computes {
+			return &ops.UnsupportedError{Domain: c.Node.Domain, Op: c.Node.OpType, Opset: c.Opset, DType: d}
+		}
+		sub, stands := onCodes(c, d)
+		if err := build(sub); err != nil {
+			return err
+		}
+		c.Kernels, c.Temps, c.Tables = sub.Kernels, sub.Temps, sub.Tables
+		return c.packCodes(stands)
+	}
+}
+
+// onCodes is c with its buffers and constants of type d as Uint8 codes,
+// and the packed buffers' stand-ins (stand-in → the buffer it stands for).
+func onCodes(c *Ctx, d ir.DType) (*Ctx, map[*Buffer]*Buffer) {
+	stands := map[*Buffer]*Buffer{}
+	codes := func(bs []*Buffer) []*Buffer {
+		out := make([]*Buffer, len(bs))
+		for i, b := range bs {
+			switch {
+			case b == nil || b.DType != d:
+				out[i] = b
+			case d.PerByte() == 0:
+				out[i] = Reinterpret(b, ir.Uint8)
+			default:
+				out[i] = &Buffer{Name: b.Name + ".codes", DType: ir.Uint8, Dims: b.Dims, ID: b.ID}
+				stands[out[i]] = b
+			}
+		}
+		return out
+	}
+	sub := *c
+	sub.In, sub.Out = codes(c.In), codes(c.Out)
+	sub.Consts = make([]*ir.Tensor, len(c.Consts))
+	for i, t := range c.Consts {
+		sub.Consts[i] = t
+		if t != nil && t.DType == d {
+			sub.Consts[i] = codeTensor(t)
+		}
+	}
+	kc := *c.KernelContext
+	kc.Inputs = sub.Consts // the constants ir/ops resolves parameters from (Pad's constant_value)
+	sub.KernelContext = &kc
+	return &sub, stands
+}
+
+// codeTensor is t's element codes, one a byte, as a Uint8 tensor.
+func codeTensor(t *ir.Tensor) *ir.Tensor {
+	u := ir.NewTensor(ir.Uint8, t.Dims...)
+	u.Name = t.Name
+	for i := range u.Raw {
+		u.Raw[i] = t.Code(i)
+	}
+	return u
+}
+
+// packCodes rewrites c's kernels, built on stand-ins of packed buffers
+// (stands), to read and write the packed buffers: loads of an input's
+// stand-in read codes (readCodes); an output written by one plain map is
+// written by storeCodes with that map's value, else its writers fill a
+// Uint8 scratch of codes that storeCodes then packs.
+func (c *Ctx) packCodes(stands map[*Buffer]*Buffer) error {
+	if len(stands) == 0 {
+		return nil
+	}
+	for _, k := range c.Kernels {
+		k.Value, k.When = readCodes(k.Value, stands), readCodes(k.When, stands)
+		for i, e := range k.Store {
+			k.Store[i] = readCodes(e, stands)
+		}
+	}
+	for stand, b := range stands {
+		var writers []int
+		for i, k := range c.Kernels {
+			if k.Out == stand {
+				writers = append(writers, i)
+			}
+		}
+		switch {
+		case len(writers) == 0: // an input
+		case len(writers) == 1 && Inlinable(c.Kernels[writers[0]]):
+			k := c.Kernels[writers[0]]
+			packed := storeCodes(b, k.Value)
+			packed.Name = k.Name
+			c.Kernels[writers[0]] = packed
+		default:
+			scratch := c.Temp(ir.Uint8, b.Dims...)
+			for _, i := range writers {
+				c.Kernels[i].Out = scratch
+			}
+			c.Emit(storeCodes(b, Load(scratch, Vars(b.Rank())...)))
+		}
+	}
+	for _, k := range c.Kernels {
+		for _, b := range kernelBuffers(k) {
+			if stands[b] != nil {
+				return fmt.Errorf("%s: kernel %s still reads or writes %s", c.Node, k.Name, b.Name) // a definition's form packCodes does not see
+			}
+		}
+	}
+	return nil
+}
+
+// readCodes is e with each load of a stand-in (stands) replaced by the
+// code of its packed buffer's element there; a conditional load reads it
+// only where its condition holds.
+func readCodes(e *Expr, stands map[*Buffer]*Buffer) *Expr {
+	memo := map[*Expr]*Expr{}
+	var rec func(*Expr) *Expr
+	rec = func(e *Expr) *Expr {
+		if e == nil {
+			return nil
+		}
+		if r, ok := memo[e]; ok {
+			return r
+		}
+		args := make([]*Expr, len(e.Args))
+		changed := false
+		for i, a := range e.Args {
+			args[i] = rec(a)
+			changed = changed || args[i] != a
+		}
+		r := e
+		switch b := stands[e.Buf]; {
+		case b != nil && e.Op == OpLoad:
+			r = codeAt(b, args)
+		case b != nil && e.Op == OpLoadOr:
+			r = Select(args[0], codeWhere(args[0], b, args[2:]), args[1])
+		case changed:
+			r = rebuild(e, args)
+		}
+		memo[e] = r
+		return r
+	}
+	return rec(e)
 }

@@ -51,13 +51,15 @@ func TestSmallFloatEncodingAgreesWithIR(t *testing.T) {
 }
 
 // TestSmallTypeCasesCompile: every case of the small types
-// (internal/opcase's cases_smalltypes.go) builds and matches the reference
-// on the evaluator; none is refused, which TestEveryOpOnTheEvaluator
-// would pass over.
+// (internal/opcase's cases_smalltypes.go) of an op the layer defines
+// builds and matches the reference on the evaluator; none is refused,
+// which TestEveryOpOnTheEvaluator would pass over. Each op that moves
+// data has cases of every small type.
 func TestSmallTypeCasesCompile(t *testing.T) {
 	cases := opcase.Cases()
 	n := 0
-	for _, op := range []string{"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"} {
+	moved := map[string]map[ir.DType]bool{}
+	for _, op := range Ops() {
 		r := rand.New(rand.NewSource(seedOf(op)))
 		for _, line := range cases[op] {
 			if !mentionsSmallType(line) {
@@ -78,12 +80,24 @@ func TestSmallTypeCasesCompile(t *testing.T) {
 					t.Errorf("%.120s [T=%s]: refused", line, d)
 				case res.err != nil:
 					t.Errorf("%.120s [T=%s]: %v", line, d, res.err)
+				default:
+					if moved[op] == nil {
+						moved[op] = map[ir.DType]bool{}
+					}
+					moved[op][res.dtype] = true
 				}
 			}
 		}
 	}
 	if n < 100 {
 		t.Errorf("%d small-type cases, want the whole table", n)
+	}
+	for _, op := range []string{"Transpose", "Slice", "Pad", "Concat", "Split", "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Gather"} {
+		for _, d := range smallTypes {
+			if !moved[op][d] {
+				t.Errorf("%s: no passing case of %s", op, d)
+			}
+		}
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 )
 
 // Cases of the 8-, 4- and 2-bit element types (ir/smallfloat.go) through
-// Cast, CastLike, QuantizeLinear and DequantizeLinear: every code of each
+// Cast, CastLike, QuantizeLinear and DequantizeLinear, and through the ops
+// that move data (movingCases): every code of each
 // type decoded, and values rounded into each type at its edges: every
 // value it holds, the ties between neighbours (to even) and one ulp either
 // side of them, the overflow threshold with and without saturate, ±0,
@@ -77,7 +78,71 @@ func smallTypeCases() map[string][]string {
 		add("QuantizeLinear", "QuantizeLinear-25(axis=1, block_size=2) float[3,6,3], float[3,3,3]~pos, %s[3,3,3]", d)
 		add("QuantizeLinear", "QuantizeLinear-25(output_dtype=%d) float[3,7], float~[0.3]", d)
 	}
+	movingCases(add)
 	return rows
+}
+
+// movingCases move every code of each small type (NaN codes, -0 and
+// padding bits included) through the ops that only move data
+// (ir/ops/movement.go), at shapes whose element counts are odd, so that a
+// packed type's rows, slices and concatenated parts start and end inside
+// a byte.
+func movingCases(add func(op, format string, args ...any)) {
+	for _, d := range append(slices.Clone(smallFloats), packedInts...) {
+		in := func(dims ...int64) string { return codesIn(d, dims) }
+		add("Identity", "Identity-25 %s", in(3, 5))
+		add("Reshape", "Reshape-25 %s, int64[2]=[5 3]", in(3, 5))
+		add("Flatten", "Flatten-25(axis=2) %s", in(3, 1, 5))
+		add("Squeeze", "Squeeze-25 %s, int64[1]=[1]", in(3, 1, 5))
+		add("Unsqueeze", "Unsqueeze-25 %s, int64[2]=[0 3]", in(3, 5))
+		add("Transpose", "Transpose-25(perm=[1 0]) %s", in(3, 5))
+		add("Transpose", "Transpose-25(perm=[2 0 1]) %s", in(3, 5, 7))
+		add("Concat", "Concat-25(axis=1) %s, %s, %s", in(3, 5), in(3, 1), in(3, 3))
+		add("Concat", "Concat-25(axis=0) %s, %s", in(3, 5), in(1, 5))
+		add("Slice", "Slice-25 %s, int64[2]=[1 -1], int64[2]=[6 0], int64[2]=[0 1], int64[2]=[2 -2]", in(7, 5))
+		add("Gather", "Gather-25(axis=0) %s, int64[4]~[0 -1 2 2]", in(5, 3))
+		add("Gather", "Gather-25(axis=1) %s, int64[2,2]~[2 0 -1 1]", in(3, 5))
+		add("Split", "Split-25(axis=1) %s, int64[2]=[3 4] -> 2", in(3, 7))
+		add("Split", "Split-25(axis=0, num_outputs=2) %s -> 2", in(3, 5))
+		add("Expand", "Expand-25 %s, int64[3]=[2 3 5]", in(3, 1))
+		add("Tile", "Tile-25 %s, int64[2]=[2 3]", in(3, 5))
+		add("Pad", "Pad-25 %s, int64[4]=[1 0 2 1], %s=[%s]", in(3, 5), d, someValue(d))
+		add("Pad", "Pad-25 %s, int64[4]=[0 1 1 2], %s", in(3, 5), codesIn(d, nil))
+		add("Pad", "Pad-25 %s, int64[4]=[1 2 -1 0]", in(3, 5))
+		add("Pad", `Pad-25(mode="reflect") %s, int64[4]=[1 2 2 1]`, in(3, 5))
+		add("Pad", `Pad-25(mode="edge") %s, int64[4]=[1 2 0 3]`, in(3, 5))
+		add("Pad", `Pad-25(mode="wrap") %s, int64[4]=[2 1 1 2]`, in(3, 5))
+		add("DepthToSpace", `DepthToSpace-25(blocksize=2, mode="CRD") %s`, in(1, 8, 3, 1))
+		add("DepthToSpace", "DepthToSpace-25(blocksize=2) %s", in(1, 4, 1, 3))
+		add("SpaceToDepth", "SpaceToDepth-25(blocksize=2) %s", in(1, 3, 2, 6))
+	}
+}
+
+// codesIn is a graph input of type d and dims holding the codes with
+// every bit or the sign bit alone set or clear (the NaNs, -0, the types'
+// largest and smallest codes) and then a cycle through every code.
+func codesIn(d ir.DType, dims []int64) string {
+	n := int64(256)
+	if b := d.PackedBits(); b > 0 {
+		n = 1 << b
+	}
+	edges := []int64{n - 1, n/2 - 1, n / 2, 0}
+	vals := make([]string, ir.Product(dims))
+	for i := range vals {
+		code := (int64(i)*37 + 11) % n // 37 is odd: a cycle through every code
+		if i < len(edges) {
+			code = edges[i]
+		}
+		vals[i] = fmt.Sprintf("0x%x", code)
+	}
+	shape := make([]string, len(dims))
+	for i, x := range dims {
+		shape[i] = strconv.FormatInt(x, 10)
+	}
+	if dims == nil {
+		return fmt.Sprintf("%s~[%s]", d, strings.Join(vals, " ")) // a scalar
+	}
+	return fmt.Sprintf("%s[%s]~[%s]", d, strings.Join(shape, ","), strings.Join(vals, " "))
 }
 
 // allCodes is a graph input of type d holding each of its codes once.

@@ -106,3 +106,76 @@ func MovedOutputs(n *ir.Node) []int {
 	}
 	return outs
 }
+
+// movesCodes makes a moving op's row take the 8-, 4- and 2-bit types
+// (ir/smallfloat.go): which elements it moves does not depend on their
+// values, so on these types it moves their codes, as it moves Uint8s.
+// MaxPool, which compares values, keeps its types.
+func movesCodes(s *Schema) *Schema {
+	if s.Domain != "" || movements[s.Name] == nil || s.Name == "MaxPool" {
+		return s
+	}
+	types := s.Types
+	if types == nil {
+		types = concatTypes(numericTypes, []ir.DType{ir.Bool}) // what nil means (SupportsType)
+	}
+	s.Types = concatTypes(types, smallTypes)
+	s.Run = runOnCodes(s.Run)
+	return s
+}
+
+// runOnCodes runs a moving op's kernel on a small type as on Uint8 codes,
+// one a byte: each input of input 0's type is unpacked into its codes, and
+// each moved output is packed back into that type. A node of the op that
+// computes (a Resize that interpolates) is refused.
+func runOnCodes(run func(*KernelContext) error) func(*KernelContext) error {
+	return func(c *KernelContext) error {
+		x := c.In(0)
+		if x == nil || !x.DType.IsSmallFloat() && !x.DType.IsPackedInt() {
+			return run(c)
+		}
+		d := x.DType
+		if MovementOf(c.Node) == Computes {
+			return c.Unsupported(d)
+		}
+		given := c.Inputs
+		c.Inputs = make([]*ir.Tensor, len(given))
+		for i, t := range given {
+			c.Inputs[i] = t
+			if t != nil && t.DType == d {
+				c.Inputs[i] = codesOf(t)
+			}
+		}
+		err := run(c)
+		c.Inputs = given
+		if err != nil {
+			return err
+		}
+		for _, k := range MovedOutputs(c.Node) {
+			if k < len(c.Outputs) && c.Outputs[k] != nil && c.Outputs[k].DType == ir.Uint8 {
+				c.Outputs[k] = fromCodes(c.Outputs[k], d)
+			}
+		}
+		return nil
+	}
+}
+
+// codesOf is t's element codes, one a byte, as a Uint8 tensor.
+func codesOf(t *ir.Tensor) *ir.Tensor {
+	u := ir.NewTensor(ir.Uint8, t.Dims...)
+	u.Name = t.Name
+	for i := range u.Raw {
+		u.Raw[i] = t.Code(i)
+	}
+	return u
+}
+
+// fromCodes is the tensor of type d whose element codes are u's bytes.
+func fromCodes(u *ir.Tensor, d ir.DType) *ir.Tensor {
+	t := ir.NewTensor(d, u.Dims...)
+	t.Name = u.Name
+	for i, code := range u.Raw {
+		t.SetCode(i, code)
+	}
+	return t
+}

@@ -56,10 +56,12 @@ func TestOpsets24To26(t *testing.T) {
 		}
 		for _, d := range v.newTypes {
 			// A row's types are what its kernel computes: the new 8-, 4- and
-			// 2-bit types only Cast and DequantizeLinear take as their
-			// primary type (QuantizeLinear's is its float input);
-			// bfloat16 (TopK) was computed before.
-			computed := d == ir.BFloat16 || v.op == "Cast" || v.op == "DequantizeLinear"
+			// 2-bit types only Cast, DequantizeLinear and the ops that move
+			// data (movesCodes) take as their primary type
+			// (QuantizeLinear's is its float input); bfloat16 (TopK) was
+			// computed before.
+			computed := d == ir.BFloat16 || v.op == "Cast" || v.op == "DequantizeLinear" ||
+				MovementOf(&ir.Node{OpType: v.op}) != Computes
 			assert.Equal(t, computed, s.SupportsType(d), "%s-%d for %s", v.op, v.version, d)
 		}
 		last, err := Lookup("", v.op, 26)

@@ -85,6 +85,7 @@ func register(rows []*Schema) {
 		if s.Infer == nil || s.Run == nil {
 			panic(fmt.Sprintf("ops: %s v%d lacks inference or a reference kernel", s.Name, s.Since))
 		}
+		s = movesCodes(s)
 		k := opKey{s.Domain, s.Name}
 		for _, old := range registry[k] {
 			if old.Since == s.Since {

@@ -92,12 +92,49 @@ func NewCtx(n *ir.Node, opsets ops.Opsets, in, out []*Buffer, consts []*ir.Tenso
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRanks(n, opsets, "input", n.Inputs, in); err != nil {
+		return nil, err
+	}
+	if err := checkRanks(n, opsets, "output", n.Outputs, out); err != nil {
+		return nil, err
+	}
 	if consts == nil {
 		consts = make([]*ir.Tensor, len(n.Inputs))
 	}
 	return &Ctx{Node: n, KernelContext: ops.NewKernelContext(s, n, opsets[n.Domain], consts), Opset: opsets[n.Domain],
 		In: in, Out: out, Consts: consts}, nil
 }
+
+// checkRanks refuses a node whose buffers do not have their tensor
+// values' ranks: a value shape inference left without a rank (an If's
+// output whose branches differ, a shape read from data) has no honest
+// buffer, and a definition indexing one by the node's rank would run off
+// its dims.
+func checkRanks(n *ir.Node, opsets ops.Opsets, role string, vals []*ir.Value, bufs []*Buffer) error {
+	for i, v := range vals {
+		if v == nil || i >= len(bufs) || bufs[i] == nil || !mayBeTensor(v.Type) {
+			continue
+		}
+		if r := v.Type.Shape.Rank(); r != bufs[i].Rank() {
+			const why = "not known when compiling (it depends on the data, or on a branch taken at run time)"
+			var reason string
+			switch {
+			case r < 0:
+				reason = fmt.Sprintf("%s %d (%q) has a rank %s", role, i, v.Name, why)
+			case !v.Type.Shape.IsStatic():
+				reason = fmt.Sprintf("%s %d (%q) is %s: its shape is %s", role, i, v.Name, v.Type, why)
+			default:
+				reason = fmt.Sprintf("%s %d (%q) is %s but its buffer has rank %d", role, i, v.Name, v.Type, bufs[i].Rank())
+			}
+			return &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: opsets[n.Domain], Reason: reason}
+		}
+	}
+	return nil
+}
+
+// mayBeTensor reports whether a value of type t is (or, untyped, may be)
+// a tensor: the values buffers stand for.
+func mayBeTensor(t ir.Type) bool { return t.Kind == ir.TensorKind || t.Kind == ir.UnknownKind }
 
 // Build runs n's definition: the kernels, in order, and their scratch.
 func Build(c *Ctx) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,7 +19,8 @@ import (
 // element type its definition declares, through its definition and the
 // evaluator against the reference executor on random inputs: the cases of
 // internal/opcase, which codegen/cpu's engines run too. An op without a
-// case, or a type without a passing one, fails.
+// case, a type without a passing one, or a refusal the case does not
+// declare (checkRefusal) fails.
 func TestEveryOpOnTheEvaluator(t *testing.T) {
 	cases := opcase.Cases()
 	var missing []string
@@ -44,7 +46,10 @@ func TestEveryOpOnTheEvaluator(t *testing.T) {
 			for _, d := range types {
 				res := runCase(c, d, r, nil)
 				switch {
-				case res.refused:
+				case c.Refusal != "" || res.refused:
+					if err := checkRefusal(c, res, Lookup(op).Types); err != nil {
+						t.Errorf("%s [T=%s]: %v", line, d, err)
+					}
 				case res.err != nil:
 					t.Errorf("%s [T=%s]: %v", line, d, res.err)
 				default:
@@ -61,6 +66,26 @@ func TestEveryOpOnTheEvaluator(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("ops without a case in internal/opcase: %s", strings.Join(missing, ", "))
 	}
+}
+
+// checkRefusal holds a refusal to the case's declaration: a case meant to
+// be refused is, for the reason it names, and a case of an element type
+// the definition declares is refused only when it is meant to be (so a
+// definition that stops taking a case it claims fails, not passes over).
+func checkRefusal(c *opcase.Case, res caseRun, declared []ir.DType) error {
+	switch {
+	case c.Refusal == "" && slices.Contains(declared, res.dtype):
+		return fmt.Errorf("refused, though the definition declares %s: %v (a case meant to be refused says !refused(\"why\"))", res.dtype, res.err)
+	case c.Refusal == "":
+		return nil
+	case !res.refused && res.err == nil:
+		return fmt.Errorf("built and matched the reference, but the case says !refused(%q)", c.Refusal)
+	case !res.refused:
+		return fmt.Errorf("the case says !refused(%q), but: %v", c.Refusal, res.err)
+	case !strings.Contains(res.err.Error(), c.Refusal):
+		return fmt.Errorf("refused with %q, not for %q as the case says", res.err, c.Refusal)
+	}
+	return nil
 }
 
 // seedOf is a fixed seed for an op's random inputs.
@@ -131,7 +156,7 @@ func TestSchedulesOnTheEvaluator(t *testing.T) {
 type caseRun struct {
 	dtype   ir.DType // the node's first input's (or its output's) element type
 	got     []*ir.Tensor
-	refused bool // the definition does not take this node (an UnsupportedError)
+	refused bool // the definition does not take this node (an UnsupportedError, in err)
 	err     error
 }
 
@@ -168,7 +193,7 @@ func runCase(c *opcase.Case, d ir.DType, r *rand.Rand, schedule func(*Kernel) Sc
 	var unsupported *ops.UnsupportedError
 	switch {
 	case errors.As(err, &unsupported):
-		res.refused = true
+		res.refused, res.err = true, err
 		return res
 	case err != nil:
 		res.err = err
@@ -181,4 +206,32 @@ func runCase(c *opcase.Case, d ir.DType, r *rand.Rand, schedule func(*Kernel) Sc
 		}
 	}
 	return res
+}
+
+// TestCheckRefusal: an undeclared refusal of a declared type fails, one
+// of a type the definition does not declare passes, and a declared
+// refusal must happen for the reason it names.
+func TestCheckRefusal(t *testing.T) {
+	refusal := &ops.UnsupportedError{Op: "Relu", Reason: "no kernel for this"}
+	declared := []ir.DType{ir.Float32}
+	for _, tc := range []struct {
+		line string
+		res  caseRun
+		ok   bool
+	}{
+		{`Relu-14 T[3]`, caseRun{dtype: ir.Float32, refused: true, err: refusal}, false},
+		{`Relu-14 T[3]`, caseRun{dtype: ir.Int8, refused: true, err: refusal}, true},
+		{`Relu-14 T[3] !refused("no kernel")`, caseRun{dtype: ir.Float32, refused: true, err: refusal}, true},
+		{`Relu-14 T[3] !refused("other")`, caseRun{dtype: ir.Float32, refused: true, err: refusal}, false},
+		{`Relu-14 T[3] !refused("no kernel")`, caseRun{dtype: ir.Float32}, false},
+		{`Relu-14 T[3] !refused("no kernel")`, caseRun{dtype: ir.Float32, err: errors.New("mismatch")}, false},
+	} {
+		c, err := opcase.Parse(tc.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkRefusal(c, tc.res, declared); (err == nil) != tc.ok {
+			t.Errorf("%s with %+v: %v, want ok=%v", tc.line, tc.res, err, tc.ok)
+		}
+	}
 }

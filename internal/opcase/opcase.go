@@ -16,7 +16,11 @@
 // ints, floats (with a '.' or 'e'), "strings", lists [1 2], [0.5 1.5] or
 // ["a" "b"], or a dtype named by T. "-> N" sets the number of outputs
 // (default 1). An op of another domain is named after it, its OPSET the
-// domain's version: ai.onnx.ml.Binarizer-1.
+// domain's version: ai.onnx.ml.Binarizer-1. A case the kernel layer's
+// definition is meant to refuse ends in !refused("WHY"), WHY a part of
+// the refusal's message:
+//
+//	Foo-1 T[3] !refused("no kernel")
 package opcase
 
 import (
@@ -40,6 +44,10 @@ type Case struct {
 
 	// Domain is the op's domain ("" the default one).
 	Domain string
+
+	// Refusal, when set, is a part of the message with which the kernel
+	// layer's definition is meant to refuse the case (!refused("...")).
+	Refusal string
 }
 
 type attrSpec struct{ name, val string }
@@ -57,7 +65,11 @@ type inSpec struct {
 // Parse reads a case line.
 func Parse(line string) (*Case, error) {
 	c := &Case{Line: line, NOut: 1}
-	s := strings.TrimSpace(line)
+	s, refusal, err := cutRefusal(strings.TrimSpace(line))
+	if err != nil {
+		return nil, fmt.Errorf("%q: %v", line, err)
+	}
+	c.Refusal = refusal
 	if i := strings.LastIndex(s, "->"); i >= 0 && !strings.Contains(s[i:], `"`) { // not an Einsum equation's
 		n, err := strconv.Atoi(strings.TrimSpace(s[i+2:]))
 		if err != nil {
@@ -102,6 +114,27 @@ func Parse(line string) (*Case, error) {
 		c.Ins = append(c.Ins, spec)
 	}
 	return c, nil
+}
+
+// refusedMark starts a case's declared refusal.
+const refusedMark = "!refused("
+
+// cutRefusal splits a trailing !refused("WHY") off a case line; WHY must
+// be a quoted, non-empty part of the expected message.
+func cutRefusal(s string) (rest, why string, err error) {
+	i := strings.LastIndex(s, refusedMark)
+	if i < 0 {
+		return s, "", nil
+	}
+	arg := strings.TrimSpace(s[i+len(refusedMark):])
+	if !strings.HasSuffix(arg, ")") {
+		return "", "", fmt.Errorf(`%s...) is not closed`, refusedMark)
+	}
+	why, err = strconv.Unquote(strings.TrimSpace(strings.TrimSuffix(arg, ")")))
+	if err != nil || why == "" {
+		return "", "", fmt.Errorf(`%s...) wants a quoted, non-empty part of the refusal's message`, refusedMark)
+	}
+	return strings.TrimSpace(s[:i]), why, nil
 }
 
 // splitTop splits s at commas outside brackets, parentheses and quotes.

@@ -72,3 +72,23 @@ func TestCasesParse(t *testing.T) {
 		}
 	}
 }
+
+// TestParseDeclaredRefusal: !refused("WHY") is cut off the case, with the
+// output count before it still read, and a malformed one is an error.
+func TestParseDeclaredRefusal(t *testing.T) {
+	c, err := Parse(`TopK-11(largest=0) T[3,5], int64[1]=[2] -> 2 !refused("sorted (a b)")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Refusal != "sorted (a b)" || c.NOut != 2 || len(c.Ins) != 2 || len(c.Attrs) != 1 {
+		t.Errorf("parsed %+v", c)
+	}
+	if c, err := Parse(`Relu-14 T[3]`); err != nil || c.Refusal != "" {
+		t.Errorf("a plain case parsed as refusal %q (%v)", c.Refusal, err)
+	}
+	for _, bad := range []string{`Relu-14 T[3] !refused("x"`, `Relu-14 T[3] !refused(x)`, `Relu-14 T[3] !refused("")`} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("%s: parsed", bad)
+		}
+	}
+}

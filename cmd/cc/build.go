@@ -29,8 +29,8 @@ with ld.lld and run with an arm64 infer: make build-arm64; cuda engines hold PTX
 ptxas (make deps-cuda), a cubin per --gpu, and run with an infer built with -tags cuda;
 cuda-sim engines run the CUDA kernels on this CPU) and writes one engine file that
 bin/infer runs. --emit stops at an
-earlier level: ir (the optimized graph as .onnxtxt), kernels (the CUDA targets' lowered
-program: each step with its kernels, micro-kernels and fused epilogues), llvm (.ll),
+earlier level: ir (the optimized graph as .onnxtxt), kernels (the lowered program: each
+step with its kernels, micro-kernels and fused epilogues, a CPU step its lowering), llvm (.ll),
 obj (.o) or engine.
 
 Every file the build writes (the output, --dump-after files, the timing cache) is
@@ -41,7 +41,7 @@ such a build is refused before it starts.`,
 	MaxArgs: 1,
 	Setup: func(fs *flag.FlagSet) cli.RunFunc {
 		out := fs.String("o", "", "output file (default: MODEL with the emitted kind's extension; MODEL.opt.onnxtxt for --emit ir of a .onnxtxt MODEL)")
-		emit := fs.String("emit", "engine", "what to write: ir, kernels (CUDA targets), llvm, obj (CPU targets), ptx (--target cuda) or engine")
+		emit := fs.String("emit", "engine", "what to write: ir, kernels, llvm, obj (CPU targets), ptx (--target cuda) or engine")
 		cpuName := fs.String("cpu", "native", "target CPU for llc -mcpu (native, x86-64-v3 for AVX2, x86-64-v4 for AVX-512, icelake-server for AVX-512 VNNI, sapphirerapids for VNNI and AMX tiles; for aarch64-linux-gnu: generic (the default there), cortex-a76, neoverse-n1, apple-m1, ...)")
 		target := fs.String("target", "", "target `TRIPLE`: x86_64-linux-gnu or aarch64-linux-gnu (default: this machine's), cuda (NVIDIA GPUs: PTX and a cubin per --gpu), or cuda-sim (the CUDA kernels on this CPU, for testing)")
 		gpuList := fs.String("gpu", "sm_80", "`ARCHS` for --target cuda: the GPU architectures to build cubins for (sm_80,sm_90); the PTX targets the lowest")
@@ -192,8 +192,10 @@ such a build is refused before it starts.`,
 			}
 			var data []byte
 			switch {
-			case *emit == "kernels":
+			case *emit == "kernels" && res.GPU != nil:
 				data = []byte(res.GPU.Program.String())
+			case *emit == "kernels":
+				data = []byte(res.Code.Program.String())
 			case *emit == "llvm" && res.GPU != nil:
 				data = []byte(res.GPU.LLVMIR)
 			case *emit == "ptx":

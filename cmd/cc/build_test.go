@@ -119,3 +119,29 @@ g (float[4] X) => (string[4] Y) {
 	assert.Contains(t, r.stderr, "Cast")
 	assert.Contains(t, r.stderr, "string")
 }
+
+// --emit kernels writes the lowered program on every target: the CPU's
+// steps name each node's lowering, and a Loop's body is listed under it.
+func TestBuildEmitKernels(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	for _, target := range []string{"", "cuda-sim"} {
+		out := filepath.Join(dir, "mlp"+target+".kernels.txt")
+		args := []string{"build", "--emit", "kernels", "-o", out, mlpModel}
+		if target != "" {
+			args = append(args[:1], append([]string{"--target", target}, args[1:]...)...)
+		}
+		r := cc(t, args...)
+		require.Equal(t, 0, r.code, r.stderr)
+		data, err := os.ReadFile(out)
+		require.NoError(t, err)
+		assert.Contains(t, string(data), "program: ", target)
+		assert.Contains(t, string(data), `input  0 "input" float[1,64]`, target)
+		assert.Contains(t, string(data), "step 0: ", target)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "mlp.kernels.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "hand-written", "the CPU's steps say how each node is lowered")
+}

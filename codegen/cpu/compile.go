@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/kiln-ml/kiln/codegen/kernel"
+	"github.com/kiln-ml/kiln/codegen/lower"
 	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/ir"
@@ -111,6 +112,9 @@ type Result struct {
 	// Symbols are the engine's symbolic dims and their ranges, in the
 	// order of the dims table (the io slot after the outputs).
 	Symbols []Symbol
+	// Program is the lowered program the code was written from (cc build
+	// --emit kernels).
+	Program *lower.Program
 }
 
 // withDefaults fills in the defaults of the Winograd mode and cache.
@@ -184,6 +188,7 @@ func Compile(m *ir.Model, opts Options) (*Result, error) {
 		Parts:       g.parts,
 		MaxThreads:  maxThreads(unfused(m)),
 		Symbols:     g.syms,
+		Program:     g.prog,
 	}
 	obj, so, err := toolchain(llc, opts, res.Features, res.LLVMIR)
 	if err != nil {

@@ -91,6 +91,7 @@ func (g *gen) prepareGroups() error {
 			g.plan(lowered).algorithm = a.S
 		}
 		st.Node = lowered
+		st.Parts[0].Micro.Data = claimed{g, lowered}
 		g.plan(lowered).step = st
 		g.nodes = append(g.nodes, lowered)
 	}

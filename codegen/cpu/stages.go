@@ -142,7 +142,18 @@ func (g *gen) claim(n *ir.Node) (any, error) {
 				Reason: "an output's shape is not static: it depends on the data, or on a dim no --shape or --max bounds"}
 		}
 	}
-	return g.plan(n), nil
+	return claimed{g, n}, nil
+}
+
+// claimed is a claimed node as its step's Micro part carries it: its
+// listing (cc build --emit kernels) is the node's lowering and plan.
+type claimed struct {
+	g *gen
+	n *ir.Node
+}
+
+func (c claimed) String() string {
+	return strings.TrimPrefix(c.g.lowering(c.n)+c.g.planText(c.n), "; ")
 }
 
 // lowerSteps emits every step's functions in order, then a copy for each

@@ -296,7 +296,11 @@ func (p *Program) String() string {
 // it.
 func writeSteps(b *strings.Builder, steps []*Step, indent string) {
 	for i, st := range steps {
-		fmt.Fprintf(b, "%sstep %d: %s", indent, i, st.Node)
+		if st.Node != nil {
+			fmt.Fprintf(b, "%sstep %d: %s", indent, i, st.Node)
+		} else {
+			fmt.Fprintf(b, "%sstep %d: the driver's", indent, i)
+		}
 		if st.Copy {
 			b.WriteString(" (copy)")
 		}

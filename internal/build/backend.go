@@ -54,15 +54,10 @@ func backendFor(opts Options) (backend, error) {
 }
 
 // CheckEmit refuses an --emit kind that target's backend does not write:
-// ptx is the GPU's, obj the CPU's, kernels (the lowered program) the CUDA
-// targets' (the CPU's hand-written kernels keep a driver of their own).
+// ptx is the GPU's, obj the CPU's.
 func CheckEmit(target, emit string) error {
-	gpu := IsCUDA(target)
-	switch {
-	case emit == "obj" && gpu, emit == "ptx" && target != TargetCUDA:
+	if emit == "obj" && IsCUDA(target) || emit == "ptx" && target != TargetCUDA {
 		return errors.New("--emit ptx is --target cuda's (and obj the CPU targets')")
-	case emit == "kernels" && !gpu:
-		return errors.New("--emit kernels is the CUDA targets' (cuda, cuda-sim): the CPU backend's hand-written kernels are not lowered through the shared program yet")
 	}
 	return nil
 }

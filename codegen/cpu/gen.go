@@ -567,7 +567,7 @@ func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Fun
 				g.clearCounters(b, clear, end-1, x.tid, x.a)
 			}
 		}
-		if p != nil {
+		if p != nil && len(frames) == 0 {
 			// Each step's reading: the run's start plus the steps' sums so far.
 			t := t0
 			for j := i; j < end; j++ {
@@ -575,8 +575,10 @@ func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Fun
 				p.record(b, j+1, t)
 			}
 		}
-		if nb, s := cut(b, i, end); s != nil {
-			b, sense = nb, s
+		if len(frames) == 0 {
+			if nb, s := cut(b, i, end); s != nil {
+				b, sense = nb, s
+			}
 		}
 		i = end
 	}

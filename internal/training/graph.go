@@ -153,6 +153,9 @@ func Grad(m *ir.Model, o GradOptions) (*Graph, error) {
 		outputs = append(outputs, d)
 	}
 	if len(g.Params) == 0 {
+		if n, why := blockingNode(loss, candidates); n != nil {
+			return nil, fmt.Errorf("the loss reaches the weights only through %s, which kiln does not differentiate (%s): nothing to train", n, why)
+		}
 		return nil, fmt.Errorf("the loss depends on no float initializer: nothing to train")
 	}
 	m.Graph.SetOutputs(outputs...)
@@ -164,6 +167,67 @@ func Grad(m *ir.Model, o GradOptions) (*Graph, error) {
 }
 
 func isInput(g *ir.Graph, v *ir.Value) bool { return slices.Contains(g.Inputs, v) }
+
+// blockingNode is the first node, walking back from the loss, that has
+// no gradient rule and reads (maybe through its subgraphs) a value that
+// depends on one of the weights, with the reason it has none.
+func blockingNode(loss *ir.Value, weights []*ir.Value) (*ir.Node, string) {
+	isWeight := map[*ir.Value]bool{}
+	for _, w := range weights {
+		isWeight[w] = true
+	}
+	depends := map[*ir.Value]bool{}
+	var reaches func(v *ir.Value) bool
+	reaches = func(v *ir.Value) bool {
+		if v == nil {
+			return false
+		}
+		if d, ok := depends[v]; ok {
+			return d
+		}
+		depends[v] = isWeight[v]
+		if p := v.Producer; p != nil && !isWeight[v] {
+			for _, in := range readsOf(p) {
+				if reaches(in) {
+					depends[v] = true
+					break
+				}
+			}
+		}
+		return depends[v]
+	}
+	seen := map[*ir.Node]bool{}
+	var walk func(v *ir.Value) (*ir.Node, string)
+	walk = func(v *ir.Value) (*ir.Node, string) {
+		p := v.Producer
+		if p == nil || seen[p] || !reaches(v) {
+			return nil, ""
+		}
+		seen[p] = true
+		if rule, why, _ := autodiff.Lookup(p.Domain, p.OpType); rule == nil && why != "" {
+			return p, why
+		}
+		for _, in := range p.Inputs {
+			if in != nil {
+				if n, why := walk(in); n != nil {
+					return n, why
+				}
+			}
+		}
+		return nil, ""
+	}
+	return walk(loss)
+}
+
+// readsOf lists what node n reads: its inputs and what its subgraphs
+// read of the graphs around them.
+func readsOf(n *ir.Node) []*ir.Value {
+	vs := slices.Clone(n.Inputs)
+	for _, sg := range n.Subgraphs() {
+		vs = append(vs, sg.FreeValues()...)
+	}
+	return vs
+}
 
 // SetBatch gives every input a leading dim of b and re-types the graph
 // (the inference model's batch is usually 1).
@@ -177,18 +241,30 @@ func SetBatch(m *ir.Model, b int64) error {
 		}
 		v.Type.Shape.Dims[0] = ir.D(b)
 	}
-	// Inference recomputes every other value's type; declarations of the
-	// old batch would conflict.
-	m.Graph.ValueInfo = nil
-	for _, n := range m.Graph.Nodes {
+	forgetTypes(m.Graph)
+	_, err := ops.InferShapes(m)
+	return err
+}
+
+// forgetTypes drops what g and its subgraphs declare or inferred of
+// their values' types, so that inference recomputes them: declarations of
+// the old batch would conflict. A subgraph's inputs (a Loop body's
+// iteration, condition and carried values) keep their element types.
+func forgetTypes(g *ir.Graph) {
+	g.ValueInfo = nil
+	for _, n := range g.Nodes {
 		for _, o := range n.Outputs {
 			if o != nil {
 				o.Type = ir.Type{}
 			}
 		}
+		for _, sg := range n.Subgraphs() {
+			for _, v := range sg.Inputs {
+				v.Type = ir.TensorType(v.Type.Elem, ir.Shape{})
+			}
+			forgetTypes(sg)
+		}
 	}
-	_, err := ops.InferShapes(m)
-	return err
 }
 
 // Reinit draws every convolution and matrix weight anew from He (Kaiming)

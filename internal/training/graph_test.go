@@ -217,3 +217,37 @@ func TestGradRunsInONNXRuntime(t *testing.T) {
 		assert.LessOrEqual(t, math.Sqrt(num/math.Max(den, 1e-30)), 1e-4, fmt.Sprintf("%s: ORT and the reference differ", v.Name))
 	}
 }
+
+// ifModel: scores = If(sum(x·w) > 0) then x·w else x·w·2, whose branches
+// declare the batch they were exported with.
+func ifModel() *ir.Model {
+	rng := rand.New(rand.NewSource(1))
+	g := ir.NewGraph("if")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2, 4)))
+	w := g.AddInitializer("w", randomTensor(rng, ir.Float32, 4, 3))
+	y := g.Apply("MatMul", []*ir.Value{x, w})
+	cond := g.Apply("Greater", []*ir.Value{g.Apply("ReduceSum", []*ir.Value{y}, ir.AttrI("keepdims", 0)), g.AddInitializer("zero", ir.Scalar(ir.Float32, float32(0)))})
+	then := ir.NewGraph("then")
+	then.SetOutputs(then.Apply("Identity", []*ir.Value{y}))
+	els := ir.NewGraph("else")
+	e := els.Apply("Mul", []*ir.Value{y, els.AddInitializer("two", ir.Scalar(ir.Float32, float32(2)))})
+	e.Type = ir.TensorType(ir.Float32, ir.S(2, 3)) // as exported, at batch 2
+	els.SetOutputs(e)
+	out := g.AddNode("If", []*ir.Value{cond}, 1, ir.AttrG("then_branch", then), ir.AttrG("else_branch", els)).Outputs[0]
+	g.SetOutputs(out)
+	return ir.NewModel(g, 13)
+}
+
+// A new batch re-types the subgraphs too (their declared shapes were the
+// old batch's), and a loss that reaches its weights only through an If
+// is refused naming the If, not as a model without weights.
+func TestGradThroughIf(t *testing.T) {
+	m := ifModel()
+	require.NoError(t, SetBatch(m, 8))
+	els := m.Graph.Nodes[len(m.Graph.Nodes)-1].Attr("else_branch").G
+	assert.Equal(t, "float[8,3]", els.Outputs[0].Type.String())
+	_, err := Grad(ifModel(), GradOptions{Label: "label", Loss: SoftmaxCrossEntropy, Batch: 8})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `through node`)
+	assert.Contains(t, err.Error(), `(If)`)
+}

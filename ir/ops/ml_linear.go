@@ -30,22 +30,24 @@ func init() { register(mlLinearOps) }
 
 // --- post_transform --------------------------------------------------------------
 
-// postTransform is how scores are turned into outputs.
-type postTransform int
+// PostTransform is how scores are turned into outputs (post_transform):
+// PostSoftmaxZero leaves scores within 1e-7 of zero at (about) zero.
+type PostTransform int
 
+// The post transforms, in ONNX's (and TreeEnsemble-5's) order.
 const (
-	postNone postTransform = iota
-	postSoftmax
-	postLogistic
-	postSoftmaxZero
-	postProbit
+	PostNone PostTransform = iota
+	PostSoftmax
+	PostLogistic
+	PostSoftmaxZero
+	PostProbit
 )
 
 var postTransformNames = []string{"NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"}
 
-func parsePostTransform(s string) (postTransform, error) {
+func parsePostTransform(s string) (PostTransform, error) {
 	if i := slices.Index(postTransformNames, s); i >= 0 {
-		return postTransform(i), nil
+		return PostTransform(i), nil
 	}
 	return 0, fmt.Errorf("post_transform %q is not one of %v", s, postTransformNames)
 }
@@ -74,32 +76,31 @@ func erfInv(x float64) float64 {
 
 func probit(v float64) float64 { return math.Sqrt2 * erfInv(2*v-1) }
 
-// apply transforms one sample's scores. Of a single score, the tree
+// apply transforms one sample's scores as the tree ensembles do.
+func (p PostTransform) apply(s []float64) { p.transform(s, false) }
+
+// Of is the transform a row of n scores gets: of a single score the tree
 // ensembles transform only with PROBIT, the linear models with LOGISTIC
 // too (as ONNX Runtime does).
-func (p postTransform) apply(s []float64) { p.transform(s, false) }
-
-func (p postTransform) transform(s []float64, linear bool) {
-	if len(s) == 1 {
-		switch {
-		case p == postProbit:
-			s[0] = probit(s[0])
-		case p == postLogistic && linear:
-			s[0] = mlLogistic(s[0])
-		}
-		return
+func (p PostTransform) Of(n int, linear bool) PostTransform {
+	if n == 1 && p != PostProbit && (p != PostLogistic || !linear) {
+		return PostNone
 	}
-	switch p {
-	case postLogistic:
+	return p
+}
+
+func (p PostTransform) transform(s []float64, linear bool) {
+	switch p.Of(len(s), linear) {
+	case PostLogistic:
 		for i := range s {
 			s[i] = mlLogistic(s[i])
 		}
-	case postProbit:
+	case PostProbit:
 		for i := range s {
 			s[i] = probit(s[i])
 		}
-	case postSoftmax, postSoftmaxZero:
-		mlSoftmax(s, p == postSoftmaxZero)
+	case PostSoftmax, PostSoftmaxZero:
+		mlSoftmax(s, p == PostSoftmaxZero)
 	}
 }
 
@@ -217,7 +218,7 @@ type linearModel struct {
 	coef       []float32
 	intercepts []float32
 	targets    int
-	post       postTransform
+	post       PostTransform
 }
 
 func (m linearModel) scores(row []float64) ([]float64, error) {
@@ -408,4 +409,71 @@ func argmaxFirst(s []float64) int {
 		}
 	}
 	return best
+}
+
+// --- the kernel layer's view -----------------------------------------------------
+
+// LinearModel is a LinearRegressor or LinearClassifier node's model, for
+// the kernel layer: score t of a sample x is Intercepts[t] +
+// Σ_f Coefficients[t·Features+f]·x[f], and Post (PostTransform.Of a row of
+// Targets scores) transforms the row.
+type LinearModel struct {
+	Coefficients []float32
+	Intercepts   []float32 // one per target, zeros where the node gives none
+	Targets      int
+	Features     int
+	Post         PostTransform
+	// Classifier only: Labels are the labels (nil when they are strings);
+	// Columns is the scores output's width. With one score (Targets 1) the
+	// label is index 1 where the score is > 0, else 0, into Labels, or
+	// (RawLabels) the integer itself; two columns are 1-p and p of the
+	// transformed score p. With more, the label is the first highest
+	// score's.
+	Labels       []int64
+	StringLabels bool
+	RawLabels    bool
+	Columns      int
+}
+
+func (m linearModel) spec(features int) (*LinearModel, error) {
+	if len(m.coef) != m.targets*features {
+		return nil, fmt.Errorf("%d coefficients for %d targets of %d features, want %d", len(m.coef), m.targets, features, m.targets*features)
+	}
+	in := make([]float32, m.targets)
+	copy(in, m.intercepts)
+	return &LinearModel{Coefficients: m.coef, Intercepts: in, Targets: m.targets, Features: features,
+		Post: m.post.Of(m.targets, true), Columns: m.targets}, nil
+}
+
+// LinearRegressorSpec resolves a LinearRegressor node for samples of
+// the given number of features.
+func (c *KernelContext) LinearRegressorSpec(features int) (*LinearModel, error) {
+	m, err := linearRegressorOf(c.attrs)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	s, err := m.spec(features)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return s, nil
+}
+
+// LinearClassifierSpec resolves a LinearClassifier node for samples of
+// the given number of features.
+func (c *KernelContext) LinearClassifierSpec(features int) (*LinearModel, error) {
+	m, err := linearClassifierOf(c.attrs)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	s, err := m.spec(features)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	s.Labels, s.StringLabels, s.Columns = m.labels.ints, len(m.labels.strings) > 0, m.columns()
+	s.RawLabels = m.targets == 1 && m.labels.len() != 2
+	if s.RawLabels && s.StringLabels {
+		return nil, c.Errorf("one score with %d string labels: want 2", m.labels.len())
+	}
+	return s, nil
 }

@@ -57,6 +57,45 @@ func lastAxisRows(v []float64, dims []int64) [][]float64 {
 
 // --- Normalizer ------------------------------------------------------------------
 
+// Norm is a Normalizer's norm of a row: its max, its L1 or its L2 norm.
+type Norm int
+
+// The norms, in ONNX's order.
+const (
+	NormMax Norm = iota
+	NormL1
+	NormL2
+)
+
+var normNames = []string{"MAX", "L1", "L2"}
+
+// NormalizerSpec is a Normalizer node's norm.
+func (c *KernelContext) NormalizerSpec() (Norm, error) {
+	i := slices.Index(normNames, c.String("norm"))
+	if i < 0 {
+		return 0, c.Errorf("norm %q is not one of MAX, L1, L2", c.String("norm"))
+	}
+	return Norm(i), nil
+}
+
+func (n Norm) of(r []float64) float64 {
+	if n == NormMax {
+		return slices.Max(r)
+	}
+	s := 0.0
+	for _, v := range r {
+		if n == NormL1 {
+			s += math.Abs(v)
+		} else {
+			s += v * v
+		}
+	}
+	if n == NormL2 {
+		return math.Sqrt(s)
+	}
+	return s
+}
+
 // runNormalizer divides each row by its max, L1 or L2 norm; a zero
 // divisor leaves the row as it is.
 func runNormalizer(c *KernelContext) error {
@@ -67,32 +106,13 @@ func runNormalizer(c *KernelContext) error {
 	if len(x.Dims) > 2 {
 		return c.Errorf("input is %s%v, want [N,C] or [C]", x.DType, ir.FormatList(x.Dims))
 	}
-	var norm func(r []float64) float64
-	switch c.String("norm") {
-	case "MAX":
-		norm = func(r []float64) float64 { return slices.Max(r) }
-	case "L1":
-		norm = func(r []float64) float64 {
-			s := 0.0
-			for _, v := range r {
-				s += math.Abs(v)
-			}
-			return s
-		}
-	case "L2":
-		norm = func(r []float64) float64 {
-			s := 0.0
-			for _, v := range r {
-				s += v * v
-			}
-			return math.Sqrt(s)
-		}
-	default:
-		return c.Errorf("norm %q is not one of MAX, L1, L2", c.String("norm"))
+	norm, err := c.NormalizerSpec()
+	if err != nil {
+		return err
 	}
 	v := Float64s(x)
 	for _, r := range lastAxisRows(v, x.Dims) {
-		if d := norm(r); d != 0 {
+		if d := norm.of(r); d != 0 {
 			for i := range r {
 				r[i] /= d
 			}
@@ -115,28 +135,45 @@ func perFeature(name string, v []float32, features int64) (func(i int) float64, 
 	return nil, fmt.Errorf("%s has %d values, want 1 or one per feature (%d)", name, len(v), features)
 }
 
+// lastAxis is the number of features of x (its last axis; a scalar has 1).
+func lastAxis(dims []int64) int64 {
+	if len(dims) == 0 {
+		return 1
+	}
+	return dims[len(dims)-1]
+}
+
+// ScalerSpec is a Scaler node's offset and scale for each of the given
+// number of features: y = (x - offset)·scale.
+func (c *KernelContext) ScalerSpec(features int64) (offset, scale []float64, err error) {
+	o, err := perFeature("offset", c.Floats("offset"), features)
+	if err != nil {
+		return nil, nil, c.Errorf("%v", err)
+	}
+	s, err := perFeature("scale", c.Floats("scale"), features)
+	if err != nil {
+		return nil, nil, c.Errorf("%v", err)
+	}
+	for i := range int(features) {
+		offset, scale = append(offset, o(i)), append(scale, s(i))
+	}
+	return offset, scale, nil
+}
+
 // runScaler gives (x - offset) * scale per feature of the last axis.
 func runScaler(c *KernelContext) error {
 	x := c.In(0)
 	if err := checkType(c, x.DType); err != nil {
 		return err
 	}
-	features := int64(1)
-	if len(x.Dims) > 0 {
-		features = x.Dims[len(x.Dims)-1]
-	}
-	offset, err := perFeature("offset", c.Floats("offset"), features)
+	offset, scale, err := c.ScalerSpec(lastAxis(x.Dims))
 	if err != nil {
-		return c.Errorf("%v", err)
-	}
-	scale, err := perFeature("scale", c.Floats("scale"), features)
-	if err != nil {
-		return c.Errorf("%v", err)
+		return err
 	}
 	v := Float64s(x)
 	for _, r := range lastAxisRows(v, x.Dims) {
 		for i := range r {
-			r[i] = (r[i] - offset(i)) * scale(i)
+			r[i] = (r[i] - offset[i]) * scale[i]
 		}
 	}
 	c.Set(0, FromFloat64s(ir.Float32, x.Dims, v))
@@ -212,6 +249,35 @@ func runOneHotEncoder(c *KernelContext) error {
 
 // --- Imputer ---------------------------------------------------------------------
 
+// ImputerSpec is an Imputer node's value for each of the given number of
+// features and the value it replaces (NaN: any NaN), for inputs of type
+// in: the float attributes for floats, the int64 ones for integers.
+func (c *KernelContext) ImputerSpec(in ir.DType, features int64) (imputed []float64, replaced float64, err error) {
+	var values []float32
+	name := "imputed_value_floats"
+	if in.IsFloat() {
+		values, replaced = c.Floats(name), float64(c.Float("replaced_value_float"))
+	} else {
+		name = "imputed_value_int64s"
+		ints := c.Ints(name)
+		if slices.ContainsFunc(ints, func(v int64) bool { return float64(float32(v)) != float64(v) }) {
+			return nil, 0, c.Errorf("imputed_value_int64s %v do not all fit the kernel's arithmetic", ints)
+		}
+		for _, v := range ints {
+			values = append(values, float32(v))
+		}
+		replaced = float64(c.Int("replaced_value_int64"))
+	}
+	value, err := perFeature(name, values, features)
+	if err != nil {
+		return nil, 0, c.Errorf("%v", err)
+	}
+	for i := range int(features) {
+		imputed = append(imputed, value(i))
+	}
+	return imputed, replaced, nil
+}
+
 // runImputer replaces the elements equal to the replaced value (any NaN
 // when it is NaN) by the imputed value of their feature.
 func runImputer(c *KernelContext) error {
@@ -219,32 +285,15 @@ func runImputer(c *KernelContext) error {
 	if err := checkType(c, x.DType); err != nil {
 		return err
 	}
-	features := int64(1)
-	if len(x.Dims) > 0 {
-		features = x.Dims[len(x.Dims)-1]
-	}
-	var imputed []float32
-	var replaced float64
-	if x.DType.IsFloat() {
-		imputed, replaced = c.Floats("imputed_value_floats"), float64(c.Float("replaced_value_float"))
-	} else {
-		for _, v := range c.Ints("imputed_value_int64s") {
-			imputed = append(imputed, float32(v))
-		}
-		replaced = float64(c.Int("replaced_value_int64"))
-		if ints := c.Ints("imputed_value_int64s"); slices.ContainsFunc(ints, func(v int64) bool { return float64(float32(v)) != float64(v) }) {
-			return c.Errorf("imputed_value_int64s %v do not all fit the kernel's arithmetic", ints)
-		}
-	}
-	value, err := perFeature(map[bool]string{true: "imputed_value_floats", false: "imputed_value_int64s"}[x.DType.IsFloat()], imputed, features)
+	imputed, replaced, err := c.ImputerSpec(x.DType, lastAxis(x.Dims))
 	if err != nil {
-		return c.Errorf("%v", err)
+		return err
 	}
 	v := Float64s(x)
 	for _, r := range lastAxisRows(v, x.Dims) {
 		for i, e := range r {
 			if e == replaced || math.IsNaN(replaced) && math.IsNaN(e) {
-				r[i] = value(i)
+				r[i] = imputed[i]
 			}
 		}
 	}

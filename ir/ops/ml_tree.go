@@ -11,7 +11,7 @@ import (
 // The tree ensembles of ai.onnx.ml: TreeEnsembleRegressor and
 // TreeEnsembleClassifier (1; 3 adds the double-precision *_as_tensor
 // attributes) and TreeEnsemble (5), which all read into one forest. Where
-// ONNX leaves the arithmetic open (aggregation of targets no leaf votes
+// ONNX leaves the arithmetic open (Aggregation of targets no leaf votes
 // for, the binary classifier's columns and labels), kiln computes what
 // ONNX Runtime does, as skl2onnx and onnxmltools exports expect.
 
@@ -109,14 +109,15 @@ type leafWeight struct {
 	weight float64
 }
 
-// aggregation combines the trees' leaf weights per target.
-type aggregation int
+// Aggregation combines the trees' leaf weights per target (ONNX's
+// aggregate_function, in TreeEnsemble-5's order).
+type Aggregation int
 
 const (
-	aggAverage aggregation = iota
-	aggSum
-	aggMin
-	aggMax
+	AggAverage Aggregation = iota
+	AggSum
+	AggMin
+	AggMax
 )
 
 var aggregationNames = []string{"AVERAGE", "SUM", "MIN", "MAX"}
@@ -128,8 +129,8 @@ type forest struct {
 	roots    []int
 	targets  int
 	base     []float64
-	agg      aggregation
-	post     postTransform
+	agg      Aggregation
+	post     PostTransform
 	features int // 1 + the largest feature id a branch reads
 }
 
@@ -176,9 +177,9 @@ func (f *forest) votes(x []float64) (score []float64, has []bool) {
 		for _, w := range f.leaf(r, x).weights {
 			s, t := &score[w.target], w.target
 			switch {
-			case f.agg == aggSum || f.agg == aggAverage:
+			case f.agg == AggSum || f.agg == AggAverage:
 				*s += w.weight
-			case !has[t], f.agg == aggMin && w.weight < *s, f.agg == aggMax && w.weight > *s:
+			case !has[t], f.agg == AggMin && w.weight < *s, f.agg == AggMax && w.weight > *s:
 				*s = w.weight
 			}
 			has[t] = true
@@ -193,7 +194,7 @@ func (f *forest) votes(x []float64) (score []float64, has []bool) {
 func (f *forest) regress(x []float64) []float64 {
 	s, _ := f.votes(x)
 	for t := range s {
-		if f.agg == aggAverage {
+		if f.agg == AggAverage {
 			s[t] /= float64(len(f.roots))
 		}
 		if len(f.base) == f.targets {
@@ -365,7 +366,7 @@ func treeRegressorOf(a attrs) (*forest, error) {
 	if agg < 0 {
 		return nil, fmt.Errorf("aggregate_function %q is not one of %v", a.String("aggregate_function"), aggregationNames)
 	}
-	f.agg = aggregation(agg)
+	f.agg = Aggregation(agg)
 	return f, f.check()
 }
 
@@ -421,7 +422,7 @@ func treeClassifierOf(a attrs) (*treeClassifier, error) {
 	if c.labels, err = classLabelsOf(a, "classlabels_int64s"); err != nil {
 		return nil, err
 	}
-	f.targets, f.agg = c.labels.len(), aggSum
+	f.targets, f.agg = c.labels.len(), AggSum
 	if f.targets < 2 {
 		return nil, fmt.Errorf("%d class label, want 2 or more", f.targets)
 	}
@@ -490,11 +491,11 @@ func (c *treeClassifier) classify(x []float64) (label int64, raw bool, scores []
 		return label, raw, s
 	}
 	switch {
-	case c.post == postProbit:
+	case c.post == PostProbit:
 		return label, raw, []float64{probit(s[0]), 0}
 	case complement:
 		return label, raw, []float64{1 - s[0], s[0]}
-	case c.post == postLogistic:
+	case c.post == PostLogistic:
 		return label, raw, []float64{mlLogistic(-s[0]), mlLogistic(s[0])}
 	}
 	return label, raw, []float64{-s[0], s[0]}
@@ -614,13 +615,13 @@ func ensemble5Of(a attrs) (*forest, error) {
 		f.roots = append(f.roots, int(r))
 	}
 	agg, post := a.Int("aggregate_function"), a.Int("post_transform")
-	if agg < 0 || agg > int64(aggMax) {
+	if agg < 0 || agg > int64(AggMax) {
 		return nil, fmt.Errorf("aggregate_function is %d, want 0 (AVERAGE) to 3 (MAX)", agg)
 	}
-	if post < 0 || post > int64(postProbit) {
+	if post < 0 || post > int64(PostProbit) {
 		return nil, fmt.Errorf("post_transform is %d, want 0 (NONE) to 4 (PROBIT)", post)
 	}
-	f.agg, f.post = aggregation(agg), postTransform(post)
+	f.agg, f.post = Aggregation(agg), PostTransform(post)
 	return f, f.check()
 }
 
@@ -652,4 +653,95 @@ func runTreeEnsemble(c *KernelContext) error {
 	}
 	c.Set(0, FromFloat64s(x.DType, []int64{int64(len(out) / f.targets), int64(f.targets)}, out))
 	return nil
+}
+
+// --- the kernel layer's view -----------------------------------------------------
+
+// TreeLeaf is a leaf's entry in Forest.Modes; branches have
+// TreeEnsemble-5's codes, 0 (BRANCH_LEQ) to 5 (BRANCH_NEQ).
+const TreeLeaf = int64(leafMode)
+
+// Forest is a tree ensemble's nodes as tables, for the kernel layer. A
+// walk starts at a root and, Depth times, moves from a branch to True
+// where x[Features] compares with Splits by Modes (or is NaN and
+// MissingTrue is 1), else to False; a leaf stays. Scores [nodes, Targets]
+// are each leaf's weights per target (combined within the leaf as
+// Aggregate combines the trees), Votes 1 where it has one; Base is added
+// after aggregating, and Post (PostTransform.Of a row of Targets) last.
+type Forest struct {
+	Modes, Features, MissingTrue, True, False []int64
+	Splits                                    []float64
+	Roots                                     []int64
+	Depth, Targets                            int
+	Scores                                    []float64
+	Votes                                     []int64
+	Base                                      []float64
+	Aggregate                                 Aggregation
+	Post                                      PostTransform
+}
+
+// ForestSpec resolves a TreeEnsembleRegressor or TreeEnsemble node for
+// samples of the given number of features; BRANCH_MEMBER nodes, whose
+// sets are not tables of one width, are refused.
+func (c *KernelContext) ForestSpec(features int) (*Forest, error) {
+	var f *forest
+	var err error
+	switch c.Node.OpType {
+	case "TreeEnsembleRegressor":
+		f, err = treeRegressorOf(c.attrs)
+	case "TreeEnsemble":
+		f, err = ensemble5Of(c.attrs)
+	default:
+		err = fmt.Errorf("%s is not a tree regressor", c.Node.OpType)
+	}
+	if err == nil && features < max(f.features, 1) {
+		err = fmt.Errorf("the trees read feature %d, the input has %d", max(f.features, 1)-1, features)
+	}
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return f.tables()
+}
+
+func (f *forest) tables() (*Forest, error) {
+	n, t := len(f.nodes), f.targets
+	s := &Forest{Targets: t, Aggregate: f.agg, Post: f.post.Of(t, false), Scores: make([]float64, n*t), Votes: make([]int64, n*t),
+		Base: make([]float64, t)}
+	if len(f.base) == t {
+		copy(s.Base, f.base)
+	}
+	for i, nd := range f.nodes {
+		if nd.mode == branchMember {
+			return nil, fmt.Errorf("BRANCH_MEMBER nodes (sets of values) have no table form")
+		}
+		next := [2]int{nd.ifTrue, nd.ifNot}
+		if nd.mode == leafMode {
+			next = [2]int{i, i}
+		}
+		s.Modes, s.Features, s.Splits = append(s.Modes, int64(nd.mode)), append(s.Features, int64(max(nd.feature, 0))), append(s.Splits, nd.split)
+		s.MissingTrue, s.True, s.False = append(s.MissingTrue, b2i(nd.missingTrue)), append(s.True, int64(next[0])), append(s.False, int64(next[1]))
+		for _, w := range nd.weights {
+			at := i*t + w.target
+			switch v := &s.Scores[at]; {
+			case f.agg == AggSum || f.agg == AggAverage:
+				*v += w.weight
+			case s.Votes[at] == 0, f.agg == AggMin && w.weight < *v, f.agg == AggMax && w.weight > *v:
+				*v = w.weight
+			}
+			s.Votes[at] = 1
+		}
+	}
+	depth := make([]int, n) // the longest path below each node; check ruled out cycles
+	var below func(i int) int
+	below = func(i int) int {
+		if nd := f.nodes[i]; nd.mode != leafMode && depth[i] == 0 {
+			depth[i] = 1 + max(below(nd.ifTrue), below(nd.ifNot))
+		}
+		return depth[i]
+	}
+	for _, r := range f.roots {
+		s.Roots = append(s.Roots, int64(r))
+		s.Depth = max(s.Depth, below(r))
+	}
+	return s, nil
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Generates testdata/ml: small ai.onnx.ml models (random tree ensembles,
-linear models, preprocessing ops) with outputs from ONNX Runtime, in the
-ONNX backend-test layout (model.onnx, test_data_set_0/input_*.pb,
-output_*.pb) that ir/ops's TestMLGolden runs through the reference.
+linear models, support vector machines, preprocessing ops) with outputs
+from ONNX Runtime, in the ONNX backend-test layout (model.onnx,
+test_data_set_0/input_*.pb, output_*.pb) that ir/ops's TestMLGolden runs
+through the reference.
 
     ../shared/tools/ort/setup.sh     # once
     /usr/bin/python3 testdata/ml/gen.py
@@ -465,9 +466,84 @@ def prep_cases(rng):
          [("Y", TensorProto.FLOAT)], 1)
 
 
+# --- support vector machines ------------------------------------------------------------------------------
+
+KERNEL_PARAMS = {"LINEAR": [0.0, 0.0, 0.0], "POLY": [0.5, 1.0, 3.0], "RBF": [0.15, 0.0, 0.0], "SIGMOID": [0.2, 0.1, 0.0]}
+
+
+def floats(rng, n, scale=1.0):
+    return [float(np.float32(v)) for v in rng.normal(0, scale, n)]
+
+
+def svm_classifier_cases(rng):
+    cases = [  # name, dtype, labels, vectors_per_class (None: liblinear), kernel, probabilities, post
+        ("svm_cls_rbf_3", np.float32, [4, 7, 9], [2, 3, 1], "RBF", False, "NONE"),
+        ("svm_cls_poly_proba_3_string", np.float32, ["a", "b", "c"], [2, 2, 2], "POLY", True, "NONE"),
+        ("svm_cls_sigmoid_4_softmax", np.float32, [0, 1, 2, 3], [1, 2, 2, 1], "SIGMOID", False, "SOFTMAX"),
+        ("svm_cls_rbf_4_proba_double", np.float64, [0, 1, 2, 3], [2, 1, 2, 3], "RBF", True, "NONE"),
+        ("svm_cls_linear_kernel_3_int64", np.int64, [1, 2, 3], [2, 2, 1], "LINEAR", False, "LOGISTIC"),
+        ("svm_cls_rbf_binary", np.float32, [0, 1], [3, 2], "RBF", False, "NONE"),
+        ("svm_cls_poly_binary_string", np.float32, ["neg", "pos"], [2, 3], "POLY", False, "NONE"),
+        ("svm_cls_rbf_binary_logistic", np.float32, [5, 6], [2, 2], "RBF", False, "LOGISTIC"),
+        ("svm_cls_sigmoid_binary_softmax", np.float32, [0, 1], [2, 1], "SIGMOID", False, "SOFTMAX"),
+        ("svm_cls_rbf_binary_proba", np.float32, ["no", "yes"], [3, 3], "RBF", True, "NONE"),
+        ("svm_cls_liblinear_3", np.float32, [0, 1, 2], None, "LINEAR", False, "NONE"),
+        ("svm_cls_liblinear_3_softmax_zero", np.float32, ["x", "y", "z"], None, "RBF", False, "SOFTMAX_ZERO"),
+        ("svm_cls_liblinear_binary_mixed", np.float32, [0, 1], None, "LINEAR", False, "NONE"),
+        ("svm_cls_liblinear_binary_positive", np.float32, [3, 8], None, "LINEAR", False, "NONE"),
+        ("svm_cls_liblinear_one_probit", np.float32, [2], None, "LINEAR", False, "PROBIT"),
+    ]
+    n_features = 3
+    for name, dtype, labels, per_class, kernel, proba, post in cases:
+        k = len(labels)
+        attrs = dict(kernel_type=kernel, kernel_params=KERNEL_PARAMS[kernel], post_transform=post)
+        if per_class is None:  # liblinear: a row of coefficients per class, one rho
+            coef = floats(rng, k * n_features)
+            if name.endswith("positive"):
+                coef = [abs(v) * 0.3 for v in coef]
+            if name.endswith("probit"):
+                coef = [0.02 * v for v in coef]
+            attrs.update(coefficients=coef, rho=[0.3 if k == 1 else float(np.float32(rng.normal()))])
+        else:
+            v = sum(per_class)
+            pairs = k * (k - 1) // 2
+            attrs.update(vectors_per_class=per_class, support_vectors=floats(rng, v * n_features),
+                         coefficients=floats(rng, (k - 1) * v, 2.0), rho=floats(rng, pairs, 0.1))
+            if proba:
+                attrs.update(prob_a=[-abs(a) - 0.5 for a in floats(rng, pairs)], prob_b=floats(rng, pairs, 0.2))
+        key = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_ints"
+        node = helper.make_node("SVMClassifier", ["X"], ["Y", "Z"], domain=ML, **{key: labels}, **attrs)
+        label_type = TensorProto.STRING if isinstance(labels[0], str) else TensorProto.INT64
+        x = features(rng, 9, n_features, dtype, nan=0)
+        if np.dtype(dtype).kind == "i":
+            x = (x // 2).astype(dtype)
+        save(name, [node], {"X": x}, [("Y", label_type), ("Z", TensorProto.FLOAT)], 1)
+
+
+def svm_regressor_cases(rng):
+    cases = [  # name, support vectors (0: linear), kernel, one_class
+        ("svm_reg_rbf", 5, "RBF", 0),
+        ("svm_reg_poly", 4, "POLY", 0),
+        ("svm_reg_sigmoid", 6, "SIGMOID", 0),
+        ("svm_reg_linear_kernel", 3, "LINEAR", 0),
+        ("svm_reg_liblinear", 0, "LINEAR", 0),
+        ("svm_reg_rbf_one_class", 5, "RBF", 1),
+    ]
+    n_features = 4
+    for name, n, kernel, one_class in cases:
+        attrs = dict(kernel_type=kernel, kernel_params=KERNEL_PARAMS[kernel], n_supports=n, one_class=one_class,
+                     rho=floats(rng, 1, 0.3))
+        if n > 0:
+            attrs.update(support_vectors=floats(rng, n * n_features), coefficients=floats(rng, n))
+        else:
+            attrs.update(coefficients=floats(rng, n_features))
+        node = helper.make_node("SVMRegressor", ["X"], ["Y"], domain=ML, **attrs)
+        save(name, [node], {"X": features(rng, 8, n_features, np.float32, nan=0)}, [("Y", TensorProto.FLOAT)], 1)
+
+
 def main():
     groups = {"reg": regressor_cases, "cls": classifier_cases, "v5": tree_ensemble_cases, "linear": linear_cases,
-              "prep": prep_cases}
+              "prep": prep_cases, "svm_cls": svm_classifier_cases, "svm_reg": svm_regressor_cases}
     for key, fn in groups.items():
         if len(sys.argv) > 1 and key not in sys.argv[1:]:
             continue

@@ -1,0 +1,1 @@
+	2neg2neg2pos2neg2neg2neg2neg2neg2negBY

@@ -1,0 +1,1 @@
+	2no2no2no2no2no2no2no2no2noBY

@@ -59,20 +59,37 @@ func defTranspose(c *Ctx) error {
 
 func defSlice(c *Ctx) error {
 	in, out := c.In[0], c.Out[0]
-	dims, ok := in.Static()
-	if !ok {
-		return c.Unsupported("a Slice of dynamic dims")
-	}
-	first, steps, _, err := c.SliceWindow(dims)
+	axes, err := c.SliceAxes(in.Rank())
 	if err != nil {
 		return c.Unsupported("%v", err)
 	}
-	idx := make([]*Expr, in.Rank())
-	for a := range idx {
-		idx[a] = Add(C(first[a]), Mul(Var(a), C(steps[a])))
+	idx := Vars(in.Rank())
+	for _, a := range axes {
+		first := sliceFirst(in.Dims[a.Axis], a)
+		idx[a.Axis] = Add(first, Mul(Var(a.Axis), C(a.Step)))
 	}
 	c.Emit(copyOf(out, Load(in, idx...)))
 	return nil
+}
+
+// sliceFirst is the first index a Slice reads along axis a of a dim: at
+// compile time by ops.SliceRange where the dim is static, else its
+// clamping of the start (a compile-time constant) over the dim read at run
+// time. The count is the output dim, which inference gives.
+func sliceFirst(dim *Expr, a ops.SliceAxis) *Expr {
+	if d, ok := StaticInts([]*Expr{dim}); ok {
+		first, _ := ops.SliceRange(d[0], a.Start, a.End, a.Step)
+		return C(first)
+	}
+	start := C(a.Start)
+	if a.Start < 0 {
+		start = Add(dim, start)
+	}
+	hi := dim
+	if a.Step < 0 {
+		hi = Sub(dim, C(1))
+	}
+	return Clamp(start, C(0), hi)
 }
 
 func defPad(c *Ctx) error {
@@ -276,6 +293,34 @@ func defConstantOfShape(c *Ctx) error {
 	}
 	c.Emit(copyOf(out, v))
 	return nil
+}
+
+// defShape writes the input's dims (Shape-15's range of them): the
+// symbols' values at run time where they are dynamic.
+func defShape(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	lo, hi := c.ShapeBounds(in.Rank())
+	c.Emit(copyOf(out, CastTo(pick(Var(0), in.Dims[lo:hi]), out.DType)))
+	return nil
+}
+
+// defSize writes the input's element count.
+func defSize(c *Ctx) error {
+	c.Emit(copyOf(c.Out[0], CastTo(c.In[0].Numel(), c.Out[0].DType)))
+	return nil
+}
+
+// pick is xs[i] for an index i in [0, len(xs)): a chain of selects, for
+// the few entries of a shape.
+func pick(i *Expr, xs []*Expr) *Expr {
+	if len(xs) == 0 {
+		return C(0)
+	}
+	v := xs[len(xs)-1]
+	for k := len(xs) - 2; k >= 0; k-- {
+		v = Select(Eq(i, C(int64(k))), xs[k], v)
+	}
+	return v
 }
 
 func defOneHot(c *Ctx) error {
@@ -549,6 +594,8 @@ func init() {
 		"CenterCropPad":   {Types: all, Build: defCenterCropPad},
 		"ConstantOfShape": {Types: []ir.DType{ir.Int64}, Build: defConstantOfShape},
 		"OneHot":          {Types: concat(numeric), Build: defOneHot},
+		"Shape":           {Types: all, Build: defShape},
+		"Size":            {Types: all, Build: defSize},
 		"Gather":          moving(all, defGather),
 		"GatherElements":  {Types: all, Build: defGatherElements},
 		"GatherND":        {Types: all, Build: defGatherND},

@@ -352,12 +352,19 @@ func runSlice(c *KernelContext) error {
 	return nil
 }
 
-// SliceWindow resolves a Slice node against its input's dims, as every
-// backend must: per axis, the first index read, the step and the number
-// of elements (ONNX's clamping of starts and ends, negative steps and
-// axes). Its starts, ends, axes and steps come from the attributes
-// (Slice-1) or from the inputs, which must then be known (c.In).
-func (c *KernelContext) SliceWindow(dims []int64) (first, steps, counts []int64, err error) {
+// SliceAxis is one axis a Slice node slices, its arguments resolved
+// (axes normalized, default steps filled in): the start and end before
+// ONNX's clamping, which SliceRange applies against the axis' dim.
+type SliceAxis struct {
+	Axis             int
+	Start, End, Step int64
+}
+
+// SliceAxes resolves a Slice node's starts, ends, axes and steps for an
+// input of rank dims: from the attributes (Slice-1) or from the inputs,
+// which must then be known (c.In). A backend whose dims are known only at
+// run time clamps them there; SliceWindow clamps them against static dims.
+func (c *KernelContext) SliceAxes(rank int) ([]SliceAxis, error) {
 	var a sliceArgs
 	if c.declares("starts") {
 		a = sliceArgs{starts: c.Ints("starts"), ends: c.Ints("ends"), axes: c.Ints("axes")}
@@ -369,18 +376,40 @@ func (c *KernelContext) SliceWindow(dims []int64) (first, steps, counts []int64,
 			}
 			t := c.In(1 + i)
 			if t == nil {
-				return nil, nil, nil, c.Errorf("%s is not known", names[i])
+				return nil, c.Errorf("%s is not known", names[i])
 			}
 			v, err := indexValues(t, names[i])
 			if err != nil {
-				return nil, nil, nil, c.Errorf("%v", err)
+				return nil, c.Errorf("%v", err)
 			}
 			*p = v
 		}
 	}
-	axes, err := a.resolve(len(dims))
+	axes, err := a.resolve(rank)
 	if err != nil {
-		return nil, nil, nil, c.Errorf("%v", err)
+		return nil, c.Errorf("%v", err)
+	}
+	out := make([]SliceAxis, len(axes))
+	for i, ax := range axes {
+		out[i] = SliceAxis{Axis: ax, Start: a.starts[i], End: a.ends[i], Step: a.steps[i]}
+	}
+	return out, nil
+}
+
+// SliceRange clamps one axis' start and end as ONNX does and returns the
+// first index read and the number of elements.
+func SliceRange(dim, start, end, step int64) (first, count int64) {
+	return sliceRange(dim, start, end, step)
+}
+
+// SliceWindow resolves a Slice node against its input's dims, as every
+// backend must: per axis, the first index read, the step and the number
+// of elements (ONNX's clamping of starts and ends, negative steps and
+// axes).
+func (c *KernelContext) SliceWindow(dims []int64) (first, steps, counts []int64, err error) {
+	axes, err := c.SliceAxes(len(dims))
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	counts = append([]int64{}, dims...)
 	first = make([]int64, len(dims))
@@ -388,9 +417,9 @@ func (c *KernelContext) SliceWindow(dims []int64) (first, steps, counts []int64,
 	for i := range steps {
 		steps[i] = 1
 	}
-	for i, ax := range axes {
-		first[ax], counts[ax] = sliceRange(dims[ax], a.starts[i], a.ends[i], a.steps[i])
-		steps[ax] = a.steps[i]
+	for _, a := range axes {
+		first[a.Axis], counts[a.Axis] = sliceRange(dims[a.Axis], a.Start, a.End, a.Step)
+		steps[a.Axis] = a.Step
 	}
 	return first, steps, counts, nil
 }

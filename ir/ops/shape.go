@@ -132,6 +132,10 @@ func withDims(t *ir.Tensor, dims []int64) *ir.Tensor {
 
 // --- Shape, Size -------------------------------------------------------------
 
+// ShapeBounds is the range of dims [lo, hi) a Shape node reports of an
+// input of rank dims (Shape-15's start and end, clamped).
+func (c *KernelContext) ShapeBounds(rank int) (lo, hi int) { return shapeBounds(c.attrs, rank) }
+
 // shapeBounds resolves Shape-15's start and end against rank: negative
 // values count from the back, and both clamp to [0, rank].
 func shapeBounds(a attrs, rank int) (lo, hi int) {

@@ -12,7 +12,8 @@ import (
 )
 
 // Control flow (codegen/lower's control steps) runs in the entry point:
-// the steps of an If's branches and a Loop's body are ordinary steps
+// the steps of an If's branches and a Loop's body (a Scan's too: it is
+// lowered as a Loop of a known trip count) are ordinary steps
 // between marks, and where kiln_run meets a mark every thread reads the
 // same condition from memory and takes the same branch, so the threads
 // still meet at every barrier. A Loop's header reads its iteration
@@ -180,5 +181,5 @@ func (g *gen) markEnd(i int) int {
 // isControlNode reports whether n is a node codegen/lower lowers as a
 // control step.
 func isControlNode(n *ir.Node) bool {
-	return n.Domain == "" && (n.OpType == "If" || n.OpType == "Loop")
+	return n.Domain == "" && (n.OpType == "If" || n.OpType == "Loop" || n.OpType == "Scan")
 }

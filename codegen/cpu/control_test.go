@@ -1,9 +1,12 @@
 package cpu
 
 import (
+	"fmt"
 	"math/rand"
+	"path/filepath"
 	"testing"
 
+	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -76,5 +79,80 @@ func TestControlFlow(t *testing.T) {
 		if n := kernelsWith(res, "loop"); n != 2 {
 			t.Errorf("trips %d: %d loops ended, want 2 (kernels %v)", trips, n, res.Kernels)
 		}
+	}
+}
+
+// TestTorchLoopShapes compiles a model PyTorch 1.13 exported from
+// torch.jit.script (testdata/controlflow/torch_loop_shapes/gen.py): a for
+// loop whose body takes x.view(x.size(0), -1) of the input and of a
+// carried value (Shape→Gather→Unsqueeze→Concat→Reshape, the batch dim
+// dynamic in the file and pinned here, as cc test does), against
+// PyTorch's output, through the O2 pipeline as cc build compiles.
+func TestTorchLoopShapes(t *testing.T) {
+	needLLC(t)
+	dir := "../../testdata/controlflow/torch_loop_shapes"
+	m, err := onnx.ReadFile(filepath.Join(dir, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	feeds := map[string]*ir.Tensor{}
+	for i, in := range m.Graph.Inputs {
+		tensor, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("input_%d.pb", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Type.Shape = ir.S(tensor.Dims...)
+		feeds[in.Name] = tensor
+	}
+	want, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", "output_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := compileAndCompare(t, optimize(t, m), feeds, map[string]*ir.Tensor{m.Graph.Outputs[0].Name: want}, 1e-5)
+	if n := kernelsWith(res, "loop"); n != 1 {
+		t.Errorf("%d loops ended, want 1 (kernels %v)", n, res.Kernels)
+	}
+}
+
+// scanModel: a Scan of 5 iterations over x (axis 1, reverse) and y
+// (axis 0, forward) whose body runs a MatMul on its state; two states
+// (one swapped through a pass-through), scan outputs along axes 0, 1
+// (reverse) and -1.
+func scanModel(r *rand.Rand) *ir.Model {
+	g := ir.NewGraph("scan")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(4, 5, 8)))
+	y := g.AddInput("y", ir.TensorType(ir.Float32, ir.S(5, 8)))
+	wt := randTensor(r, 8, 8)
+	for i, v := range wt.Float32s() {
+		wt.Float32s()[i] = v * 0.2
+	}
+	w := g.AddInitializer("w", wt)
+	f := func(dims ...int64) ir.Type { return ir.TensorType(ir.Float32, ir.S(dims...)) }
+	body := ir.NewGraph("body")
+	h := body.AddInput("h", f(4, 8))
+	p := body.AddInput("p", f(8))
+	xs := body.AddInput("xs", f(4, 8))
+	ys := body.AddInput("ys", f(8))
+	next := body.Apply("Tanh", []*ir.Value{body.Apply("Add", []*ir.Value{body.Apply("MatMul", []*ir.Value{h, w}), xs})})
+	body.SetOutputs(next, body.Apply("Add", []*ir.Value{p, ys}),
+		next, body.Apply("Mul", []*ir.Value{xs, ys}), body.Apply("Sub", []*ir.Value{p, ys}))
+	n := g.AddNode("Scan", []*ir.Value{g.AddInitializer("h0", randTensor(r, 4, 8)), g.AddInitializer("p0", randTensor(r, 8)), x, y}, 5,
+		ir.AttrG("body", body), ir.AttrI("num_scan_inputs", 2), ir.AttrIs("scan_input_axes", 1, 0), ir.AttrIs("scan_input_directions", 1, 0),
+		ir.AttrIs("scan_output_axes", 0, 1, -1), ir.AttrIs("scan_output_directions", 0, 1, 0))
+	for i, name := range []string{"h", "p", "hs", "prods", "diffs"} {
+		n.Outputs[i].Name = name
+	}
+	g.SetOutputs(n.Outputs...)
+	return ir.NewModel(g, 16)
+}
+
+// TestScan compiles a Scan (as a loop of its inputs' length) and checks
+// it against the reference at 1 and 2 threads.
+func TestScan(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	m := scanModel(r)
+	res := check(t, m, map[string]*ir.Tensor{"x": randTensor(r, 4, 5, 8), "y": randTensor(r, 5, 8)}, 1e-4)
+	if n := kernelsWith(res, "loop"); n != 1 {
+		t.Errorf("%d loops ended, want 1 (kernels %v)", n, res.Kernels)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/kiln-ml/kiln/passes"
 )
 
-// Control flow. An If or a Loop node is one step whose subgraphs are
+// Control flow. An If, a Loop or a Scan node is one step whose subgraphs are
 // sub-programs: lists of steps, built by the same stages as the graph's,
 // that the step runs (the If one branch, the Loop its body while its
 // condition holds). Their values live in the step's region of the arena
@@ -22,7 +22,8 @@ import (
 // the node's outputs live: the If's outputs by its branch, a Loop's
 // carried values into their slots after each iteration (the body reads
 // them there next time) and into the Loop's outputs at the end, a scan
-// output's value into its row of the Loop's output.
+// output's value into its row of the Loop's output. A Scan runs as a
+// Loop of a known trip count (scan.go).
 
 // ControlFlow is a target that compiles control flow: it runs the steps
 // of a Control (its entry point branches and loops on values in memory).
@@ -60,10 +61,10 @@ type Control struct {
 // isControl reports whether n is a node of the control-flow ops this
 // driver lowers.
 func isControl(n *ir.Node) bool {
-	return (n.Domain == "" || n.Domain == "ai.onnx") && (n.OpType == "If" || n.OpType == "Loop")
+	return (n.Domain == "" || n.Domain == "ai.onnx") && (n.OpType == "If" || n.OpType == "Loop" || n.OpType == "Scan")
 }
 
-// buildControl builds the step of If or Loop node n.
+// buildControl builds the step of If, Loop or Scan node n.
 func (d *driver) buildControl(n *ir.Node, opsets ops.Opsets) (*Step, error) {
 	for _, v := range slices.Concat(n.Inputs, n.Outputs) {
 		if v != nil && (v.Type.Kind != ir.TensorKind || !v.Type.Shape.IsStatic()) {
@@ -75,6 +76,8 @@ func (d *driver) buildControl(n *ir.Node, opsets ops.Opsets) (*Step, error) {
 		return d.buildIf(n, opsets)
 	case "Loop":
 		return d.buildLoop(n, opsets)
+	case "Scan":
+		return d.buildScan(n, opsets)
 	}
 	return nil, fmt.Errorf("%s is not control flow", n)
 }
@@ -179,12 +182,31 @@ func (d *driver) buildLoop(n *ir.Node, opsets ops.Opsets) (*Step, error) {
 		}
 		steps = append(steps, d.scanStore(d.p.Buffer(so), d.p.Buffer(out), c.Iter))
 	}
-	// Then the next iteration's condition and carried values. A body
-	// output that is itself a body input (passed through, or swapped) is
-	// copied through a temporary first, as every slot is overwritten.
-	var direct, viaTemp []*Step
-	for i := 0; i <= carried; i++ {
-		in, out := body.Inputs[1+i], body.Outputs[i]
+	// Then the next iteration's condition and carried values.
+	next, err := d.nextSteps(body, body.Inputs[1:2+carried], body.Outputs[:1+carried], opsets)
+	if err != nil {
+		return nil, err
+	}
+	steps = append(append(steps, next...), setStep(c.Iter, kernel.Add(kernel.Load(c.Iter), kernel.IntConst(ir.Int64, 1))))
+	c.Bodies = [][]*Step{steps}
+	for i := 0; i < carried; i++ {
+		cp, err := d.copyStep(body.Inputs[2+i], n.Outputs[i], opsets)
+		if err != nil {
+			return nil, err
+		}
+		c.Final = append(c.Final, cp...)
+	}
+	return &Step{Node: n, Control: c}, nil
+}
+
+// nextSteps copies each body output outs[i] into the slot of body input
+// ins[i], for the next iteration. An output that is itself a body input
+// (passed through, or swapped) is copied through a temporary first, as
+// every slot is overwritten.
+func (d *driver) nextSteps(body *ir.Graph, ins, outs []*ir.Value, opsets ops.Opsets) ([]*Step, error) {
+	var first, direct, viaTemp []*Step
+	for i, in := range ins {
+		out := outs[i]
 		if out == in {
 			continue
 		}
@@ -197,40 +219,27 @@ func (d *driver) buildLoop(n *ir.Node, opsets ops.Opsets) (*Step, error) {
 			continue
 		}
 		tmp := &ir.Value{Name: in.Name + ".next", Type: in.Type.Clone()}
-		first, err := d.copyStep(out, tmp, opsets)
+		toTemp, err := d.copyStep(out, tmp, opsets)
 		if err != nil {
 			return nil, err
 		}
-		second, err := d.copyStep(tmp, in, opsets)
+		fromTemp, err := d.copyStep(tmp, in, opsets)
 		if err != nil {
 			return nil, err
 		}
-		steps = append(steps, first...)
-		viaTemp = append(viaTemp, second...)
+		first = append(first, toTemp...)
+		viaTemp = append(viaTemp, fromTemp...)
 	}
-	steps = append(append(append(steps, direct...), viaTemp...), setStep(c.Iter, kernel.Add(kernel.Load(c.Iter), kernel.IntConst(ir.Int64, 1))))
-	c.Bodies = [][]*Step{steps}
-	for i := 0; i < carried; i++ {
-		cp, err := d.copyStep(body.Inputs[2+i], n.Outputs[i], opsets)
-		if err != nil {
-			return nil, err
-		}
-		c.Final = append(c.Final, cp...)
-	}
-	return &Step{Node: n, Control: c}, nil
+	return slices.Concat(first, direct, viaTemp), nil
 }
 
-// buildSteps builds the steps of a subgraph's nodes, as support and
-// inline do for the graph's.
+// buildSteps builds the steps of a subgraph's nodes, as fold, support
+// and inline do for the graph's.
 func (d *driver) buildSteps(nodes []*ir.Node, opsets ops.Opsets) ([]*Step, error) {
 	var list ops.UnsupportedErrors
 	for _, n := range nodes {
-		if n.OpType == "Constant" && n.Domain == "" {
-			if t := n.Attr("value"); t != nil && t.T != nil {
-				d.p.Known[n.Outputs[0]] = t.T
-				d.p.skip[n] = true
-				continue
-			}
+		if d.foldBodyNode(n) {
+			continue
 		}
 		if err := d.supportNode(n, opsets); err != nil {
 			list = append(list, flatten(err)...)
@@ -253,13 +262,42 @@ func (d *driver) buildSteps(nodes []*ir.Node, opsets ops.Opsets) ([]*Step, error
 	return steps, nil
 }
 
+// foldBodyNode marks a subgraph's node that runs nothing: a Constant, or
+// a node whose outputs inference knows (ops.InferShapes keeps a body's
+// values that hold in every run of it). Its outputs are read from the
+// weights, a subgraph's outputs too (their copies read them there).
+func (d *driver) foldBodyNode(n *ir.Node) bool {
+	if n.OpType == "Constant" && n.Domain == "" {
+		if t := n.Attr("value"); t != nil && t.T != nil {
+			d.p.Known[n.Outputs[0]] = t.T
+		}
+	}
+	for _, o := range n.Outputs {
+		if o != nil && d.p.Known[o] == nil {
+			return false
+		}
+	}
+	d.p.skip[n] = len(n.Outputs) > 0
+	return d.p.skip[n]
+}
+
 // copyStep builds the step copying value src into dst (an Identity the
 // memory plan sees reading src and writing dst).
 func (d *driver) copyStep(src, dst *ir.Value, opsets ops.Opsets) ([]*Step, error) {
-	if !src.Type.Equal(dst.Type) && !(src.Type.Elem == dst.Type.Elem && slices.Equal(dimsOf(src), dimsOf(dst))) {
+	same := src.Type.Equal(dst.Type) || src.Type.Elem == dst.Type.Elem && slices.Equal(dimsOf(src), dimsOf(dst))
+	// A value without its leading batch of one (Scan 8's states) is the
+	// same bytes: a Reshape copies them.
+	reshaped := !same && src.Type.Elem == dst.Type.Elem && ir.Product(dimsOf(src)) == ir.Product(dimsOf(dst))
+	if !same && !reshaped {
 		return nil, fmt.Errorf("%q (%s) is handed back as %q (%s)", src.Name, src.Type, dst.Name, dst.Type)
 	}
 	id := &ir.Node{Name: dst.Name + ".copy", OpType: "Identity", Inputs: []*ir.Value{src}, Outputs: []*ir.Value{dst}}
+	if reshaped {
+		to := dimsOf(dst)
+		shape := &ir.Value{Name: dst.Name + ".shape", Type: ir.TensorType(ir.Int64, ir.S(int64(len(to))))}
+		d.p.Known[shape] = ir.FromSlice(ir.Int64, []int64{int64(len(to))}, to)
+		id.OpType, id.Inputs = "Reshape", []*ir.Value{src, shape}
+	}
 	if err := d.supportNode(id, opsets); err != nil {
 		return nil, err
 	}
@@ -284,14 +322,40 @@ func setStep(b *kernel.Buffer, value *kernel.Expr) *Step {
 // scanStore is the step storing a Loop body's scan output so (this
 // iteration's value) into row iter of the Loop's output out.
 func (d *driver) scanStore(so, out, iter *kernel.Buffer) *Step {
-	vars := kernel.Vars(len(so.Dims))
 	row := kernel.Load(iter)
-	k := &kernel.Kernel{Name: SymbolName(out.Name) + "_row", Out: out, Space: so.Dims, Value: kernel.Load(so, vars...),
-		Store: append([]*kernel.Expr{row}, vars...), When: kernel.Lt(row, out.Dims[0])}
+	return d.storeSlice(so, out, iter, sliceIndex(len(out.Dims), 0, row, false), kernel.Lt(row, out.Dims[0]))
+}
+
+// storeSlice is the step storing a body's value so into out at index
+// idx (sliceIndex's over so's point, at a position computed from iter),
+// where when holds (nil: always).
+func (d *driver) storeSlice(so, out, iter *kernel.Buffer, idx []*kernel.Expr, when *kernel.Expr) *Step {
+	k := &kernel.Kernel{Name: SymbolName(out.Name) + "_row", Out: out, Space: so.Dims, Value: kernel.Load(so, kernel.Vars(len(so.Dims))...),
+		Store: idx, When: when}
 	st := &Step{Parts: []Part{{Kernel: k}}}
 	// The memory plan sees it read the value (and so keep it until here).
 	d.planAs[st] = &ir.Node{Name: out.Name + ".row", OpType: "ScanStore", Domain: ir.KilnDomain, Inputs: []*ir.Value{d.p.ValueOf(so), d.p.ValueOf(iter)}}
 	return st
+}
+
+// sliceIndex is the index, in a value of rank rank, of the point of a
+// slice along axis at pos: the slice's point's variables in order around
+// it, and 0 on the axes in batch (a batch of one).
+func sliceIndex(rank, axis int, pos *kernel.Expr, batch bool) []*kernel.Expr {
+	idx := make([]*kernel.Expr, 0, rank)
+	v := 0
+	for a := 0; a < rank; a++ {
+		switch {
+		case a == axis:
+			idx = append(idx, pos)
+		case batch && a == 0:
+			idx = append(idx, kernel.C(0))
+		default:
+			idx = append(idx, kernel.Var(v))
+			v++
+		}
+	}
+	return idx
 }
 
 // walkSteps calls f for every step of steps and of their sub-programs,

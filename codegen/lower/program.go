@@ -106,8 +106,8 @@ type Step struct {
 	// Const is the graph output, known at compile time, that the step
 	// copies from the weights (its Node is the folded producer or nil).
 	Const *ir.Value
-	// Control, for an If or a Loop, says how the step runs its
-	// sub-programs (controlflow.go); it has no parts of its own.
+	// Control, for an If, a Loop or a Scan, says how the step runs its
+	// sub-programs (controlflow.go, scan.go); it has no parts of its own.
 	Control *Control
 }
 

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
 )
@@ -146,9 +147,11 @@ func inferIf(c *InferContext) error {
 		if taken >= 0 && b != taken {
 			continue
 		}
-		if _, err := inferBody(c, name, g, nil); err != nil {
+		known, err := inferBody(c, name, g, nil)
+		if err != nil {
 			return err
 		}
+		keepBody(c, known) // a branch runs once, on what its graph holds
 		for _, o := range g.Outputs {
 			outs[b] = append(outs[b], o.Type)
 		}
@@ -209,6 +212,7 @@ func inferLoop(c *InferContext) error {
 	if err != nil {
 		return err
 	}
+	keepBody(c, known)
 	if t := body.Outputs[0].Type; t.Kind == ir.TensorKind && t.Elem != ir.Undefined && t.Elem != ir.Bool {
 		return c.Errorf("body's cond output %q is %s, want bool", body.Outputs[0].Name, t)
 	}
@@ -236,6 +240,8 @@ func inferLoop(c *InferContext) error {
 // type, the type holds in every iteration. Otherwise (a carried value that
 // grows, or a body that does not infer on the initial shapes) it types the
 // body again from the carried values' element types alone, as ONNX does.
+// The values known in the pass that stays hold in every iteration; the
+// first pass's, when it does not stay, are forgotten with its types.
 func inferLoopBody(c *InferContext, body *ir.Graph, carried int) (map[*ir.Value]*ir.Tensor, error) {
 	inputs := func(carriedType func(ir.Type) ir.Type) []ir.Type {
 		types := []ir.Type{scalarType(ir.Int64), scalarType(ir.Bool)}
@@ -247,7 +253,7 @@ func inferLoopBody(c *InferContext, body *ir.Graph, carried int) (map[*ir.Value]
 	declared := map[*ir.Value]ir.Type{}
 	saveTypes(body, declared)
 	known, err := inferBody(c, "body", body, inputs(func(t ir.Type) ir.Type { return t }))
-	if err == nil && loopInvariant(body, carried) {
+	if err == nil && sameTypes(body.Inputs[2:], body.Outputs[1:1+carried]) {
 		return known, nil
 	}
 	for v, t := range declared {
@@ -274,12 +280,14 @@ func saveTypes(g *ir.Graph, types map[*ir.Value]ir.Type) {
 	}
 }
 
-// loopInvariant reports whether the body returns every loop-carried value
-// with the type it was given.
-func loopInvariant(body *ir.Graph, carried int) bool {
-	for i := 0; i < carried; i++ {
-		in := body.Inputs[2+i].Type
-		if u, err := unionTypes(in, body.Outputs[1+i].Type); err != nil || !u.Equal(in) || in.Kind == ir.UnknownKind {
+// sameTypes reports whether a body returns each of its carried values
+// (ins: the body's inputs holding them, outs: its outputs giving their
+// next values) with the type it was given, so that the type holds in
+// every iteration.
+func sameTypes(ins, outs []*ir.Value) bool {
+	for i, v := range ins {
+		in := v.Type
+		if u, err := unionTypes(in, outs[i].Type); err != nil || !u.Equal(in) || in.Kind == ir.UnknownKind {
 			return false
 		}
 	}
@@ -382,6 +390,65 @@ func readScanSpec(c attrs, n *ir.Node, body *ir.Graph, firstInput int) (*scanSpe
 	return s, err
 }
 
+// ScanSpec is a Scan node's arity and attributes, checked, for a compiler:
+// the axes are those of the node's inputs and outputs (a batch axis
+// counted), non-negative where the value's rank is known.
+type ScanSpec struct {
+	States, ScanInputs, ScanOutputs int
+	// First is the index of the first state in the node's inputs: 1 in
+	// Scan 8, whose input 0 is sequence_lens and whose inputs and outputs
+	// all have a batch axis 0 (Batched).
+	First   int
+	Batched bool
+	// InputAxes and InputDirections are per scan input, OutputAxes and
+	// OutputDirections per scan output; direction 1 is reverse (from the
+	// last slice to the first).
+	InputAxes, InputDirections   []int64
+	OutputAxes, OutputDirections []int64
+}
+
+// ScanSpecOf reads Scan node n's spec.
+func ScanSpecOf(n *ir.Node, opsets Opsets) (*ScanSpec, error) {
+	schema, err := opsets.Schema(n)
+	if err != nil {
+		return nil, err
+	}
+	body := n.Attr("body")
+	if n.OpType != "Scan" || body == nil || body.G == nil {
+		return nil, fmt.Errorf("%s is not a Scan with a body", n)
+	}
+	first := 0
+	if schema.Since == 8 {
+		first = 1
+	}
+	s, err := readScanSpec(attrs{n, schema}, n, body.G, first)
+	if err != nil {
+		return nil, err
+	}
+	spec := &ScanSpec{States: s.states, ScanInputs: s.scanIns, ScanOutputs: s.scanOuts, First: first, Batched: first == 1,
+		InputAxes: slices.Clone(s.inAxes), InputDirections: s.inDirs, OutputAxes: slices.Clone(s.outAxes), OutputDirections: s.outDirs}
+	resolve := func(axes []int64, values []*ir.Value, what string) error {
+		for i, v := range values {
+			if axes[i] >= 0 {
+				axes[i] += int64(first) // past the batch axis
+			}
+			if v == nil || !v.Type.Shape.Ranked {
+				continue
+			}
+			a, err := normAxis(n, what, axes[i], len(v.Type.Shape.Dims))
+			if err != nil {
+				return err
+			}
+			axes[i] = int64(a)
+		}
+		return nil
+	}
+	if err := resolve(spec.InputAxes, n.Inputs[first+s.states:], "scan input axis"); err != nil {
+		return nil, err
+	}
+	return spec, resolve(spec.OutputAxes, n.Outputs[s.states:], "scan output axis")
+}
+
 // normAxis resolves a possibly negative axis against rank.
 func normAxis(n *ir.Node, what string, axis int64, rank int) (int, error) {
 	if axis < -int64(rank) || axis >= int64(rank) {
@@ -448,8 +515,14 @@ func inferScanWith(c *InferContext, first int) error {
 		}
 		bodyIn = append(bodyIn, ir.TensorType(t.Elem, ir.ShapeOf(dims...)))
 	}
-	if _, err := inferBody(c, "body", body, bodyIn); err != nil {
+	known, err := inferBody(c, "body", body, bodyIn)
+	if err != nil {
 		return err
+	}
+	// The body was typed on the initial states: what it knows holds in
+	// every iteration when it returns each state with the same type.
+	if sameTypes(body.Inputs[:s.states], body.Outputs[:s.states]) {
+		keepBody(c, known)
 	}
 	for i, o := range body.Outputs {
 		t := o.Type

@@ -145,3 +145,75 @@ func TestTakeAndStack(t *testing.T) {
 		assert.Equal(t, data, back.Float32s(), "axis %d", axis)
 	}
 }
+
+// TestInferKeepsInvariantBodyValues: the values a body computes from its
+// constants, the graph around it and its inputs' types are known after
+// inference (a Reshape's shape from Shape→Gather→Unsqueeze→Concat, in a
+// Loop body, an If nested in it and a Scan body); those that depend on
+// the iteration number or on data are not, nor are those of a Loop whose
+// carried value changes shape (its first pass's Shape was of iteration 0
+// only).
+func TestInferKeepsInvariantBodyValues(t *testing.T) {
+	f := func(dims ...int64) ir.Type { return ir.TensorType(ir.Float32, ir.S(dims...)) }
+	i64 := func(g *ir.Graph, name string, v ...int64) *ir.Value {
+		return g.AddInitializer(name, ir.FromSlice(ir.Int64, []int64{int64(len(v))}, v))
+	}
+	// flatShape is x.view(x.size(0), -1)'s shape, computed in g.
+	flatShape := func(g *ir.Graph, x *ir.Value) *ir.Value {
+		first := g.Apply("Gather", []*ir.Value{g.Apply("Shape", []*ir.Value{x}), g.AddInitializer(x.Name+".zero", ir.Scalar(ir.Int64, int64(0)))})
+		dim := g.Apply("Unsqueeze", []*ir.Value{first, i64(g, x.Name+".axes", 0)})
+		return g.Apply("Concat", []*ir.Value{dim, i64(g, x.Name+".rest", -1)}, ir.AttrI("axis", 0))
+	}
+	g := ir.NewGraph("bodies")
+	x := g.AddInput("x", f(2, 3, 4))
+	n := g.AddInput("n", ir.TensorType(ir.Int64, ir.S()))
+	cond := g.AddInput("cond", ir.TensorType(ir.Bool, ir.S()))
+
+	body := ir.NewGraph("body")
+	iter := body.AddInput("i", ir.TensorType(ir.Int64, ir.S()))
+	c := body.AddInput("c", ir.TensorType(ir.Bool, ir.S()))
+	h := body.AddInput("h", f(2, 3, 4))
+	hShape := flatShape(body, h)
+	xShape := flatShape(body, x)
+	next := body.Apply("Add", []*ir.Value{h, x})
+	byIter := body.Apply("Add", []*ir.Value{iter, body.AddInitializer("one", ir.Scalar(ir.Int64, int64(1)))})
+	then, els := ir.NewGraph("then"), ir.NewGraph("else")
+	inThen := flatShape(then, next)
+	then.SetOutputs(then.Apply("Reshape", []*ir.Value{next, inThen}))
+	els.SetOutputs(els.Apply("Reshape", []*ir.Value{h, xShape}))
+	branch := body.Apply("If", []*ir.Value{c}, ir.AttrG("then_branch", then), ir.AttrG("else_branch", els))
+	body.SetOutputs(c, next, body.Apply("Reshape", []*ir.Value{h, hShape}), branch, byIter)
+	loop := g.AddNode("Loop", []*ir.Value{n, nil, x}, 4, ir.AttrG("body", body))
+
+	grow := ir.NewGraph("grow")
+	grow.AddInput("i", ir.TensorType(ir.Int64, ir.S()))
+	gc := grow.AddInput("c", ir.TensorType(ir.Bool, ir.S()))
+	v := grow.AddInput("v", ir.TensorType(ir.Float32, ir.Shape{})) // declared unranked: it grows
+	growShape := grow.Apply("Shape", []*ir.Value{v})
+	grow.SetOutputs(gc, grow.Apply("Concat", []*ir.Value{v, v}, ir.AttrI("axis", 0)), growShape)
+	grown := g.AddNode("Loop", []*ir.Value{n, cond, g.AddInitializer("v0", ir.NewTensor(ir.Float32, 1))}, 2, ir.AttrG("body", grow))
+
+	sbody := ir.NewGraph("scan")
+	acc := sbody.AddInput("acc", f(3, 4))
+	row := sbody.AddInput("row", f(3, 4))
+	rowShape := flatShape(sbody, row)
+	sbody.SetOutputs(sbody.Apply("Add", []*ir.Value{acc, row}), sbody.Apply("Reshape", []*ir.Value{row, rowShape}))
+	scan := g.AddNode("Scan", []*ir.Value{g.AddInitializer("acc0", ir.NewTensor(ir.Float32, 3, 4)), x}, 2,
+		ir.AttrG("body", sbody), ir.AttrI("num_scan_inputs", 1))
+	g.SetOutputs(append(append(loop.Outputs, grown.Outputs...), scan.Outputs...)...)
+
+	known, err := InferShapes(ir.NewModel(g, 13))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		v    *ir.Value
+		want []int64
+	}{{hShape, []int64{2, -1}}, {xShape, []int64{2, -1}}, {inThen, []int64{2, -1}}, {rowShape, []int64{3, -1}}} {
+		require.NotNil(t, known[tc.v], "%s is not known", tc.v.Name)
+		assert.Equal(t, tc.want, known[tc.v].Int64s(), tc.v.Name)
+	}
+	for _, v := range []*ir.Value{iter, c, h, next, byIter, branch, growShape} {
+		assert.Nil(t, known[v], "%s is known", v.Name)
+	}
+	assert.Equal(t, "float[2,12]", body.Outputs[2].Type.String(), "the Reshape's shape is static")
+	assert.Equal(t, "float[3,4]", sbody.Outputs[1].Type.String())
+}

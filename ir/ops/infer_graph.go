@@ -27,7 +27,9 @@ func Evaluable(n *ir.Node) bool {
 // graph outputs), the declaration and the inference are merged: a static or
 // named dim wins over an unknown one, and a conflict is an error. Small
 // values computable at compile time (shape subgraphs) are propagated so
-// Reshape/Expand/Slice get static shapes. It returns the known values.
+// Reshape/Expand/Slice get static shapes. It returns the known values,
+// those inside If, Loop and Scan bodies included where they hold in every
+// run of the body (keepBody).
 //
 // It checks the model's opset imports against the registry (CheckOpsets)
 // and every value with a static shape (inputs, initializers, each node's
@@ -173,8 +175,9 @@ func inferNode(n *ir.Node, opsets Opsets, lim ir.Limits, known map[*ir.Value]*ir
 // given types merged with those the model declares, then each of its
 // nodes, nested subgraphs included, is inferred as in the enclosing graph.
 // The body sees the values the enclosing graphs know (it reads them
-// directly) but adds none to them. It returns the values known in the
-// body.
+// directly) but adds none to them: it returns the values known in the
+// body, which its op's rule keeps (keepBody) once it knows they hold in
+// every run of the body.
 func inferBody(c *InferContext, name string, g *ir.Graph, inputs []ir.Type) (map[*ir.Value]*ir.Tensor, error) {
 	if c.Opsets == nil {
 		return nil, c.Errorf("no opsets to resolve the %s's ops", name)
@@ -212,6 +215,24 @@ func inferBody(c *InferContext, name string, g *ir.Graph, inputs []ir.Type) (map
 		}
 	}
 	return known, nil
+}
+
+// keepBody adds to the enclosing graph's known values those a body's
+// inference found (known, inferBody's result), so that a compiler folds
+// them there as it folds the graph's. The body's inputs are never among
+// them (inferBody forgets them), so nothing kept depends on an iteration
+// number, a condition, a carried value's or a scanned slice's data: only
+// on the body's constants, the graphs around it and its inputs' types,
+// which the caller vouches hold in every run of the body.
+func keepBody(c *InferContext, known map[*ir.Value]*ir.Tensor) {
+	if c.known == nil {
+		return
+	}
+	for v, t := range known {
+		if _, outer := c.known[v]; !outer {
+			c.known[v] = t
+		}
+	}
 }
 
 // checkTensorInputs refuses a sequence, optional or map fed to an op that

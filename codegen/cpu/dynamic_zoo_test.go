@@ -88,12 +88,6 @@ func constantValue(v *ir.Value) *ir.Tensor {
 	return nil
 }
 
-// gemmEpilogueBug: a MatMul group with a fused GELU epilogue over a dynamic
-// batch (x[N,128,256]·[256,1024], N up to 3) whose output an arena tensor
-// another MatMul reads gives wrong results or faults at run time, even at
-// N = 1 (with N's maximum 1 it is right).
-const gemmEpilogueBug = "a dynamic-batch MatMul group with a GELU epilogue feeding a MatMul faults (issue 28)"
-
 // TestDynamicZoo builds zoo models with dynamic axes once each and runs
 // every engine at several sizes in its range against the reference.
 func TestDynamicZoo(t *testing.T) {
@@ -104,20 +98,15 @@ func TestDynamicZoo(t *testing.T) {
 		profile     map[string]DimRange
 		sizes       [][]int64 // the input's shape per run
 		fix         func(testing.TB, *ir.Model) *ir.Model
-		// blocked names a known bug the case hits (the case skips).
-		blocked string
 	}{
-		{"digits_cnn/N", "digits_cnn", map[int]string{0: "N"}, map[string]DimRange{"N": {1, 1, 4}}, [][]int64{{1, 1, 8, 8}, {4, 1, 8, 8}, {3, 1, 8, 8}}, nil, ""},
-		{"lstm_small/N", "lstm_small", map[int]string{0: "N"}, map[string]DimRange{"N": {1, 1, 4}}, [][]int64{{1, 32, 64}, {4, 32, 64}, {3, 32, 64}}, nil, ""},
-		{"tiny_bert/N", "tiny_bert", map[int]string{0: "N"}, map[string]DimRange{"N": {1, 1, 3}}, [][]int64{{1, 128, 256}, {3, 128, 256}, {2, 128, 256}}, sizeGenericBert, gemmEpilogueBug},
+		{"digits_cnn/N", "digits_cnn", map[int]string{0: "N"}, map[string]DimRange{"N": {1, 1, 4}}, [][]int64{{1, 1, 8, 8}, {4, 1, 8, 8}, {3, 1, 8, 8}}, nil},
+		{"lstm_small/N", "lstm_small", map[int]string{0: "N"}, map[string]DimRange{"N": {1, 1, 4}}, [][]int64{{1, 32, 64}, {4, 32, 64}, {3, 32, 64}}, nil},
+		{"tiny_bert/N", "tiny_bert", map[int]string{0: "N"}, map[string]DimRange{"N": {1, 1, 3}}, [][]int64{{1, 128, 256}, {3, 128, 256}, {2, 128, 256}}, sizeGenericBert},
 		{"tiny_bert/N,S", "tiny_bert", map[int]string{0: "N", 1: "S"}, map[string]DimRange{"N": {1, 1, 3}, "S": {1, 32, 160}},
-			[][]int64{{1, 128, 256}, {2, 32, 256}, {1, 1, 256}, {3, 160, 256}, {2, 77, 256}}, sizeGenericBert, gemmEpilogueBug},
+			[][]int64{{1, 128, 256}, {2, 32, 256}, {1, 1, 256}, {3, 160, 256}, {2, 77, 256}}, sizeGenericBert},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.blocked != "" {
-				t.Skip(tc.blocked)
-			}
 			load := func() *ir.Model {
 				m, _, _ := zooModel(t, tc.model)
 				if tc.fix != nil {

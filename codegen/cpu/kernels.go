@@ -208,4 +208,12 @@ func (h kernelHost) Ptr(_ *llvm.Fn, b *kernel.Buffer) value.Value {
 	return h.k.locPtr(h.g.locOf(h.g.prog.ValueOf(b)), mt)
 }
 
-func (h kernelHost) Sym(_ *llvm.Fn, name string) value.Value { return h.k.symValue(name) }
+// Sym reads a symbol's value; inside a step compiled per sample
+// (dynamic.go), the sliced leading dim is 1: the step's pointers are at
+// its sample, and a kernel over the whole dim would run past it.
+func (h kernelHost) Sym(_ *llvm.Fn, name string) value.Value {
+	if sl := h.g.slice; sl != nil && sl.n.Op == kernel.OpSym && sl.n.Name == name {
+		return c64(1)
+	}
+	return h.k.symValue(name)
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // Linear algebra: each output element is a sum of products (a reduction
@@ -148,17 +149,26 @@ func defGemm(c *Ctx) error {
 // of the operands over the other labels (ir/ops resolves the equation):
 // a repeated label within an operand reads its diagonal.
 func defEinsum(c *Ctx) error {
+	// A dim known only at run time resolves as ir/ops' inference does (-1:
+	// any size), and its label's extent is then that dim's expression.
 	dims := make([][]int64, len(c.In))
 	for i, b := range c.In {
-		d, ok := b.Static()
-		if !ok {
-			return c.Unsupported("an Einsum of dynamic dims")
+		dims[i] = make([]int64, b.Rank())
+		for j, d := range b.Dims {
+			v, ok := d.IntValue()
+			if !ok {
+				v = -1
+			}
+			dims[i][j] = v
 		}
-		dims[i] = d
 	}
 	e, err := c.Einsum(dims)
 	if err != nil {
 		return c.Unsupported("%v", err)
+	}
+	size, err := einsumExtents(c, dims, e)
+	if err != nil {
+		return err
 	}
 	at := map[int]*Expr{}
 	for i, l := range e.Output {
@@ -169,7 +179,7 @@ func defEinsum(c *Ctx) error {
 		for _, l := range labels {
 			if at[l] == nil {
 				at[l] = RVar(len(extents))
-				extents = append(extents, C(e.Sizes[l]))
+				extents = append(extents, size[l])
 			}
 		}
 	}
@@ -178,7 +188,7 @@ func defEinsum(c *Ctx) error {
 		idx := make([]*Expr, b.Rank())
 		for j, l := range e.Inputs[i] {
 			idx[j] = at[l]
-			if dims[i][j] != e.Sizes[l] { // an ellipsis axis of size 1, broadcast
+			if dims[i][j] == 1 && e.Sizes[l] != 1 { // an ellipsis axis of size 1, broadcast
 				idx[j] = C(0)
 			}
 		}
@@ -188,6 +198,35 @@ func defEinsum(c *Ctx) error {
 	c.Emit(sumOfProducts(out, accType(out.DType), extents, loads,
 		func(acc *Expr) *Expr { return CastTo(acc, ComputeType(out.DType)) }))
 	return nil
+}
+
+// einsumExtents is each label's extent: its static size, or the dim of
+// the operand axes that carry it when none is static. Letters have one
+// size in every operand; an ellipsis axis known only at run time might
+// broadcast against another, which one loop nest cannot choose, unless
+// all the axes of its label are the same dim.
+func einsumExtents(c *Ctx, dims [][]int64, e *ops.Einsum) ([]*Expr, error) {
+	size := make([]*Expr, len(e.Sizes))
+	for i, labels := range e.Inputs {
+		for j, l := range labels {
+			d := c.In[i].Dims[j]
+			switch {
+			case e.Sizes[l] >= 0:
+				if size[l] == nil {
+					size[l] = C(e.Sizes[l])
+				}
+				if dims[i][j] < 0 && e.Ellipsis(l) {
+					return nil, c.Unsupported("an ellipsis axis of dynamic dim %s against one of size %d", d, e.Sizes[l])
+				}
+			case dims[i][j] >= 0: // of size 1, broadcast against the dynamic ones
+			case size[l] == nil:
+				size[l] = d
+			case e.Ellipsis(l) && size[l].String() != d.String():
+				return nil, c.Unsupported("ellipsis axes of dynamic dims %s and %s", size[l], d)
+			}
+		}
+	}
+	return size, nil
 }
 
 // maxDetSize is the largest matrix Det expands: its M! products grow

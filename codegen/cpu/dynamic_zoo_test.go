@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -88,6 +90,23 @@ func constantValue(v *ir.Value) *ir.Tensor {
 	return nil
 }
 
+// visionExport is a model of testdata rather than of the zoo.
+const visionExport = "../../testdata/exporters/torch113/vision/model.onnx"
+
+// loadDynamicCase reads a zoo model by name, or a model file by path.
+func loadDynamicCase(t testing.TB, model string) *ir.Model {
+	t.Helper()
+	if !strings.HasSuffix(model, ".onnx") {
+		m, _, _ := zooModel(t, model)
+		return m
+	}
+	m, err := onnx.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestDynamicZoo builds zoo models with dynamic axes once each and runs
 // every engine at several sizes in its range against the reference.
 func TestDynamicZoo(t *testing.T) {
@@ -104,11 +123,23 @@ func TestDynamicZoo(t *testing.T) {
 		{"tiny_bert/N", "tiny_bert", map[int]string{0: "N"}, map[string]DimRange{"N": {1, 1, 3}}, [][]int64{{1, 128, 256}, {3, 128, 256}, {2, 128, 256}}, sizeGenericBert},
 		{"tiny_bert/N,S", "tiny_bert", map[int]string{0: "N", 1: "S"}, map[string]DimRange{"N": {1, 1, 3}, "S": {1, 32, 160}},
 			[][]int64{{1, 128, 256}, {2, 32, 256}, {1, 1, 256}, {3, 160, 256}, {2, 77, 256}}, sizeGenericBert},
+		{"squeezenet1_1/N,H,W", "squeezenet1_1", map[int]string{0: "N", 2: "H", 3: "W"},
+			map[string]DimRange{"N": {1, 1, 2}, "H": {48, 64, 112}, "W": {48, 64, 112}},
+			[][]int64{{1, 3, 64, 64}, {2, 3, 96, 80}, {1, 3, 112, 112}, {1, 3, 49, 51}}, nil},
+		{"resnet18/H,W", "resnet18", map[int]string{2: "H", 3: "W"},
+			map[string]DimRange{"H": {32, 64, 112}, "W": {32, 64, 112}},
+			[][]int64{{1, 3, 64, 64}, {1, 3, 96, 80}, {1, 3, 33, 47}}, nil},
+		// A PyTorch export with dynamic axes N, H, W (already symbolic):
+		// strided Conv, InstanceNormalization, DepthToSpace, Resize and
+		// GlobalAveragePool over sizes known only at run time.
+		{"torch113_vision/N,H,W", visionExport, nil,
+			map[string]DimRange{"N": {1, 1, 2}, "H": {8, 16, 64}, "W": {8, 16, 64}},
+			[][]int64{{1, 3, 16, 16}, {2, 3, 24, 20}, {1, 3, 9, 13}, {2, 3, 64, 64}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			load := func() *ir.Model {
-				m, _, _ := zooModel(t, tc.model)
+				m := loadDynamicCase(t, tc.model)
 				if tc.fix != nil {
 					m = tc.fix(t, m)
 				}

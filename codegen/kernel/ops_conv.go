@@ -49,10 +49,48 @@ func convShapes(c *Ctx) (xd, wd, yd []int64, err error) {
 
 // inRange is 0 <= pos < n, or true when the caller knows it holds.
 func inRange(pos *Expr, n int64, always bool) *Expr {
+	return inExtent(pos, C(n), always)
+}
+
+// inExtent is inRange for an extent that may be an expression (a dynamic
+// dim).
+func inExtent(pos, n *Expr, always bool) *Expr {
 	if always {
 		return Bool(true)
 	}
-	return And(Ge(pos, C(0)), Lt(pos, C(n)))
+	return And(Ge(pos, C(0)), Lt(pos, n))
+}
+
+// spatialExtent is a window op's input size on spatial axis a (dims
+// index 2+a): a constant when known, else the buffer's expression.
+func spatialExtent(b *Buffer, known []int64, a int) *Expr {
+	if known[2+a] >= 0 {
+		return C(known[2+a])
+	}
+	return b.Dims[2+a]
+}
+
+// padBegin is spatial axis a's begin pad over an input of size in: the
+// window's, or, where it varies with the size (byRem, from
+// ops.DynamicWindow), the one of in's remainder mod the stride.
+func padBegin(win ops.Window, byRem [][]int64, a int, in *Expr) *Expr {
+	pads := byRem[a]
+	if pads == nil {
+		return C(win.PadBegin[a])
+	}
+	rem := Rem(in, C(win.Strides[a]))
+	pb := C(pads[len(pads)-1])
+	for r := len(pads) - 2; r >= 0; r-- {
+		pb = Select(Eq(rem, C(int64(r))), C(pads[r]), pb)
+	}
+	return pb
+}
+
+// windowInside reports whether every tap of spatial axis a lands inside
+// an input of size in (known when compiling) for the window's outputs.
+func windowInside(win ops.Window, a int, in int64) bool {
+	s, d, pb, k, out := win.Strides[a], win.Dilations[a], win.PadBegin[a], win.Kernel[a], win.Out[a]
+	return in >= 0 && out >= 0 && pb == 0 && (out-1)*s+(k-1)*d-pb < in
 }
 
 // biasPost adds input 2 (a per-output-channel bias), when present, to a
@@ -68,12 +106,16 @@ func biasPost(c *Ctx, t ir.DType) *Expr {
 // taps k of x[n, g·cg + ci, o·s + k·d - pad] · w[m, ci, k], where g is m's
 // group; taps in the padding read 0.
 func defConv(c *Ctx) error {
-	xd, wd, _, err := convShapes(c)
-	if err != nil {
-		return err
-	}
 	x, w, y := c.In[0], c.In[1], c.Out[0]
-	win, err := c.Window(wd[2:], xd[2:])
+	xd := knownDims(x)
+	wd, ok := w.Static()
+	if !ok {
+		return c.Unsupported("a convolution of weights of dynamic dims")
+	}
+	if len(xd) < 3 || len(wd) != len(xd) || y.Rank() != len(xd) {
+		return c.Unsupported("input %v, weights %v: want [N, C, spatial...] and weights of the same rank", x.Dims, wd)
+	}
+	win, byRem, err := c.DynamicWindow(wd[2:], xd[2:])
 	if err != nil {
 		return c.Unsupported("%v", err)
 	}
@@ -84,9 +126,9 @@ func defConv(c *Ctx) error {
 	inside := Bool(true)
 	extents := []*Expr{C(cg)}
 	for a := range len(xd) - 2 {
-		s, d, pb, k, in, out := win.Strides[a], win.Dilations[a], win.PadBegin[a], wd[2+a], xd[2+a], win.Out[a]
-		pos := Sub(Add(Mul(Var(2+a), C(s)), Mul(RVar(1+a), C(d))), C(pb))
-		inside = And(inside, inRange(pos, in, pb == 0 && (out-1)*s+(k-1)*d-pb < in))
+		s, d, k, in := win.Strides[a], win.Dilations[a], wd[2+a], spatialExtent(x, xd, a)
+		pos := Sub(Add(Mul(Var(2+a), C(s)), Mul(RVar(1+a), C(d))), padBegin(win, byRem, a, in))
+		inside = And(inside, inExtent(pos, in, windowInside(win, a, xd[2+a])))
 		xIdx = append(xIdx, pos)
 		extents = append(extents, C(k))
 	}

@@ -474,7 +474,7 @@ func resizeBy(c *Ctx, spec func(dims []int64) (*ops.Resize, error)) error {
 	in, out := c.In[0], c.Out[0]
 	dims, ok := in.Static()
 	if !ok {
-		return c.Unsupported("a %s of dynamic dims", c.Node.OpType)
+		return resizeDynamic(c)
 	}
 	rs, err := spec(dims)
 	if err != nil {
@@ -534,16 +534,78 @@ func resizeBy(c *Ctx, spec func(dims []int64) (*ops.Resize, error)) error {
 			cur = next
 			continue
 		}
-		if t := ComputeType(in.DType); !t.IsFloat() {
-			// Interpolated integers round to nearest, ties away from zero,
-			// and saturate (ops.RoundSaturate).
-			half := Const(ir.Float64, 0.5)
-			r := Select(Lt(v, Const(ir.Float64, 0)), Neg(Floor(Add(Neg(v), half))), Floor(Add(v, half)))
-			lo, hi := intBounds(t)
-			v = CastTo(Clamp(r, Const(ir.Float64, lo), Const(ir.Float64, hi)), t)
-		}
-		c.Emit(copyOf(out, StoreAs(v, out.DType)))
+		c.Emit(copyOf(out, StoreAs(resizeRounded(in.DType, v), out.DType)))
 	}
+	return nil
+}
+
+// resizeFloat is the type a Resize of t-typed data interpolates in.
+func resizeFloat(t ir.DType) ir.DType {
+	if t == ir.Float64 || !t.IsFloat() {
+		return ir.Float64
+	}
+	return ir.Float32
+}
+
+// resizeRounded is interpolated value v as the input's type d computes:
+// integers round to nearest, ties away from zero, and saturate
+// (ops.RoundSaturate).
+func resizeRounded(d ir.DType, v *Expr) *Expr {
+	t := ComputeType(d)
+	if t.IsFloat() {
+		return v
+	}
+	half := Const(ir.Float64, 0.5)
+	r := Select(Lt(v, Const(ir.Float64, 0)), Neg(Floor(Add(Neg(v), half))), Floor(Add(v, half)))
+	lo, hi := intBounds(t)
+	return CastTo(Clamp(r, Const(ir.Float64, lo), Const(ir.Float64, hi)), t)
+}
+
+// resizeDynamic is resizeBy over dims known only at run time: each
+// resized axis' taps repeat with a period (ops.ResizePhases), so a table
+// per phase gives output x's taps, shifted by x div period times the
+// shift and clamped to the input. One kernel sums, over every resized
+// axis' taps, the product of their weights times the input (the
+// n-dimensional form of the per-axis passes, which would need scratch of
+// run-time size).
+func resizeDynamic(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	rp, err := c.ResizePhases(knownDims(in))
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	ft := resizeFloat(in.DType)
+	at := Vars(in.Rank())
+	weight := Const(ft, 1)
+	var extents []*Expr
+	for a, ap := range rp.Axes {
+		if ap.Taps == nil {
+			continue
+		}
+		n := 1
+		for _, t := range ap.Taps {
+			n = max(n, len(t))
+		}
+		idx := make([]int64, ap.Period*int64(n))
+		w := make([]float64, len(idx))
+		for ph, t := range ap.Taps {
+			for j, tap := range t {
+				idx[ph*n+j], w[ph*n+j] = int64(tap.I), tap.W
+			}
+		}
+		shape := []int64{ap.Period, int64(n)}
+		it, wt := c.Table(ir.FromSlice(ir.Int64, shape, idx)), c.Table(ops.FromFloat64s(ft, shape, w))
+		phase, base, j := Rem(Var(a), C(ap.Period)), Mul(Div(Var(a), C(ap.Period)), C(ap.Shift)), RVar(len(extents))
+		at[a] = Clamp(Add(base, Load(it, phase, j)), C(0), Sub(in.Dims[a], C(1)))
+		weight = Mul(weight, Load(wt, phase, j))
+		extents = append(extents, C(int64(n)))
+	}
+	if len(extents) == 0 {
+		c.Emit(copyOf(out, Load(in, at...)))
+		return nil
+	}
+	c.Emit(&Kernel{Out: out, Space: out.Dims, Value: Mul(weight, CastTo(Load(in, at...), ft)),
+		Reduce: &Reduce{Op: SumOp, Extents: extents, Post: StoreAs(resizeRounded(in.DType, Acc(ft)), out.DType)}})
 	return nil
 }
 

@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"slices"
+
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/ops"
 )
@@ -9,39 +11,45 @@ import (
 // mean), windows sized and padded by ir/ops (KernelContext.Window), as the
 // convolutions'. Taps in the padding are left out.
 
-// poolWindow is a pool's geometry over its static input, and each tap's
-// input coordinates: pos[a] = o·s + k·d - pad on spatial axis a, with the
-// output position Var(2+a) and the tap taps[a].
+// poolWindow is a pool's geometry over its input (xd: its dims, -1 for
+// those known only at run time), and each tap's input coordinates: pos[a]
+// = o·s + k·d - pad on spatial axis a, with the output position Var(2+a)
+// and the tap taps[a].
 type poolWindow struct {
+	x   *Buffer
 	xd  []int64
 	win ops.Window
+	// byRem holds the begin pads that vary with a dynamic size
+	// (ops.DynamicWindow).
+	byRem [][]int64
 }
 
 func (c *Ctx) poolWindow() (*poolWindow, error) {
-	xd, ok := staticButBatch(c.In[0])
-	if !ok {
-		return nil, c.Unsupported("a pool of dynamic dims other than the batch")
-	}
+	xd := knownDims(c.In[0])
 	ks := c.Ints("kernel_shape")
 	if len(xd) != len(ks)+2 {
-		return nil, c.Unsupported("input %v for kernel_shape %v", xd, ks)
+		return nil, c.Unsupported("input %v for kernel_shape %v", c.In[0].Dims, ks)
 	}
-	win, err := c.Window(ks, xd[2:])
+	win, byRem, err := c.DynamicWindow(ks, xd[2:])
 	if err != nil {
 		return nil, c.Unsupported("%v", err)
 	}
-	return &poolWindow{xd: xd, win: win}, nil
+	return &poolWindow{x: c.In[0], xd: xd, win: win, byRem: byRem}, nil
 }
+
+// staticPlane reports whether the input's channels and spatial dims are
+// known when compiling.
+func (p *poolWindow) staticPlane() bool { return !slices.Contains(p.xd[1:], -1) }
 
 // at returns the input index tap taps reads for the output point (Vars)
 // and whether it lies inside the input (Bool(true) when it always does).
 func (p *poolWindow) at(taps []*Expr) (idx []*Expr, inside *Expr) {
 	idx = []*Expr{Var(0), Var(1)}
 	inside = Bool(true)
-	for a, k := range p.win.Kernel {
-		s, d, pb, in, out := p.win.Strides[a], p.win.Dilations[a], p.win.PadBegin[a], p.xd[2+a], p.win.Out[a]
-		pos := Sub(Add(Mul(Var(2+a), C(s)), Mul(taps[a], C(d))), C(pb))
-		inside = And(inside, inRange(pos, in, pb == 0 && (out-1)*s+(k-1)*d-pb < in))
+	for a := range p.win.Kernel {
+		s, d, in := p.win.Strides[a], p.win.Dilations[a], spatialExtent(p.x, p.xd, a)
+		pos := Sub(Add(Mul(Var(2+a), C(s)), Mul(taps[a], C(d))), padBegin(p.win, p.byRem, a, in))
+		inside = And(inside, inExtent(pos, in, windowInside(p.win, a, p.xd[2+a])))
 		idx = append(idx, pos)
 	}
 	return idx, inside
@@ -74,6 +82,9 @@ func defMaxPool(c *Ctx) error {
 	ind := c.Output(1)
 	if ind == nil {
 		return nil
+	}
+	if !p.staticPlane() {
+		return c.Unsupported("MaxPool's Indices over an input of dynamic dims %s", x.Dims)
 	}
 	// One flat tap axis (ArgMax reduces one): tap = Σ k_a·Π K_(a+1..).
 	n := int64(1)
@@ -118,6 +129,9 @@ func defAveragePool(c *Ctx) error {
 	x, y := c.In[0], c.Out[0]
 	t := ComputeType(x.DType)
 	includePad := c.Node.Attr("count_include_pad") != nil && c.Int("count_include_pad") != 0
+	if !p.staticPlane() {
+		return p.averageDynamic(c, includePad)
+	}
 	counts := ops.AveragePoolCounts(p.win, p.xd[2:], includePad)
 	div := Const(t, 1)
 	var fixed float64 = 1
@@ -138,6 +152,47 @@ func defAveragePool(c *Ctx) error {
 	c.Emit(&Kernel{Out: y, Space: y.Dims, Value: p.tapLoad(x, RVars(len(extents)), Const(t, 0)),
 		Reduce: &Reduce{Op: SumOp, Extents: extents, Post: Div(Acc(t), div)}})
 	return nil
+}
+
+// averageDynamic is AveragePool over spatial dims known only at run
+// time: each axis' count of taps (ops.AveragePoolCounts' rule) is, for an
+// undilated window starting at o·s - pad, its overlap with [0, in) (or,
+// with includePad, the padded input), computed per output.
+func (p *poolWindow) averageDynamic(c *Ctx, includePad bool) error {
+	x, y := c.In[0], c.Out[0]
+	t := ComputeType(x.DType)
+	div := Const(t, 1)
+	fixed := int64(1)
+	for a, k := range p.win.Kernel {
+		s, d, pb, pe := p.win.Strides[a], p.win.Dilations[a], p.win.PadBegin[a], p.win.PadEnd[a]
+		if p.byRem[a] != nil {
+			return c.Unsupported("an AveragePool with auto_pad %s and stride %d over a dynamic dim", c.String("auto_pad"), s)
+		}
+		if pb == 0 && pe == 0 && !p.ceil(c) || includePad && !p.ceil(c) {
+			fixed *= k // every window lies inside the (padded) input
+			continue
+		}
+		if d != 1 {
+			return c.Unsupported("an AveragePool with dilation %d and padding over a dynamic dim", d)
+		}
+		lo, hi := C(0), spatialExtent(x, p.xd, a)
+		if includePad {
+			lo, hi = C(-pb), Add(hi, C(pe))
+		}
+		start := Sub(Mul(Var(2+a), C(s)), C(pb))
+		n := Sub(Min(Add(start, C(k)), hi), Max(start, lo))
+		div = Mul(div, CastTo(n, t))
+	}
+	div = Mul(div, Const(t, float64(fixed)))
+	extents := Ints(p.win.Kernel...)
+	c.Emit(&Kernel{Out: y, Space: y.Dims, Value: p.tapLoad(x, RVars(len(extents)), Const(t, 0)),
+		Reduce: &Reduce{Op: SumOp, Extents: extents, Post: Div(Acc(t), div)}})
+	return nil
+}
+
+// ceil reports the node's ceil_mode.
+func (p *poolWindow) ceil(c *Ctx) bool {
+	return c.Node.Attr("ceil_mode") != nil && c.Int("ceil_mode") != 0
 }
 
 // defLpPool: the p-th root of the window's sum of |x|^p, the padding

@@ -436,3 +436,143 @@ func (c *KernelContext) LabelEncoderSpec(in ir.DType) (*LabelMap, error) {
 	}
 	return &LabelMap{Keys: m.keys, Values: m.values, Default: m.fallback}, nil
 }
+
+// DynamicWindow is Window for an input whose spatial sizes may be unknown
+// when compiling (-1): such an axis' output size is -1 (the caller's
+// output dims hold it as an expression) and its pads are the attributes'
+// (explicit pads, VALID's none, SAME's split of a stride-1 window's
+// extent). A SAME padding with stride s > 1 varies with the size, by its
+// remainder mod s only: PadBegin is -1 there, and PadBeginByRem[a][r] is
+// the begin pad of the sizes ≡ r (mod s) (nil for the other axes).
+func (c *KernelContext) DynamicWindow(kernel, in []int64) (win Window, padBeginByRem [][]int64, err error) {
+	w, err := readWindow(c.attrs, kernel)
+	if err != nil {
+		return Window{}, nil, fmt.Errorf("%s: %w", c.Node, err)
+	}
+	padBeginByRem = make([][]int64, len(kernel))
+	win, err = resolveWindow(c, w, func(i int, size int64) (out, pb, pe int64, err error) {
+		if size >= 0 || kernel[i] < 0 {
+			return w.axis(i, size)
+		}
+		switch s := w.strides[i]; {
+		case w.autoPad == "VALID":
+			return -1, 0, 0, nil
+		case w.same() && s != 1:
+			// Sizes ≡ r (mod s) pad as s + r does.
+			for r := range s {
+				_, b, _, err := w.axis(i, s+r)
+				if err != nil {
+					return 0, 0, 0, err
+				}
+				padBeginByRem[i] = append(padBeginByRem[i], b)
+			}
+			return -1, -1, -1, nil
+		case w.same():
+			pb, pe = w.splitPad((w.kernel[i] - 1) * w.dilations[i])
+			return -1, pb, pe, nil
+		}
+		return -1, w.pads[i], w.pads[len(w.kernel)+i], nil
+	}, in)
+	return win, padBeginByRem, err
+}
+
+// ResizePhases is a Resize whose taps repeat along each resized axis, as
+// a backend needs them for input sizes known only at run time: output x
+// = q·Period + r samples phase r's taps, their indices shifted by q·Shift
+// and clamped to the input, as ResizeSpec's taps are.
+type ResizePhases struct {
+	// Axes holds one entry per input axis; a nil Taps leaves it as it is.
+	Axes []ResizeAxisPhases
+}
+
+// ResizeAxisPhases is one axis of ResizePhases: Taps[r] (r < Period)
+// with indices relative to q·Shift.
+type ResizeAxisPhases struct {
+	Period, Shift int64
+	Taps          [][]ResizeTap
+}
+
+// ResizePhases resolves a Resize over an input of rank len(dims) whose
+// sizes may be unknown (-1): constant scales, each an integer or one over
+// an integer, and a coordinate mode and options under which a position's
+// taps depend only on it and the scale (half_pixel, asymmetric,
+// tf_half_pixel_for_nn, and pytorch_half_pixel when upsampling; no
+// exclude_outside or antialias). Anything else is an error naming it.
+func (c *KernelContext) ResizePhases(dims []int64) (*ResizePhases, error) {
+	r, err := resizeAttrsOf(c.attrs, c.Opset)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	_, si, zi := resizeInputs(c.attrs)
+	if zi >= 0 && c.HasInput(zi) && (c.In(zi) == nil || c.In(zi).Len() > 0) {
+		return nil, c.Errorf("sizes over an input of dynamic dims: want constant scales")
+	}
+	var scales *ir.Tensor
+	if si >= 0 && c.HasInput(si) {
+		if scales = c.In(si); scales == nil {
+			return nil, c.Errorf("scales is not known when compiling")
+		}
+	}
+	if t := upsampleScales(c.attrs); t != nil {
+		scales = t
+	}
+	if scales == nil || scales.Len() == 0 {
+		return nil, c.Errorf("no scales")
+	}
+	switch {
+	case r.coord != "half_pixel" && r.coord != "asymmetric" && r.coord != "tf_half_pixel_for_nn" && r.coord != "pytorch_half_pixel":
+		return nil, c.Errorf("coordinate_transformation_mode %s over an input of dynamic dims", r.coord)
+	case r.exclude || r.antialias:
+		return nil, c.Errorf("exclude_outside or antialias over an input of dynamic dims")
+	}
+	rank := len(dims)
+	rep := make([]int64, rank)
+	for i := range rep {
+		rep[i] = 1
+	}
+	p, err := planResize(r, ir.S(rep...), scales, nil)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	out := &ResizePhases{Axes: make([]ResizeAxisPhases, rank)}
+	for ax, s := range p.scales {
+		if s == 1 {
+			continue
+		}
+		ap := &out.Axes[ax]
+		switch m := math.Round(1 / s); {
+		case s == math.Trunc(s):
+			ap.Period, ap.Shift = int64(s), 1
+		case 1/m == s:
+			ap.Period, ap.Shift = 1, int64(m)
+		default:
+			return nil, c.Errorf("scale %v on axis %d over an input of dynamic dims: want an integer or one over an integer", s, ax)
+		}
+		if r.coord == "pytorch_half_pixel" && ap.Period < 2 {
+			return nil, c.Errorf("pytorch_half_pixel downsampling over an input of dynamic dims")
+		}
+		rep[ax] = 8 * ap.Shift // wide enough that the middle period's taps clamp nowhere
+	}
+	if p, err = planResize(r, ir.S(rep...), scales, nil); err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	p.roiStart, p.roiEnd = make([]float64, rank), make([]float64, rank)
+	for ax := range out.Axes {
+		ap := &out.Axes[ax]
+		if ap.Period == 0 {
+			continue
+		}
+		taps := resizeTaps(r, p, ax, rep[ax], p.out[ax].Value)
+		for ph := range ap.Period {
+			var t []ResizeTap
+			for _, tap := range taps[4*ap.Period+ph] {
+				if tap.I <= 0 || int64(tap.I) >= rep[ax]-1 {
+					return nil, c.Errorf("the taps on axis %d reach too far for an input of dynamic dims", ax)
+				}
+				t = append(t, ResizeTap{I: tap.I - int(4*ap.Shift), W: tap.W})
+			}
+			ap.Taps = append(ap.Taps, t)
+		}
+	}
+	return out, nil
+}

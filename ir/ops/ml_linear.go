@@ -335,13 +335,19 @@ func inferLinearClassifier(c *InferContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
+	return setClassified(c, m.labels.dtype(), m.columns())
+}
+
+// setClassified types a classifier's outputs: a label of type labels per
+// sample, and [N, columns] float scores.
+func setClassified(c *InferContext, labels ir.DType, columns int) error {
 	n, err := sampleCount(c)
 	if err != nil {
 		return err
 	}
-	c.Set(0, ir.TensorType(m.labels.dtype(), ir.ShapeOf(n)))
+	c.Set(0, ir.TensorType(labels, ir.ShapeOf(n)))
 	if len(c.Outputs) > 1 {
-		c.Set(1, ir.TensorType(ir.Float32, ir.ShapeOf(n, ir.D(int64(m.columns())))))
+		c.Set(1, ir.TensorType(ir.Float32, ir.ShapeOf(n, ir.D(int64(columns)))))
 	}
 	return nil
 }

@@ -385,15 +385,7 @@ func inferSVMClassifier(c *InferContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	n, err := sampleCount(c)
-	if err != nil {
-		return err
-	}
-	c.Set(0, ir.TensorType(m.labels.dtype(), ir.ShapeOf(n)))
-	if len(c.Outputs) > 1 {
-		c.Set(1, ir.TensorType(ir.Float32, ir.ShapeOf(n, ir.D(int64(m.columns())))))
-	}
-	return nil
+	return setClassified(c, m.labels.dtype(), m.columns())
 }
 
 // runSVMClassifier gives each sample's label (Y) and scores (Z).

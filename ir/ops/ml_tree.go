@@ -506,15 +506,7 @@ func inferTreeClassifier(c *InferContext) error {
 	if err != nil {
 		return c.Errorf("%v", err)
 	}
-	n, err := sampleCount(c)
-	if err != nil {
-		return err
-	}
-	c.Set(0, ir.TensorType(t.labels.dtype(), ir.ShapeOf(n)))
-	if len(c.Outputs) > 1 {
-		c.Set(1, ir.TensorType(ir.Float32, ir.ShapeOf(n, ir.D(int64(t.targets)))))
-	}
-	return nil
+	return setClassified(c, t.labels.dtype(), t.targets)
 }
 
 func runTreeClassifier(c *KernelContext) error {

@@ -17,10 +17,13 @@ type Namer struct {
 	probes int
 }
 
+// NewNamer returns a namer that knows no names yet (Reserve adds them).
+func NewNamer() *Namer { return &Namer{used: map[string]bool{}, next: map[string]int{}} }
+
 // Namer returns a namer over g's names now, subgraphs included. Names
 // that join g afterwards without it (say from AddNode) need Reserve.
 func (g *Graph) Namer() *Namer {
-	n := &Namer{used: map[string]bool{}, next: map[string]int{}}
+	n := NewNamer()
 	g.visitNames(n.Reserve)
 	return n
 }

@@ -48,10 +48,14 @@ func inlineKnownIfs(g *ir.Graph, known map[*ir.Value]*ir.Tensor) bool {
 	// branches about to be inlined or dropped.
 	used := map[string]bool{}
 	addNamesExcept(used, g, taken)
+	names := ir.NewNamer()
+	for name := range used {
+		names.Reserve(name)
+	}
 	var nodes []*ir.Node
 	for _, n := range g.Nodes {
 		if b := taken[n]; b != nil {
-			nodes = append(nodes, inlineBranch(g, n, b, used)...)
+			nodes = append(nodes, inlineBranch(g, n, b, names)...)
 			continue
 		}
 		nodes = append(nodes, n)
@@ -88,18 +92,22 @@ func takenBranch(n *ir.Node, known map[*ir.Value]*ir.Tensor) *ir.Graph {
 }
 
 // inlineBranch moves branch b of If node n into g: its initializers join
-// g's, its values and nodes take names unique in g (used, which it
+// g's, its values and nodes take names unique in g (names, which it
 // extends), and n's outputs become the branch's outputs. It returns the
 // nodes that replace n, in order. The branch's nodes read outer values
 // directly, and those are defined before n, so the order holds.
-func inlineBranch(g *ir.Graph, n *ir.Node, b *ir.Graph, used map[string]bool) []*ir.Node {
+func inlineBranch(g *ir.Graph, n *ir.Node, b *ir.Graph, names *ir.Namer) []*ir.Node {
 	for _, bn := range b.Nodes {
 		for _, sg := range bn.Subgraphs() {
-			addNames(used, sg)
+			inner := map[string]bool{}
+			addNames(inner, sg)
+			for name := range inner {
+				names.Reserve(name)
+			}
 		}
 	}
 	for _, v := range b.Initializers {
-		v.Name = freshName(used, v.Name)
+		v.Name = names.Unique(v.Name)
 		v.Const.Name = v.Name
 		g.Initializers = append(g.Initializers, v)
 	}
@@ -107,11 +115,11 @@ func inlineBranch(g *ir.Graph, n *ir.Node, b *ir.Graph, used map[string]bool) []
 	for _, bn := range b.Nodes {
 		local[bn] = true
 		if bn.Name != "" {
-			bn.Name = freshName(used, bn.Name)
+			bn.Name = names.Unique(bn.Name)
 		}
 		for _, o := range bn.Outputs {
 			if o != nil {
-				o.Name = freshName(used, o.Name)
+				o.Name = names.Unique(o.Name)
 			}
 		}
 	}
@@ -134,7 +142,7 @@ func inlineBranch(g *ir.Graph, n *ir.Node, b *ir.Graph, used map[string]bool) []
 		// output: an Identity gives it n's output's name (simplify removes
 		// it where it can).
 		src := cmp.Or(boundTo[bo], bo)
-		id := &ir.Node{Name: freshName(used, cmp.Or(n.Name, "If")+"_out"+strconv.Itoa(i)), OpType: "Identity", Inputs: []*ir.Value{src}, Outputs: []*ir.Value{out}}
+		id := &ir.Node{Name: names.Unique(cmp.Or(n.Name, "If")+"_out"+strconv.Itoa(i)), OpType: "Identity", Inputs: []*ir.Value{src}, Outputs: []*ir.Value{out}}
 		out.Producer = id
 		nodes = append(nodes, id)
 	}
@@ -154,16 +162,6 @@ func rebind(p *ir.Node, old, out *ir.Value) {
 		}
 	}
 	out.Producer = p
-}
-
-// freshName is name, or name_N, whichever used lacks; it records it.
-func freshName(used map[string]bool, name string) string {
-	s := name
-	for i := 1; used[s]; i++ {
-		s = name + "_" + strconv.Itoa(i)
-	}
-	used[s] = true
-	return s
 }
 
 // addNamesExcept is addNames of g without the subgraphs of the nodes in

@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/kiln-ml/kiln/ir"
@@ -48,6 +50,50 @@ func TestDynamicBatchLayerOps(t *testing.T) {
 				if err := compareOut(got[name], w); err != nil {
 					t.Errorf("batch %d, %d threads, %s: %v", batch, threads, name, err)
 				}
+			}
+		}
+	}
+}
+
+// A kernel-layer step inside a per-sample run (a MatMul's GELU, run in
+// place after it) over a leading dim that is an expression (2*N, from a
+// Concat on the batch axis) would cover too much: the build refuses it,
+// naming the dim, or the engine matches the reference at every size.
+func TestPerSampleExpressionLead(t *testing.T) {
+	needLLC(t)
+	model := func() *ir.Model {
+		r := rand.New(rand.NewSource(2))
+		g := ir.NewGraph("lead")
+		x := g.AddInput("x", ir.TensorType(ir.Float32, ir.ShapeOf(ir.Sym("N"), ir.D(4), ir.D(16))))
+		a := g.Apply("MatMul", []*ir.Value{g.Apply("Concat", []*ir.Value{x, x}, ir.AttrI("axis", 0)), g.AddInitializer("w", randTensor(r, 16, 32))})
+		half := g.AddInitializer("half", ir.Scalar(ir.Float32, float32(0.5)))
+		one := g.AddInitializer("one", ir.Scalar(ir.Float32, float32(1)))
+		sq2 := g.AddInitializer("sq2", ir.Scalar(ir.Float32, float32(math.Sqrt2)))
+		gelu := g.Apply("Mul", []*ir.Value{g.Apply("Mul", []*ir.Value{a, g.Apply("Add", []*ir.Value{g.Apply("Erf", []*ir.Value{g.Apply("Div", []*ir.Value{a, sq2})}), one})}), half})
+		y := g.Apply("MatMul", []*ir.Value{gelu, g.AddInitializer("w2", randTensor(r, 32, 8))})
+		y.Name = "y"
+		g.SetOutputs(y)
+		return ir.NewModel(g, 13)
+	}
+	opts := Options{Winograd: WinogradOff, Profile: map[string]DimRange{"N": {Min: 1, Opt: 1, Max: 3}}}
+	if _, err := Compile(optimize(t, model()), opts); err != nil {
+		if !strings.Contains(err.Error(), "not a plain symbol") {
+			t.Fatalf("Compile: %v, want the refusal naming the dim", err)
+		}
+		return
+	}
+	e := compileLoad(t, optimize(t, model()), opts)
+	r := rand.New(rand.NewSource(3))
+	for _, batch := range []int64{1, 3, 2} {
+		in := map[string]*ir.Tensor{"x": randTensor(r, batch, 4, 16)}
+		want := runRef(t, model(), in)
+		for _, threads := range []int{1, 2} {
+			got, err := e.Run(in, threads, nil)
+			if err != nil {
+				t.Fatalf("batch %d: %v", batch, err)
+			}
+			if err := compareOut(got["y"], want["y"]); err != nil {
+				t.Errorf("batch %d, %d threads: %v", batch, threads, err)
 			}
 		}
 	}

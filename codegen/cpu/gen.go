@@ -103,6 +103,9 @@ type gen struct {
 	symShapes map[*ir.Value]ir.Shape
 	slice     *slicing
 	nslice    int
+	// sliceErr is why a step emitted during slice cannot run per sample
+	// (emitKernel), reported once the node is lowered.
+	sliceErr error
 }
 
 func newGen(m *ir.Model, feats []string, opts Options) (*gen, error) {

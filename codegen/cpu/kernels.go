@@ -159,6 +159,11 @@ func (g *gen) lowerKernelOp(n *ir.Node) error {
 
 // emitKernel emits one kernel as a step under the CPU schedule.
 func (g *gen) emitKernel(kern *kernel.Kernel, temps map[*kernel.Buffer]int64) {
+	if sl := g.slice; sl != nil && sl.n.Op != kernel.OpSym && g.sliceErr == nil {
+		// kernelHost.Sym can make a plain symbol one sample, not an
+		// expression of symbols: the kernel would cover too much.
+		g.sliceErr = fmt.Errorf("a kernel-layer step (%s) inside a run per sample of the dynamic leading dim %s, which is not a plain symbol: pin the dim with cc build --shape", kern.Name, sl.n)
+	}
 	s := kernel.CPUSchedule(kern, g.vl)
 	if g.opts.schedule != nil {
 		s = g.opts.schedule(kern, s)

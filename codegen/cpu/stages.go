@@ -211,6 +211,9 @@ func (g *gen) lowerList(steps []*lower.Step) error {
 			g.slice.done()
 			g.slice = nil
 		}
+		if err == nil {
+			err, g.sliceErr = g.sliceErr, nil
+		}
 		if err != nil {
 			return fmt.Errorf("codegen/cpu: %s: %w", n, err)
 		}

@@ -65,6 +65,7 @@ func TestDynamicRNN(t *testing.T) {
 			e := compileLoad(t, optimize(t, tc.load(t)), Options{Profile: tc.profile})
 			r := rand.New(rand.NewSource(13))
 			inputs := tc.load(t).Graph.Inputs
+			var feeds []map[string]*ir.Tensor
 			for _, dims := range tc.sizes {
 				in := map[string]*ir.Tensor{}
 				for _, v := range inputs {
@@ -76,19 +77,9 @@ func TestDynamicRNN(t *testing.T) {
 						in[v.Name] = randTensor(r, dims...)
 					}
 				}
-				want := runRef(t, tc.load(t), in)
-				for _, threads := range []int{1, 2} {
-					got, err := e.Run(in, threads, nil)
-					if err != nil {
-						t.Fatalf("%v: %v", dims, err)
-					}
-					for out, w := range want {
-						if err := compareOut(got[out], w); err != nil {
-							t.Errorf("%v, %d threads, %s: %v", dims, threads, out, err)
-						}
-					}
-				}
+				feeds = append(feeds, in)
 			}
+			checkAtSizes(t, e, func() *ir.Model { return tc.load(t) }, feeds)
 		})
 	}
 }

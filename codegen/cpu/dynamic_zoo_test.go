@@ -148,21 +148,40 @@ func TestDynamicZoo(t *testing.T) {
 			e := compileLoad(t, optimize(t, load()), Options{Profile: tc.profile})
 			r := rand.New(rand.NewSource(11))
 			name := load().Graph.Inputs[0].Name
+			var feeds []map[string]*ir.Tensor
 			for _, dims := range tc.sizes {
-				in := map[string]*ir.Tensor{name: randTensor(r, dims...)}
-				want := runRef(t, load(), in)
-				for _, threads := range []int{1, 2} {
-					got, err := e.Run(in, threads, nil)
-					if err != nil {
-						t.Fatalf("%v: %v", dims, err)
-					}
-					for out, w := range want {
-						if err := compareOut(got[out], w); err != nil {
-							t.Errorf("%v, %d threads, %s: %v", dims, threads, out, err)
-						}
-					}
-				}
+				feeds = append(feeds, map[string]*ir.Tensor{name: randTensor(r, dims...)})
 			}
+			checkAtSizes(t, e, load, feeds)
 		})
 	}
+}
+
+// checkAtSizes runs engine e on each feed at 1 and 2 threads and
+// compares every output with the reference's run of model().
+func checkAtSizes(t *testing.T, e *Engine, model func() *ir.Model, feeds []map[string]*ir.Tensor) {
+	t.Helper()
+	for _, in := range feeds {
+		want := runRef(t, model(), in)
+		for _, threads := range []int{1, 2} {
+			got, err := e.Run(in, threads, nil)
+			if err != nil {
+				t.Fatalf("%v: %v", shapesOf(in), err)
+			}
+			for out, w := range want {
+				if err := compareOut(got[out], w); err != nil {
+					t.Errorf("%v, %d threads, %s: %v", shapesOf(in), threads, out, err)
+				}
+			}
+		}
+	}
+}
+
+// shapesOf lists the feeds' dims, for messages.
+func shapesOf(in map[string]*ir.Tensor) map[string][]int64 {
+	s := map[string][]int64{}
+	for k, v := range in {
+		s[k] = v.Dims
+	}
+	return s
 }

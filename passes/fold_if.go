@@ -142,7 +142,7 @@ func inlineBranch(g *ir.Graph, n *ir.Node, b *ir.Graph, names *ir.Namer) []*ir.N
 		// output: an Identity gives it n's output's name (simplify removes
 		// it where it can).
 		src := cmp.Or(boundTo[bo], bo)
-		id := &ir.Node{Name: names.Unique(cmp.Or(n.Name, "If")+"_out"+strconv.Itoa(i)), OpType: "Identity", Inputs: []*ir.Value{src}, Outputs: []*ir.Value{out}}
+		id := &ir.Node{Name: names.Unique(cmp.Or(n.Name, "If") + "_out" + strconv.Itoa(i)), OpType: "Identity", Inputs: []*ir.Value{src}, Outputs: []*ir.Value{out}}
 		out.Producer = id
 		nodes = append(nodes, id)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/crossrun"
 	"github.com/kiln-ml/kiln/internal/limitflags"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/version"
 	"github.com/kiln-ml/kiln/passes/autodiff"
 )
 
@@ -66,6 +67,7 @@ when any test fails.
 		fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "fail a test that runs longer than `D`")
 		cli.NonNegativeIntVar(fs, &o.jobs, "jobs", 0, "run `N` tests at once (0: GOMAXPROCS)")
 		fs.StringVar(&o.cpu, "cpu", "", "`CPU` to compile for (cpu backend: native; aarch64: generic, or cortex-a76, neoverse-n1, ...)")
+		cli.NonNegativeIntVar(fs, &o.opset, "opset", 0, "convert each test's model to ONNX opset `N` first (as cc convert --opset does); 0 keeps it")
 		fs.StringVar(&o.infer, "infer", "", "the arm64 infer `PATH` the aarch64 backend runs engines with (default: linux_arm64/infer beside cc)")
 		limits := limitflags.Add(fs, limitflags.All...)
 		return func(env *cli.Env, args []string) error {
@@ -88,6 +90,7 @@ type testOptions struct {
 	limits  ir.Limits
 	cpu     string
 	infer   string
+	opset   int
 }
 
 func init() {
@@ -149,6 +152,9 @@ func runTests(env *cli.Env, paths []string, o testOptions) error {
 	case conformance.Reference:
 		b.Limits = o.limits
 		backend = b
+	}
+	if o.opset > 0 {
+		backend = convertedBackend{backend, int64(o.opset)}
 	}
 	if o.timeout <= 0 {
 		return cli.Usagef("--timeout must be positive")
@@ -288,4 +294,29 @@ func crossBackend(b conformance.CPU, o testOptions) (conformance.CPU, error) {
 		return r.Run(ctx, eng, feeds, threads)
 	}
 	return b, nil
+}
+
+// convertedBackend converts each test's model to opset `to` before its
+// backend prepares it: cc test --opset N checks the version converter
+// against the tests' data.
+type convertedBackend struct {
+	conformance.Backend
+	to int64
+}
+
+// ReadLimits are the wrapped backend's.
+func (c convertedBackend) ReadLimits() ir.Limits {
+	if l, ok := c.Backend.(interface{ ReadLimits() ir.Limits }); ok {
+		return l.ReadLimits()
+	}
+	return ir.Limits{}
+}
+
+func (c convertedBackend) Prepare(m *ir.Model) (conformance.Runner, error) {
+	if m.Opset("") != c.to {
+		if err := version.Convert(m, c.to, version.Reason{}); err != nil {
+			return nil, err
+		}
+	}
+	return c.Backend.Prepare(m)
 }

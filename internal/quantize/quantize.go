@@ -34,6 +34,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/build"
 	"github.com/kiln-ml/kiln/internal/dataset"
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/version"
 	"github.com/kiln-ml/kiln/passes"
 )
 
@@ -221,10 +222,31 @@ func checkModel(m *ir.Model, perTensor bool) (int64, error) {
 	if opset == 0 {
 		return 0, fmt.Errorf("the model imports no ONNX opset (default domain)")
 	}
-	if err := upgradeOpset(m, qdqOpset, perTensor); err != nil {
+	if err := upgradeOpset(m, perTensor); err != nil {
 		return 0, err
 	}
 	return opset, nil
+}
+
+// qdqOpset is the default-domain opset a per-channel QDQ model needs:
+// QuantizeLinear and DequantizeLinear take an axis from 13.
+const qdqOpset = 13
+
+// upgradeOpset raises m's opset to qdqOpset through the version converter,
+// whose refusals say why quantizing needs it and what else the user can do.
+// perTensor: QuantizeLinear itself (opset 10), not its axis, is missing.
+func upgradeOpset(m *ir.Model, perTensor bool) error {
+	r := version.Reason{
+		Why:  fmt.Sprintf("per-channel weight scales need opset %d", qdqOpset),
+		Hint: fmt.Sprintf("re-export the model at opset %d, or cc convert --opset %d", qdqOpset, qdqOpset),
+	}
+	if perTensor {
+		r.Why = fmt.Sprintf("QuantizeLinear needs opset 10 (cc quantize raises it to %d)", qdqOpset)
+	}
+	if m.Opset("") >= 10 {
+		r.Hint += fmt.Sprintf(", or quantize --per-tensor, which keeps opset %d", m.Opset(""))
+	}
+	return version.Convert(m, qdqOpset, r)
 }
 
 // runPasses runs the named passes of the O2 pipeline, verifying after each.

@@ -55,6 +55,10 @@ func fold(c *Context, m *ir.Model, dequantize bool) error {
 			kept = append(kept, n)
 			continue
 		}
+		if slices.ContainsFunc(n.Outputs, func(o *ir.Value) bool { return o != nil && !o.Type.IsTensor() }) {
+			kept = append(kept, n) // an initializer is a tensor: sequences and optionals stay computed
+			continue
+		}
 		outs, err := knownOutputs(n, known)
 		if outs == nil {
 			outs, err = tryFold(n, opsets, isInput)

@@ -105,6 +105,7 @@ var O2 = []Pass{
 	{Name: "lower-training", Run: lowerTrainingPass, Required: true, Doc: "expands Gradient nodes (passes/autodiff) and rewrites the losses and optimizers into primitive ops"},
 	{Name: "infer", Run: inferPass, Required: true, Doc: "type and shape inference; propagates small compile-time values"},
 	{Name: "fold-if", Run: foldIfPass, Required: true, Doc: "replaces each If whose condition inference knows (shape checks) by its taken branch's nodes; compiled backends have no If kernel"},
+	{Name: "loop-sequences", Run: loopSequencesPass, Required: true, Doc: "turns a sequence a Loop appends one tensor to per iteration, read after it only by ConcatFromSequence (a scripted list's append then torch.stack or torch.cat), into a scan output; compiled backends have no sequence values"},
 	{Name: "simplify", Run: simplifyPass, Doc: "removes Identity, inference-mode Dropout, no-op Reshape/Transpose/Cast"},
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
 	{Name: "conv-bn", Run: convBNPass, Doc: "folds inference-mode BatchNormalization into the preceding Conv's weights and bias"},
@@ -132,6 +133,9 @@ var passOrder = [][2]string{
 	// An inlined branch's nodes are simplified, folded and fused like any.
 	{"infer", "fold-if"},
 	{"fold-if", "simplify"},
+	{"fold-if", "loop-sequences"},
+	{"loop-sequences", "simplify"},
+	{"loop-sequences", "fold"},
 	{"fold-if", "fold"},
 	{"infer", "fold"},
 	{"simplify", "fold"},

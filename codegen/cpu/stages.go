@@ -142,6 +142,13 @@ func (g *gen) claim(n *ir.Node) (any, error) {
 				Reason: "an output's shape is not static: it depends on the data, or on a dim no --shape or --max bounds"}
 		}
 	}
+	if !isGroup(n) && kernel.Lookup(n.OpType) != nil {
+		if _, err := g.sliceLead(n); err != nil {
+			// The hand-written kernel runs per sample of a dynamic leading
+			// dim only; the kernel layer reads dynamic dims anywhere.
+			return nil, nil
+		}
+	}
 	return claimed{g, n}, nil
 }
 
@@ -191,13 +198,17 @@ func (g *gen) lowerList(steps []*lower.Step) error {
 		}
 		g.curNode, g.curStep = n, st
 		lower := func() error { return g.lowerKernelOp(n) }
-		if info := g.handInfo(n); info != nil {
-			lower = func() error { return info.lower(g, n) }
+		hand := g.handInfo(n)
+		if onKernels(st) {
+			hand = nil // claim left it to the kernel layer (dynamic dims)
+		}
+		if hand != nil {
+			lower = func() error { return hand.lower(g, n) }
 		}
 		if p.lower != nil {
 			lower = p.lower
 		}
-		if g.handInfo(n) != nil || p.lower != nil && !p.layered {
+		if hand != nil || p.lower != nil && !p.layered {
 			// Hand-written kernels take static shapes: a node touching
 			// dynamic dims runs per sample (dynamic.go).
 			sl, err := g.sliceFor(n)

@@ -35,6 +35,20 @@ func point(n, a int, x *Expr) []*Expr {
 	return p
 }
 
+// defReshape copies a Reshape, Flatten, Squeeze or Unsqueeze in order:
+// element i of the output is element i of the input. Backends make these
+// nodes views where they can; this is the copy where they cannot (a graph
+// output, dynamic dims a target's own copy does not take).
+func defReshape(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	flat := C(0)
+	for k, d := range out.Dims {
+		flat = Add(Mul(flat, d), Var(k))
+	}
+	c.Emit(copyOf(out, Load(in, unravel(flat, in.Dims)...)))
+	return nil
+}
+
 func defTranspose(c *Ctx) error {
 	in, out := c.In[0], c.Out[0]
 	perm := c.Ints("perm")
@@ -642,6 +656,10 @@ func init() {
 	all := concat(numeric, []ir.DType{ir.Bool})
 	define(map[string]*OpDef{
 		"Transpose":       moving(all, defTranspose),
+		"Reshape":         moving(all, defReshape),
+		"Flatten":         moving(all, defReshape),
+		"Squeeze":         moving(all, defReshape),
+		"Unsqueeze":       moving(all, defReshape),
 		"Slice":           moving(all, defSlice),
 		"Pad":             moving(all, defPad),
 		"Concat":          moving(all, defConcat),

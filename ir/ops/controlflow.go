@@ -294,12 +294,19 @@ func sameTypes(ins, outs []*ir.Value) bool {
 	return true
 }
 
-// loopTrips is the number of iterations when inference can tell: a
-// constant trip count and a body whose cond output is always true.
+// loopTrips is the number of iterations when inference can tell: a trip
+// count that is a constant or an expression over the model's symbols (a
+// scripted `for t in range(x.size(0))`), and a body whose cond output is
+// always true.
 func loopTrips(c *InferContext, body *ir.Graph, known map[*ir.Value]*ir.Tensor) ir.Dim {
-	m := c.Const(0)
-	if m == nil || m.Len() != 1 || m.DType != ir.Int64 {
-		return ir.UnknownDim()
+	trips := ir.UnknownDim()
+	if m := c.Const(0); m != nil && m.Len() == 1 && m.DType == ir.Int64 {
+		trips = ir.D(max(m.Int64At(0), 0))
+	} else if e := c.SymInts(0); len(e) == 1 && e[0] != nil {
+		trips = ir.DimMax(ir.DimOf(e[0]), ir.D(0)) // a negative count runs no iteration
+	}
+	if trips == ir.UnknownDim() {
+		return trips
 	}
 	if cond := c.Const(1); cond != nil && cond.Len() == 1 && cond.Int64At(0) == 0 {
 		return ir.D(0)
@@ -314,7 +321,7 @@ func loopTrips(c *InferContext, body *ir.Graph, known map[*ir.Value]*ir.Tensor) 
 	if t := known[out]; out != body.Inputs[1] && (t == nil || t.Len() != 1 || t.Int64At(0) == 0) {
 		return ir.UnknownDim()
 	}
-	return ir.D(max(m.Int64At(0), 0))
+	return trips
 }
 
 // scanAxes reads one of Scan's per-input or per-output ints attributes:

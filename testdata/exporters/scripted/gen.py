@@ -1,0 +1,69 @@
+# Regenerates the scripted-list exports in this folder: /usr/bin/python3 gen.py
+# Each model builds a Python list in a torch.jit.script loop (outs.append)
+# and stacks or concatenates it, which PyTorch 1.13 exports as SequenceEmpty,
+# a Loop carrying the sequence with SequenceInsert, and ConcatFromSequence.
+# The loop runs over a dynamic dim; test_data_set_K holds PyTorch's outputs
+# at a different size each.
+import os
+from typing import List
+
+import onnx
+import torch
+from onnx import numpy_helper
+
+torch.manual_seed(0)
+
+
+class Lists(torch.nn.Module):
+    """stack on axis 0 and 1, cat on axis 0 and 1 of per-step Linear+Relu."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        outs: List[torch.Tensor] = []
+        for t in range(x.size(0)):
+            outs.append(torch.relu(self.lin(x[t])))
+        return torch.stack(outs), torch.stack(outs, 1), torch.cat(outs, 0), torch.cat(outs, 1)
+
+
+class Cell(torch.nn.Module):
+    """An RNN cell unrolled by a loop: the state is carried, each step's
+    state appended; returns the stacked states and the last one."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = torch.nn.Linear(5, 6)
+        self.rec = torch.nn.Linear(6, 6, bias=False)
+
+    def forward(self, x, h):
+        outs: List[torch.Tensor] = []
+        for t in range(x.size(1)):
+            h = torch.tanh(self.inp(x[:, t]) + self.rec(h))
+            outs.append(h * 2.0)
+        return torch.stack(outs, 1), h
+
+
+def save(name, model, inputs, names, outs, dyn):
+    os.makedirs(name, exist_ok=True)
+    m = torch.jit.script(model)
+    torch.onnx.export(m, inputs[0], os.path.join(name, "model.onnx"), input_names=names,
+                      output_names=outs, opset_version=17, dynamic_axes=dyn)
+    for k, args in enumerate(inputs):
+        d = os.path.join(name, "test_data_set_%d" % k)
+        os.makedirs(d, exist_ok=True)
+        with torch.no_grad():
+            ys = m(*args)
+        for i, a in enumerate(args):
+            t = numpy_helper.from_array(a.numpy(), names[i])
+            open(os.path.join(d, "input_%d.pb" % i), "wb").write(t.SerializeToString())
+        for i, y in enumerate(ys):
+            t = numpy_helper.from_array(y.numpy(), outs[i])
+            open(os.path.join(d, "output_%d.pb" % i), "wb").write(t.SerializeToString())
+
+
+save("lists", Lists(), [(torch.randn(t, 2, 4),) for t in (5, 1, 12)], ["x"],
+     ["stack0", "stack1", "cat0", "cat1"], {"x": {0: "T"}})
+save("cell", Cell(), [(torch.randn(b, t, 5), torch.randn(b, 6)) for b, t in ((2, 7), (1, 1), (3, 20))],
+     ["x", "h0"], ["states", "h"], {"x": {0: "N", 1: "T"}, "h0": {0: "N"}})

@@ -280,12 +280,19 @@ func asDeclared(t *ir.Tensor, declared ir.DType) *ir.Tensor {
 
 func compareOutputs(m *ir.Model, want []*ir.Tensor, got map[string]*ir.Tensor, tol Tolerance) (string, bool) {
 	var details []string
+	drawn := drawnOutputs(m)
 	for i, v := range m.Graph.Outputs {
 		g := got[v.Name]
 		if g == nil {
 			return fmt.Sprintf("output %q missing", v.Name), false
 		}
-		d, ok := Compare(want[i], g, tol)
+		var d string
+		var ok bool
+		if spec, isDrawn := drawn[v]; isDrawn {
+			d, ok = compareDrawn(want[i], g, spec)
+		} else {
+			d, ok = Compare(want[i], g, tol)
+		}
 		if !ok {
 			return fmt.Sprintf("output %q: %s", v.Name, d), false
 		}

@@ -5,7 +5,7 @@ package opcase
 // together they cover every element type each op declares, with NaN, ±Inf,
 // empty tensors, negative axes and the edges of each op's numerics.
 var families = []map[string][]string{
-	elementwiseCases, reduceCases, indexCases, linalgCases, convCases, quantCases, rnnCases, shapeCases, nanCases, signalCases, mlCases,
+	elementwiseCases, reduceCases, indexCases, linalgCases, convCases, quantCases, rnnCases, shapeCases, nanCases, signalCases, mlCases, randomCases,
 }
 
 // Cases returns each op's case lines (Parse syntax), keyed by op type; the

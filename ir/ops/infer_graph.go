@@ -15,11 +15,7 @@ const maxFoldElements = 1 << 16
 // inference or constant folding) and merged with an equal node: not a
 // random op, and not one holding subgraphs.
 func Evaluable(n *ir.Node) bool {
-	switch n.OpType {
-	case "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli":
-		return false
-	}
-	return len(n.Subgraphs()) == 0
+	return !randomOp(n) && len(n.Subgraphs()) == 0
 }
 
 // InferShapes runs type and shape inference over the model's graph and sets

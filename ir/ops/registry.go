@@ -45,6 +45,10 @@ type Schema struct {
 	// chain them into one loop.
 	Elementwise bool
 
+	// Random ops draw their outputs (random.go): no two runs need agree,
+	// so a node is never evaluated at compile time or merged with another.
+	Random bool
+
 	// Containers: the op takes sequence and optional values as well as
 	// tensors (the Sequence* and Optional* ops, control flow, Identity).
 	// Every other op's inputs must be tensors, which inference checks.

@@ -98,6 +98,9 @@ type SymbolRange struct {
 	Name string `json:"name"`
 	Min  int64  `json:"min"`
 	Max  int64  `json:"max"`
+	// Data: the code computes the dim from the data and writes it to the
+	// dims table.
+	Data bool `json:"data,omitempty"`
 }
 
 // Slot is one entry of the io array.

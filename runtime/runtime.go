@@ -51,6 +51,9 @@ type Engine struct {
 	Signer    ed25519.PublicKey
 	Checksum  [sha256.Size]byte
 	loadTimes LoadTimes
+	// dataDims: some dims are the data's (engine.Symbol Data), and the
+	// outputs over them get their shapes after a run.
+	dataDims bool
 }
 
 type binding struct {
@@ -194,6 +197,7 @@ func load(buf []byte, opts LoadOptions, start time.Time, weightsFile *os.File) (
 	if e.inputs, err = bindings(f.Meta.Inputs, false); err != nil {
 		return nil, err
 	}
+	e.dataDims = slices.ContainsFunc(f.Meta.Symbols, func(s engine.Symbol) bool { return s.Data })
 	if e.outputs, err = bindings(f.Meta.Outputs, true); err != nil {
 		return nil, err
 	}
@@ -393,7 +397,39 @@ func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 	e.lib.Run(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
 	goruntime.KeepAlive(inputs)
 	goruntime.KeepAlive(c) // the arena and weights are freed with their owners
-	return out, nil
+	return out, c.fitOutputs(out)
+}
+
+// fitOutputs gives the outputs over dims the data decides (engine.Symbol
+// Data) the shapes the run computed: bind allocated them at the dims'
+// maxima, and the code wrote the first elements, row-major at the real
+// dims.
+func (c *Context) fitOutputs(out map[string]*ir.Tensor) error {
+	e := c.engine
+	if !e.dataDims {
+		return nil
+	}
+	for i, s := range e.Meta.Symbols {
+		if s.Data && (c.dims[i] < 0 || c.dims[i] > s.Max) {
+			return fmt.Errorf("%w: the run computed the dim %s as %d, outside 0..%d", ErrInconsistent, s.Name, c.dims[i], s.Max)
+		}
+	}
+	for _, b := range e.outputs {
+		if !b.Dynamic() {
+			continue
+		}
+		dims, err := b.DimsAt(e.Meta.Symbols, c.dims)
+		if err != nil {
+			return err
+		}
+		t := out[b.Name]
+		n, err := byteSize(b.dtype, dims)
+		if err != nil || n > int64(len(t.Raw)) {
+			return fmt.Errorf("%w: output %q would be %v, beyond the %d bytes the code wrote", ErrInconsistent, b.Name, dims, len(t.Raw))
+		}
+		t.Dims, t.Raw = dims, t.Raw[:n]
+	}
+	return nil
 }
 
 // bind checks the inputs (names, dtypes, shapes: dynamic dims inside the
@@ -564,7 +600,7 @@ func (c *Context) RunProfiled(inputs map[string]*ir.Tensor, p *Profile) (map[str
 		p.samples[i] = append(p.samples[i], p.times[i+1]-p.times[i]) // thread 0's row
 	}
 	p.Runs++
-	return out, nil
+	return out, c.fitOutputs(out)
 }
 
 // Mean returns each kernel's mean time per run.

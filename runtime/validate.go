@@ -145,7 +145,7 @@ func compareABI(e *engine.Engine, abi *cpuabi.ABI, ins, outs []binding) error {
 	}
 	for i, s := range m.Symbols {
 		c := abi.Symbols[i]
-		if s.Name != c.Name || s.Min < c.Min || s.Max > c.Max {
+		if s.Name != c.Name || s.Min < c.Min || s.Max > c.Max || s.Data != c.Data {
 			return fmt.Errorf("metadata's dynamic dim %d is %s in %d..%d, the code takes %s in %d..%d", i, s.Name, s.Min, s.Max, c.Name, c.Min, c.Max)
 		}
 	}

@@ -43,7 +43,7 @@ func (g *gen) abi() *cpuabi.ABI {
 		rec.Slots[io.Index] = slotOf(io, true)
 	}
 	for _, s := range g.syms {
-		rec.Symbols = append(rec.Symbols, cpuabi.SymbolRange{Name: s.Name, Min: s.Min, Max: s.Max})
+		rec.Symbols = append(rec.Symbols, cpuabi.SymbolRange{Name: s.Name, Min: s.Min, Max: s.Max, Data: s.Data})
 	}
 	return rec
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/kiln-ml/kiln/ir/dimexpr"
+	"github.com/kiln-ml/kiln/ir/ops"
 	ll "github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/value"
 )
@@ -37,10 +38,14 @@ type DimRange struct{ Min, Opt, Max int64 }
 // names: its range is 1 to DefaultMaxDim, tuned at 1.
 const DefaultMaxDim = 32
 
-// Symbol is one symbolic dim of an engine and its range.
+// Symbol is one symbolic dim of an engine and its range. A Data symbol
+// is a dim the data decides (NonZero's count, ops.DataDimMax): the run
+// computes it, from 0 to Max, and writes it to the dims table for the
+// steps after and for the outputs' shapes.
 type Symbol struct {
 	Name string
 	DimRange
+	Data bool
 }
 
 // specialize gives every symbolic value its shape at the maxima (and
@@ -73,7 +78,7 @@ func (g *gen) specialize() (func(), error) {
 			}
 		}
 	}
-	if len(g.syms) == 0 {
+	if len(g.syms) == 0 && !hasDataDims(g.model.Graph) {
 		return func() {}, nil
 	}
 	env := map[string]int64{}
@@ -107,26 +112,81 @@ func (g *gen) specialize() (func(), error) {
 		g.symShapes[v] = v.Type.Shape.Clone()
 		v.Type.Shape = shape
 	}
-	var walk func(gr *ir.Graph)
-	walk = func(gr *ir.Graph) {
+	var walk func(gr *ir.Graph, top bool)
+	walk = func(gr *ir.Graph, top bool) {
 		for _, v := range gr.Inputs {
 			visit(v)
 		}
 		for _, n := range gr.Nodes {
+			if err == nil && hasDataDim(n) {
+				if !top {
+					err = fmt.Errorf("%s: an output whose shape depends on the data inside a control-flow body is not compiled", n)
+					return
+				}
+				err = g.addDataSymbols(n, env)
+			}
 			for _, o := range n.Outputs {
 				visit(o)
 			}
 			for _, sg := range n.Subgraphs() {
-				walk(sg)
+				walk(sg, false)
 			}
 		}
 	}
-	walk(g.model.Graph)
+	walk(g.model.Graph, true)
 	if err != nil {
 		restore()
 		return func() {}, err
 	}
 	return restore, nil
+}
+
+// addDataSymbols registers the dims node n's data decides, each from 0
+// to the most it can be for n's inputs at their maxima (inputs visited
+// already, so static).
+func (g *gen) addDataSymbols(n *ir.Node, env map[string]int64) error {
+	ins := make([][]int64, len(n.Inputs))
+	for i, v := range n.Inputs {
+		if v != nil {
+			ins[i], _ = v.Type.Shape.Ints()
+		}
+	}
+	for _, o := range n.Outputs {
+		if o == nil {
+			continue
+		}
+		for _, d := range o.Type.Shape.Dims {
+			if !ops.DataDimOf(n, d) {
+				continue
+			}
+			if _, ok := g.symIndex[d.Param]; ok {
+				continue
+			}
+			most, ok := ops.DataDimMax(n, g.opsets[n.Domain], ins)
+			if !ok {
+				return fmt.Errorf("%s: its output %q has a dim the data decides, with no bound kiln knows", n, o.Name)
+			}
+			g.symIndex[d.Param] = len(g.syms)
+			g.syms = append(g.syms, Symbol{Name: d.Param, DimRange: DimRange{Min: 0, Opt: most, Max: most}, Data: true})
+			env[d.Param] = most
+		}
+	}
+	return nil
+}
+
+// hasDataDims reports whether a node of g (not of its subgraphs) has an
+// output dim its data decides.
+func hasDataDims(g *ir.Graph) bool {
+	return slices.ContainsFunc(g.Nodes, hasDataDim)
+}
+
+func hasDataDim(n *ir.Node) bool {
+	for _, o := range n.Outputs {
+		if o != nil && slices.ContainsFunc(o.Type.Shape.Dims, func(d ir.Dim) bool { return ops.DataDimOf(n, d) }) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasSymbolic(s ir.Shape) bool {

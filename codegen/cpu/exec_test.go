@@ -86,7 +86,7 @@ func (e *Engine) run(inputs map[string]*ir.Tensor, threads int, arena []byte, pr
 	// finds them.
 	var syms []engine.Symbol
 	for _, s := range r.Symbols {
-		syms = append(syms, engine.Symbol{Name: s.Name, Min: s.Min, Opt: s.Opt, Max: s.Max})
+		syms = append(syms, engine.Symbol{Name: s.Name, Min: s.Min, Opt: s.Opt, Max: s.Max, Data: s.Data})
 	}
 	binding := func(io IO) engine.Binding {
 		return engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index}
@@ -140,5 +140,14 @@ func (e *Engine) run(inputs map[string]*ir.Tensor, threads int, arena []byte, pr
 	}
 	runtime.KeepAlive(keep)
 	runtime.KeepAlive(vals)
+	// Outputs over dims the data decides take the values the run wrote.
+	for _, o := range r.Outputs {
+		dims, err := binding(o).DimsAt(syms, vals)
+		if err != nil {
+			return nil, err
+		}
+		t := outs[o.Name]
+		t.Dims, t.Raw = dims, t.Raw[:ir.RawLen(o.DType, ir.Product(dims))]
+	}
 	return outs, nil
 }

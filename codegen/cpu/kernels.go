@@ -203,6 +203,13 @@ func (h kernelHost) Ptr(_ *llvm.Fn, b *kernel.Buffer) value.Value {
 	if b.Data != nil {
 		return h.k.locPtr(h.g.constLoc(b.Data), mt)
 	}
+	if b.Dim != "" { // a data-dependent dim's entry in the dims table
+		i, ok := h.g.symIndex[b.Dim]
+		if !ok {
+			panic(fmt.Sprintf("codegen/cpu: unknown data-dependent dim %q", b.Dim))
+		}
+		return h.k.locPtr(loc{space: inIO, io: h.g.symSlot(), off: 8 * int64(i)}, mt)
+	}
 	if b.ID < 0 {
 		off, ok := h.temps[b]
 		if !ok {

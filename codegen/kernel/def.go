@@ -188,6 +188,14 @@ func (c *Ctx) Temp(d ir.DType, dims ...*Expr) *Buffer {
 	return b
 }
 
+// DataDim returns the buffer a kernel writes the value of data-dependent
+// dim name to (an output dim of the node that ops.DataDimMax bounds). A
+// kernel reading Sym(name) must come after the one writing it, in a step
+// of its own.
+func (c *Ctx) DataDim(name string) *Buffer {
+	return &Buffer{Name: name, DType: ir.Int64, Dims: []*Expr{C(1)}, ID: -1, Dim: name}
+}
+
 // Table returns a constant buffer holding t: lookup tables a definition
 // computes at compile time (Resize's taps, say).
 func (c *Ctx) Table(t *ir.Tensor) *Buffer {

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -53,9 +54,20 @@ func RunScheduled(c *Ctx, inputs []*ir.Tensor, syms map[string]int64, schedule f
 		}
 		bufs[b] = t
 	}
+	syms = maps.Clone(syms)
+	if syms == nil {
+		syms = map[string]int64{}
+	}
 	outs := make([]*ir.Tensor, len(c.Out))
+	// An output over a dim the data decides is allocated once the kernel
+	// writing the dim (a DataDim buffer) has run.
+	pending := map[*Buffer]int{}
 	for i, b := range c.Out {
 		if b == nil {
+			continue
+		}
+		if _, err := evalDims(b, syms); err != nil && dataDimBuffer(c, b) {
+			pending[b] = i
 			continue
 		}
 		t, err := newUnwritten(b, syms)
@@ -78,6 +90,19 @@ func RunScheduled(c *Ctx, inputs []*ir.Tensor, syms map[string]int64, schedule f
 		}
 	}
 	for _, k := range c.Kernels {
+		for _, b := range kernelBuffers(k) {
+			if i, ok := pending[b]; ok {
+				t, err := newUnwritten(b, syms)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", name, err)
+				}
+				outs[i], bufs[b] = t, t
+				delete(pending, b)
+			}
+			if b.Dim != "" && bufs[b] == nil {
+				bufs[b] = ir.NewTensor(ir.Int64, 1)
+			}
+		}
 		if err := bindViews(k, bufs, byID, syms); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -88,8 +113,30 @@ func RunScheduled(c *Ctx, inputs []*ir.Tensor, syms map[string]int64, schedule f
 		if err := RunKernel(k, bufs, syms, s); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
+		if b := k.Out; b.Dim != "" {
+			syms[b.Dim] = bufs[b].Int64s()[0]
+		}
+	}
+	if len(pending) > 0 {
+		return nil, fmt.Errorf("%s: no kernel wrote the dims of %d outputs", name, len(pending))
 	}
 	return outs, nil
+}
+
+// dataDimBuffer reports whether one of c's kernels writes a dim of b (a
+// DataDim buffer of a symbol b's dims read).
+func dataDimBuffer(c *Ctx, b *Buffer) bool {
+	for _, k := range c.Kernels {
+		if k.Out.Dim == "" {
+			continue
+		}
+		for _, d := range b.Dims {
+			if d.Op == OpSym && d.Name == k.Out.Dim {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // bindViews binds the views k reads or writes: buffers of a node input's
@@ -261,11 +308,21 @@ func RunNode(n *ir.Node, opsets ops.Opsets, inputs, consts []*ir.Tensor, schedul
 		if v == nil || v.Name == "" {
 			continue
 		}
-		dims, ok := v.Type.Shape.Ints()
-		if !ok {
+		dims := make([]*Expr, v.Type.Shape.Rank())
+		for j, d := range v.Type.Shape.Dims {
+			switch {
+			case d.IsStatic():
+				dims[j] = C(d.Value)
+			case ops.DataDimOf(n, d): // the node's kernels compute it
+				dims[j] = Sym(d.Param)
+			default:
+				return nil, fmt.Errorf("%s: output %s has no static shape (%s)", n, v.Name, v.Type)
+			}
+		}
+		if !v.Type.Shape.Ranked {
 			return nil, fmt.Errorf("%s: output %s has no static shape (%s)", n, v.Name, v.Type)
 		}
-		out[i] = &Buffer{Name: v.Name, DType: v.Type.Elem, Dims: Ints(dims...), ID: len(n.Inputs) + i}
+		out[i] = &Buffer{Name: v.Name, DType: v.Type.Elem, Dims: dims, ID: len(n.Inputs) + i}
 	}
 	c, err := NewCtx(n, opsets, in, out, known)
 	if err != nil {

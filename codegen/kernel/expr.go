@@ -117,6 +117,10 @@ type Buffer struct {
 	// Data, when set, is the buffer's constant contents: a table a
 	// definition computed at compile time (Ctx.Table).
 	Data *ir.Tensor
+	// Dim, when set, makes the buffer the one int64 a kernel writes the
+	// value of the data-dependent dim Dim to (Ctx.DataDim): the host's
+	// dims table entry, which the kernels after it read as Sym(Dim).
+	Dim string
 }
 
 // NewBuffer returns a buffer with static dims.

@@ -251,6 +251,10 @@ func (d *driver) slots() error {
 		case seen[v]:
 			return fmt.Errorf("output %q is listed twice: an engine binds each name once", v.Name)
 		case !v.Type.Shape.IsStatic():
+			if n := dataDimNode(g, v); n != nil {
+				return &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: ops.OpsetsOf(d.p.Model)[n.Domain],
+					Reason: fmt.Sprintf("output %q has shape %s, which the data decides: this target compiles static shapes (the CPU targets compile these)", v.Name, v.Type)}
+			}
 			return fmt.Errorf("output %q has shape %s: this target compiles static shapes (cc build --shape)", v.Name, v.Type)
 		}
 		seen[v] = true
@@ -277,6 +281,25 @@ func (d *driver) fold() error {
 			}
 		}
 		d.p.skip[n] = known
+	}
+	return nil
+}
+
+// dataDimNode is the node of g whose data decides a dim of v's shape
+// (ops.DataDimOf), or nil.
+func dataDimNode(g *ir.Graph, v *ir.Value) *ir.Node {
+	for _, d := range v.Type.Shape.Dims {
+		e, ok := ir.DimExpr(d)
+		if !ok || d.IsStatic() {
+			continue
+		}
+		for _, sym := range e.Symbols() {
+			for _, n := range g.Nodes {
+				if ops.DataDimOf(n, ir.Sym(sym)) {
+					return n
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -555,7 +578,7 @@ func (p *Program) Check(stage string) error {
 			if _, ok := temp(b); ok {
 				continue
 			}
-			if b.ID < 0 && b.Data == nil || b.ID >= 0 && b.ID < len(p.vals) && p.scratch[p.vals[b.ID]] {
+			if b.ID < 0 && b.Data == nil && b.Dim == "" || b.ID >= 0 && b.ID < len(p.vals) && p.scratch[p.vals[b.ID]] {
 				errs = append(errs, fmt.Sprintf("step %d (%s): scratch %s is not the step's", i, st.Node, b.Name))
 			}
 			if v := p.ValueOf(b); v != nil {

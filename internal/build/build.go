@@ -310,7 +310,7 @@ func (b *cpuBackend) compile(m *ir.Model, src []byte, opts Options, pc *passes.C
 	meta.Folded = opts.folded
 	meta.Training = opts.Training
 	for _, s := range code.Symbols {
-		meta.Symbols = append(meta.Symbols, engine.Symbol{Name: s.Name, Min: s.Min, Opt: s.Opt, Max: s.Max})
+		meta.Symbols = append(meta.Symbols, engine.Symbol{Name: s.Name, Min: s.Min, Opt: s.Opt, Max: s.Max, Data: s.Data})
 	}
 	if err := meta.Validate(); err != nil {
 		return nil, fmt.Errorf("the engine would not load: %w", err)

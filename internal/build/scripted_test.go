@@ -16,19 +16,22 @@ import (
 	"github.com/kiln-ml/kiln/runtime"
 )
 
-// PyTorch 1.13 scripted loops that build a list (testdata/exporters/
-// scripted: outs.append in a for loop over a dynamic dim, then
-// torch.stack or torch.cat on several axes; an RNN cell unrolled with its
-// state carried) build with no flags into one engine, whose loop fills a
-// scan output in the arena, and match PyTorch's outputs at every size
-// its test data holds, at 1 and 2 threads.
-func TestScriptedLists(t *testing.T) {
+// PyTorch 1.13 exports whose shapes are the data's or the loop's build
+// with no flags into one engine each, and match PyTorch's outputs at every
+// size their test data holds, at 1 and 2 threads:
+//   - scripted loops that build a list (testdata/exporters/scripted:
+//     outs.append in a for loop over a dynamic dim, then torch.stack or
+//     torch.cat on several axes; an RNN cell unrolled with its state
+//     carried), whose loop fills a scan output in the arena;
+//   - boolean masks and torch.nonzero (testdata/exporters/datadep), whose
+//     counts the engine computes (none selected, too).
+func TestExportsOfRunTimeShapes(t *testing.T) {
 	if err := cpu.Available(); err != nil {
 		t.Skip(err)
 	}
-	for _, name := range []string{"lists", "cell"} {
+	for _, name := range []string{"scripted/lists", "scripted/cell", "datadep/masks"} {
 		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join("..", "..", "testdata", "exporters", "scripted", name)
+			dir := filepath.Join("..", "..", "testdata", "exporters", name)
 			path := filepath.Join(dir, "model.onnx")
 			out, err := Build(path, Options{OptLevel: 2})
 			require.NoError(t, err)

@@ -40,7 +40,7 @@ func inferNonZero(c *InferContext) error {
 	if x.Shape.Ranked {
 		rows = ir.D(int64(nonZeroRank(x.Shape.Rank())))
 	}
-	count := ir.UnknownDim()
+	count := dataDim(c, 0)
 	if n := x.Shape.NumElements(); n == 0 {
 		count = ir.D(0)
 	}
@@ -131,7 +131,7 @@ func inferCompress(c *InferContext) error {
 	if cond.Shape.Ranked && cond.Shape.Rank() != 1 {
 		return c.Errorf("condition has shape %s, want one dimension", cond.Shape)
 	}
-	count := ir.UnknownDim()
+	count := dataDim(c, 0)
 	if t := c.Const(1); t != nil && t.DType == ir.Bool {
 		count = ir.D(int64(trueCount(Bools(t))))
 	}

@@ -18,11 +18,17 @@ import (
 
 // Symbol is a dynamic dim and the sizes the engine accepts for it: Min to
 // Max; Opt is the size the build measured its choices at.
+//
+// A Data symbol is a dim the data decides (how many elements NonZero
+// finds): no input gives it; the run computes it, 0 to Max, and writes it
+// to the dims table, and the outputs' shapes over it are known after the
+// run.
 type Symbol struct {
 	Name string `json:"name"`
 	Min  int64  `json:"min"`
 	Opt  int64  `json:"opt"`
 	Max  int64  `json:"max"`
+	Data bool   `json:"data,omitempty"`
 }
 
 // Dynamic reports whether the binding has symbolic dims.
@@ -51,7 +57,7 @@ func (b Binding) ShapeString() string {
 // the shape given for ins[i]) and checks every input dim: static dims must
 // match, symbols must agree wherever they appear and lie in their range,
 // and dims that are expressions must equal their value. It returns the
-// values in syms' order.
+// values in syms' order, a Data symbol's at its maximum.
 func Resolve(syms []Symbol, ins []Binding, shapes [][]int64) ([]int64, error) {
 	if len(syms) == 0 { // a static engine: every dim as compiled (the common, per-run path)
 		for i, b := range ins {
@@ -89,6 +95,13 @@ func Resolve(syms []Symbol, ins []Binding, shapes [][]int64) ([]int64, error) {
 	vals := make([]int64, len(syms))
 	for i, s := range syms {
 		v, ok := env[s.Name]
+		if s.Data {
+			if ok {
+				return nil, fmt.Errorf("%s: dim %s is one the engine computes from the data, which no input may give", where[s.Name], s.Name)
+			}
+			vals[i] = s.Max // the run writes its value; memory is for the most
+			continue
+		}
 		if !ok {
 			return nil, fmt.Errorf("no input shape gives the dynamic dim %s", s.Name)
 		}

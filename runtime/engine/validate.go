@@ -97,8 +97,12 @@ func (m *Metadata) Validate() error {
 			return bad("symbol %s is malformed or repeated", quote(sy.Name))
 		}
 		syms[sy.Name] = true
-		if sy.Min < 1 || sy.Min > sy.Opt || sy.Opt > sy.Max {
-			return bad("symbol %q has the range %d..%d (opt %d): want 1 <= min <= opt <= max", sy.Name, sy.Min, sy.Max, sy.Opt)
+		lo := int64(1)
+		if sy.Data {
+			lo = 0 // a count of found elements may be none
+		}
+		if sy.Min < lo || sy.Min > sy.Opt || sy.Opt > sy.Max {
+			return bad("symbol %q has the range %d..%d (opt %d): want %d <= min <= opt <= max", sy.Name, sy.Min, sy.Max, sy.Opt, lo)
 		}
 	}
 	maxima := MaxValues(m.Symbols)

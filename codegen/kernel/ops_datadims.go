@@ -103,7 +103,100 @@ func init() {
 	all := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16, ir.Int8, ir.Int16, ir.Int32, ir.Int64,
 		ir.Uint8, ir.Uint16, ir.Uint32, ir.Uint64, ir.Bool}
 	define(map[string]*OpDef{
-		"NonZero":  {Types: all, Build: defNonZero},
-		"Compress": {Types: all, Build: defCompress},
+		"NonZero":           {Types: all, Build: defNonZero},
+		"Compress":          {Types: all, Build: defCompress},
+		"NonMaxSuppression": {Types: []ir.DType{ir.Float32}, Build: defNonMaxSuppression}, // the reference's types
 	})
+}
+
+// defNonMaxSuppression is greedy NMS per batch and class, as the
+// reference's selectBoxes: the boxes in order of score (best first, ties
+// to the lower index: a TopK over all of them), then one serial kernel
+// keeping each in turn unless it fails the score threshold, the class has
+// max_output_boxes_per_class kept already, or it overlaps a kept one by
+// more than the IoU threshold (float64, the reference's arithmetic), then
+// the kept boxes' (batch, class, index) rows at their running count.
+func defNonMaxSuppression(c *Ctx) error {
+	boxes, scores, out := c.In[0], c.In[1], c.Out[0]
+	dim, err := dataDimOf(c, out, 0)
+	if err != nil {
+		return err
+	}
+	if boxes.Rank() != 3 || scores.Rank() != 3 {
+		return c.Unsupported("boxes %v and scores %v: want (B, N, 4) and (B, C, N)", boxes.Dims, scores.Dims)
+	}
+	b, cl, n := scores.Dims[0], scores.Dims[1], scores.Dims[2]
+	scalar := func(i int, d ir.DType, absent *Expr) *Expr {
+		if i >= len(c.In) || c.In[i] == nil {
+			return absent
+		}
+		in := c.In[i]
+		if k, ok := in.Numel().IntValue(); ok && k == 0 {
+			return absent
+		}
+		return CastTo(Load(in, Ints(make([]int64, in.Rank())...)...), d)
+	}
+	maxOut := scalar(2, ir.Int64, C(0))
+	iouMax := scalar(3, ir.Float64, Const(ir.Float64, 0))
+	scoreMin := scalar(4, ir.Float64, nil)
+	centre := false
+	if a := c.Node.Attr("center_point_box"); a != nil {
+		centre = a.I != 0
+	}
+
+	sorted := c.Temp(scores.DType, b, cl, n)
+	order := c.Temp(ir.Int64, b, cl, n)
+	c.Emit(&Kernel{Name: "NonMaxSuppression_order", Out: sorted, Space: []*Expr{b, cl, n}, Value: Load(scores, Vars(3)...),
+		TopK: &TopK{Axis: 2, N: n, Largest: true, Indices: order}})
+
+	// corners of box i of batch Var(0): y1, x1, y2, x2.
+	corners := func(i *Expr) [4]*Expr {
+		v := func(k int64) *Expr { return CastTo(Load(boxes, Var(0), i, C(k)), ir.Float64) }
+		if centre {
+			half := Const(ir.Float64, 0.5)
+			xc, yc, w, h := v(0), v(1), v(2), v(3)
+			return [4]*Expr{Sub(yc, Mul(h, half)), Sub(xc, Mul(w, half)), Add(yc, Mul(h, half)), Add(xc, Mul(w, half))}
+		}
+		return [4]*Expr{Min(v(0), v(2)), Min(v(1), v(3)), Max(v(0), v(2)), Max(v(1), v(3))}
+	}
+	zero := Const(ir.Float64, 0)
+	area := func(p [4]*Expr) *Expr { return Mul(Sub(p[2], p[0]), Sub(p[3], p[1])) }
+	overlaps := func(i, j *Expr) *Expr { // iou(i, j) > iouMax
+		a, o := corners(i), corners(j)
+		aa, ao := area(a), area(o)
+		h := Sub(Min(a[2], o[2]), Max(a[0], o[0]))
+		w := Sub(Min(a[3], o[3]), Max(a[1], o[1]))
+		inter := Mul(h, w)
+		iou := Div(inter, Sub(Add(aa, ao), inter))
+		empty := Or(Or(Le(aa, zero), Le(ao, zero)), Or(Le(h, zero), Le(w, zero)))
+		return And(Not(empty), Gt(iou, iouMax))
+	}
+
+	// keep[b, c, k] for the box ranked k: a sum over the earlier ranks j
+	// of kept·(1 + M·overlap) counts the kept ones (mod M) and flags an
+	// overlap with one (>= M), M above any count.
+	keep := c.Temp(ir.Int64, b, cl, n)
+	m := Add(n, C(1))
+	j := RVar(0)
+	boxAt := func(rank *Expr) *Expr { return Load(order, Var(0), Var(1), rank) }
+	earlier := Select(Lt(j, Var(2)), Mul(Load(keep, Var(0), Var(1), j), Add(C(1), Mul(m, CastTo(overlaps(boxAt(Var(2)), boxAt(j)), ir.Int64)))), C(0))
+	ok := Lt(Rem(Acc(ir.Int64), m), maxOut)
+	ok = And(ok, Lt(Acc(ir.Int64), m))
+	if scoreMin != nil {
+		ok = And(ok, Gt(CastTo(Load(sorted, Vars(3)...), ir.Float64), scoreMin))
+	}
+	c.Emit(&Kernel{Name: "NonMaxSuppression_keep", Out: keep, Space: []*Expr{b, cl, n}, Value: earlier, Serial: true,
+		Reduce: &Reduce{Op: SumOp, Extents: []*Expr{n}, Post: CastTo(ok, ir.Int64)}})
+
+	total := Mul(Mul(b, cl), n)
+	kept := func(i *Expr) *Expr {
+		idx := unravel(i, []*Expr{b, cl, n})
+		return Ne(Load(keep, idx...), C(0))
+	}
+	pos := keepPositions(c, total, kept(Var(0)), dim)
+	flat := Add(Mul(Add(Mul(Var(0), cl), Var(1)), n), Var(2))
+	row := Select(Eq(Var(3), C(0)), Var(0), Select(Eq(Var(3), C(1)), Var(1), boxAt(Var(2))))
+	c.Emit(&Kernel{Name: "NonMaxSuppression_scatter", Out: out, Space: []*Expr{b, cl, n, C(3)}, Value: row,
+		Store: []*Expr{Load(pos, flat), Var(3)}, When: Ne(Load(keep, Var(0), Var(1), Var(2)), C(0))})
+	return nil
 }

@@ -23,13 +23,14 @@ import (
 //     outs.append in a for loop over a dynamic dim, then torch.stack or
 //     torch.cat on several axes; an RNN cell unrolled with its state
 //     carried), whose loop fills a scan output in the arena;
-//   - boolean masks and torch.nonzero (testdata/exporters/datadep), whose
-//     counts the engine computes (none selected, too).
+//   - boolean masks and torch.nonzero, and an SSD-style NonMaxSuppression
+//     checked against a NumPy NMS (testdata/exporters/datadep), whose counts
+//     the engine computes (none selected, too).
 func TestExportsOfRunTimeShapes(t *testing.T) {
 	if err := cpu.Available(); err != nil {
 		t.Skip(err)
 	}
-	for _, name := range []string{"scripted/lists", "scripted/cell", "datadep/masks"} {
+	for _, name := range []string{"scripted/lists", "scripted/cell", "datadep/masks", "datadep/nms"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "..", "testdata", "exporters", name)
 			path := filepath.Join(dir, "model.onnx")

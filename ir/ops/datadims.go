@@ -8,8 +8,8 @@ import (
 	"github.com/kiln-ml/kiln/ir"
 )
 
-// Data-dependent dims: how many elements NonZero finds or Compress keeps
-// depends on the values, not the shapes. Inference names each such dim
+// Data-dependent dims: how many elements NonZero finds, Compress keeps or
+// NonMaxSuppression selects depends on the values, not the shapes. Inference names each such dim
 // with a symbol of its own (dataDim), so that what is computed from the
 // output carries a shape over it ([2, n] → Transpose → [n, 2]) as a
 // model's input symbols are carried; a compiler plans memory for the most
@@ -64,6 +64,11 @@ func DataDimMax(n *ir.Node, opset int64, in [][]int64) (int64, bool) {
 			return ir.Product(in[0]), true
 		}
 		return in[0][axis], true
+	case "NonMaxSuppression": // every box of every class of every batch
+		if len(in) < 2 || len(in[1]) != 3 {
+			return 0, false
+		}
+		return ir.Product(in[1]), true
 	}
 	return 0, false
 }

@@ -52,7 +52,7 @@ func inferNonMaxSuppression(c *InferContext) error {
 		return c.Errorf("center_point_box is %d, want 0 or 1", e)
 	}
 	// How many boxes survive depends on the data.
-	c.Set(0, ir.TensorType(ir.Int64, ir.ShapeOf(ir.UnknownDim(), ir.D(3))))
+	c.Set(0, ir.TensorType(ir.Int64, ir.ShapeOf(dataDim(c, 0), ir.D(3))))
 	return setConstShapes(c)
 }
 

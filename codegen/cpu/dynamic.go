@@ -162,7 +162,7 @@ func (g *gen) addDataSymbols(n *ir.Node, env map[string]int64) error {
 			if _, ok := g.symIndex[d.Param]; ok {
 				continue
 			}
-			most, ok := ops.DataDimMax(n, g.opsets[n.Domain], ins)
+			most, ok := ops.DataDimMax(n, g.opsets[n.Domain], ins, d, func(x ir.Dim) (int64, error) { return dimValue(x, env) })
 			if !ok {
 				return fmt.Errorf("%s: its output %q has a dim the data decides, with no bound kiln knows", n, o.Name)
 			}

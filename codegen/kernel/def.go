@@ -192,7 +192,11 @@ func (c *Ctx) Temp(d ir.DType, dims ...*Expr) *Buffer {
 // dim name to (an output dim of the node that ops.DataDimMax bounds). A
 // kernel reading Sym(name) must come after the one writing it, in a step
 // of its own.
-func (c *Ctx) DataDim(name string) *Buffer {
+func (c *Ctx) DataDim(name string) *Buffer { return DataDimBuffer(name) }
+
+// DataDimBuffer is the buffer a kernel writes the value of data-dependent
+// dim name to (Buffer.Dim).
+func DataDimBuffer(name string) *Buffer {
 	return &Buffer{Name: name, DType: ir.Int64, Dims: []*Expr{C(1)}, ID: -1, Dim: name}
 }
 

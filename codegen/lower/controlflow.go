@@ -109,6 +109,10 @@ func (d *driver) buildIf(n *ir.Node, opsets ops.Opsets) (*Step, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		for i, bo := range a.G.Outputs {
+			if sets := d.branchDimSteps(n, bo, n.Outputs[i]); sets != nil {
+				steps = append(steps, sets...)
+				continue
+			}
 			cp, err := d.copyStep(bo, n.Outputs[i], opsets)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
@@ -306,6 +310,30 @@ func (d *driver) copyStep(src, dst *ir.Value, opsets ops.Opsets) ([]*Step, error
 		return nil, err
 	}
 	return []*Step{st}, nil
+}
+
+// branchDimSteps hands branch output src back as If output dst when the
+// branches give dst's dims different sizes (ops.BranchDim: dst's buffer
+// has a data-dependent dim there): steps setting each such dim to src's
+// size there, then a copy of src into dst's first elements, which are dst
+// at those dims. Nil when dst has no such dim.
+func (d *driver) branchDimSteps(n *ir.Node, src, dst *ir.Value) []*Step {
+	sb, db := d.p.Buffer(src), d.p.Buffer(dst)
+	var steps []*Step
+	for axis, e := range db.Dims {
+		if e.Op != kernel.OpSym {
+			continue
+		}
+		if _, j, ok := ops.BranchDim(n, ir.Sym(e.Name)); ok && j == axis && axis < len(sb.Dims) {
+			steps = append(steps, setStep(kernel.DataDimBuffer(e.Name), sb.Dims[axis]))
+		}
+	}
+	if steps == nil {
+		return nil
+	}
+	view := &kernel.Buffer{Name: db.Name, DType: db.DType, Dims: sb.Dims, ID: db.ID}
+	k := &kernel.Kernel{Name: SymbolName(dst.Name) + "_copy", Out: view, Space: sb.Dims, Value: kernel.Load(sb, kernel.Vars(len(sb.Dims))...)}
+	return append(steps, &Step{Parts: []Part{{Kernel: k}}})
 }
 
 func dimsOf(v *ir.Value) []int64 {

@@ -22,7 +22,9 @@ import (
 //   - scripted loops that build a list (testdata/exporters/scripted:
 //     outs.append in a for loop over a dynamic dim, then torch.stack or
 //     torch.cat on several axes; an RNN cell unrolled with its state
-//     carried), whose loop fills a scan output in the arena;
+//     carried), whose loop fills a scan output in the arena; a sample-rate
+//     If whose branches give different lengths (31 frames or 63: the
+//     branch that runs sets the dim);
 //   - boolean masks and torch.nonzero, and an SSD-style NonMaxSuppression
 //     checked against a NumPy NMS (testdata/exporters/datadep), whose counts
 //     the engine computes (none selected, too).
@@ -30,7 +32,7 @@ func TestExportsOfRunTimeShapes(t *testing.T) {
 	if err := cpu.Available(); err != nil {
 		t.Skip(err)
 	}
-	for _, name := range []string{"scripted/lists", "scripted/cell", "datadep/masks", "datadep/nms"} {
+	for _, name := range []string{"scripted/lists", "scripted/cell", "scripted/branches", "datadep/masks", "datadep/nms"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "..", "testdata", "exporters", name)
 			path := filepath.Join(dir, "model.onnx")

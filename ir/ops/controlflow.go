@@ -165,9 +165,26 @@ func inferIf(c *InferContext) error {
 		if err != nil {
 			return c.Errorf("output %d: the branches disagree: %v", i, err)
 		}
-		c.Set(i, u)
+		c.Set(i, branchDims(c, i, u, outs[0][i], outs[1][i]))
 	}
 	return nil
+}
+
+// branchDims gives each dim of output i that the branches know but not
+// alike (a front-end's 31 frames or 63) a symbol of its own: the branch
+// that runs decides it (datadims.go).
+func branchDims(c *InferContext, i int, u, a, b ir.Type) ir.Type {
+	if u.Kind != ir.TensorKind || !u.Shape.Ranked || c.Node.Outputs[i] == nil || !a.Shape.Ranked || !b.Shape.Ranked {
+		return u
+	}
+	for j, d := range u.Shape.Dims {
+		_, okA := ir.DimExpr(a.Shape.Dims[j])
+		_, okB := ir.DimExpr(b.Shape.Dims[j])
+		if d == ir.UnknownDim() && okA && okB {
+			u.Shape.Dims[j] = branchDim(c.Node.Outputs[i], j)
+		}
+	}
+	return u
 }
 
 // loopShape is a Loop node's arity: N loop-carried values and K scan

@@ -45,6 +45,23 @@ class Cell(torch.nn.Module):
         return torch.stack(outs, 1), h
 
 
+class Branches(torch.nn.Module):
+    """A sample-rate If whose branches give different lengths (a front-end
+    of stride 4 at 16 kHz, 2 at 8 kHz), pooled over time after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv1d(1, 4, 8, stride=4)
+        self.b = torch.nn.Conv1d(1, 4, 8, stride=2)
+
+    def forward(self, x, sr):
+        if bool(sr == 16000):
+            y = self.a(x)
+        else:
+            y = self.b(x)
+        return torch.relu(y).mean(dim=2), y
+
+
 def save(name, model, inputs, names, outs, dyn):
     os.makedirs(name, exist_ok=True)
     m = torch.jit.script(model)
@@ -67,3 +84,5 @@ save("lists", Lists(), [(torch.randn(t, 2, 4),) for t in (5, 1, 12)], ["x"],
      ["stack0", "stack1", "cat0", "cat1"], {"x": {0: "T"}})
 save("cell", Cell(), [(torch.randn(b, t, 5), torch.randn(b, 6)) for b, t in ((2, 7), (1, 1), (3, 20))],
      ["x", "h0"], ["states", "h"], {"x": {0: "N", 1: "T"}, "h0": {0: "N"}})
+save("branches", Branches(), [(torch.randn(1, 1, t), torch.tensor(sr)) for t, sr in ((32, 16000), (20, 8000), (16, 16000))],
+     ["x", "sr"], ["pooled", "frames"], {"x": {2: "T"}})

@@ -38,7 +38,7 @@ func TestInferIf(t *testing.T) {
 		want      string
 	}{
 		{f(ir.Sym("N"), ir.D(3)), f(ir.Sym("N"), ir.D(4)), nil, "float[N,branch_If_out0_1]"}, // the branch that runs decides (datadims.go)
-		{f(ir.D(2)), f(ir.D(2), ir.D(1)), nil, "float[]"}, // ranks differ: unranked
+		{f(ir.D(2)), f(ir.D(2), ir.D(1)), nil, "float[]"},                                    // ranks differ: unranked
 		{f(ir.D(2)), f(ir.D(2), ir.D(1)), ir.Scalar(ir.Bool, true), "float[2]"},
 		{f(ir.D(2)), f(ir.D(2), ir.D(1)), ir.Scalar(ir.Bool, false), "float[2,1]"},
 	} {

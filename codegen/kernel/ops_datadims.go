@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"math"
+
 	"github.com/kiln-ml/kiln/ir"
 )
 
@@ -105,6 +107,7 @@ func init() {
 	define(map[string]*OpDef{
 		"NonZero":           {Types: all, Build: defNonZero},
 		"Compress":          {Types: all, Build: defCompress},
+		"Unique":            {Types: all, Build: defUnique},
 		"NonMaxSuppression": {Types: []ir.DType{ir.Float32}, Build: defNonMaxSuppression}, // the reference's types
 	})
 }
@@ -198,5 +201,76 @@ func defNonMaxSuppression(c *Ctx) error {
 	row := Select(Eq(Var(3), C(0)), Var(0), Select(Eq(Var(3), C(1)), Var(1), boxAt(Var(2))))
 	c.Emit(&Kernel{Name: "NonMaxSuppression_scatter", Out: out, Space: []*Expr{b, cl, n, C(3)}, Value: row,
 		Store: []*Expr{Load(pos, flat), Var(3)}, When: Ne(Load(keep, Var(0), Var(1), Var(2)), C(0))})
+	return nil
+}
+
+// defUnique finds the distinct elements of x (x flattened; Unique over an
+// axis, whose slices compare whole, is refused): x sorted (a stable TopK
+// on a key ordering as the reference's elemOrder does, NaN greatest), the
+// runs of equal keys its groups, a group's first element the first
+// occurrence; then each output at its group's rank (the group's own
+// number, or with sorted=0 the number of groups occurring earlier).
+func defUnique(c *Ctx) error {
+	x := c.In[0]
+	if c.Node.Attr("axis") != nil {
+		return c.Unsupported("Unique over an axis (slices compared whole)")
+	}
+	y := c.Out[0]
+	dim, err := dataDimOf(c, y, 0)
+	if err != nil {
+		return err
+	}
+	n := x.Numel()
+	at := func(i *Expr) *Expr { return Load(x, unravel(i, x.Dims)...) }
+	key, keyType := at(Var(0)), x.DType
+	if x.DType.IsFloat() {
+		// NaN above +Inf above every number, as elemOrder orders them (in
+		// float64, a float64 input's largest finite value ties with +Inf).
+		v := CastTo(key, ir.Float64)
+		inf := Const(ir.Float64, math.Inf(1))
+		key, keyType = Select(IsNaN(v), inf, Select(Eq(v, inf), Const(ir.Float64, math.MaxFloat64), v)), ir.Float64
+	}
+	sorted := c.Temp(keyType, n)
+	order := c.Temp(ir.Int64, n)
+	c.Emit(&Kernel{Name: "Unique_sort", Out: sorted, Space: []*Expr{n}, Value: key, TopK: &TopK{Axis: 0, N: n, Indices: order}})
+	isNew := func(k *Expr) *Expr {
+		return Or(Eq(k, C(0)), Ne(Load(sorted, k), Load(sorted, Max(Sub(k, C(1)), C(0)))))
+	}
+	pos := keepPositions(c, n, isNew(Var(0)), dim)
+	gid := func(k *Expr) *Expr { return Sub(Add(Load(pos, k), CastTo(isNew(k), ir.Int64)), C(1)) }
+	groups := Sym(dim)
+	first := c.Temp(ir.Int64, n)
+	c.Emit(&Kernel{Name: "Unique_first", Out: first, Space: []*Expr{n}, Value: Load(order, Var(0)), Store: []*Expr{gid(Var(0))}, When: isNew(Var(0))})
+	rank := func(g *Expr) *Expr { return g }
+	if a := c.Node.Attr("sorted"); a != nil && a.I == 0 {
+		ranks := c.Temp(ir.Int64, n)
+		c.Emit(&Kernel{Name: "Unique_rank", Out: ranks, Space: []*Expr{groups},
+			Value:  CastTo(Lt(Load(first, RVar(0)), Load(first, Var(0))), ir.Int64),
+			Reduce: &Reduce{Op: SumOp, Extents: []*Expr{groups}}})
+		rank = func(g *Expr) *Expr { return Load(ranks, g) }
+	}
+	c.Emit(&Kernel{Name: "Unique_values", Out: y, Space: []*Expr{n}, Value: at(Load(order, Var(0))),
+		Store: []*Expr{rank(gid(Var(0)))}, When: isNew(Var(0))})
+	if out := outAt(c, 1); out != nil {
+		c.Emit(&Kernel{Name: "Unique_indices", Out: out, Space: []*Expr{groups}, Value: Load(first, Var(0)), Store: []*Expr{rank(Var(0))}})
+	}
+	if out := outAt(c, 2); out != nil {
+		c.Emit(&Kernel{Name: "Unique_inverse", Out: out, Space: []*Expr{n}, Value: rank(gid(Var(0))), Store: []*Expr{Load(order, Var(0))}})
+	}
+	if out := outAt(c, 3); out != nil {
+		counts := c.Temp(ir.Int64, n)
+		c.Emit(&Kernel{Name: "Unique_counts", Out: counts, Space: []*Expr{groups},
+			Value:  CastTo(Eq(gid(RVar(0)), Var(0)), ir.Int64),
+			Reduce: &Reduce{Op: SumOp, Extents: []*Expr{n}}})
+		c.Emit(&Kernel{Name: "Unique_counts_out", Out: out, Space: []*Expr{groups}, Value: Load(counts, Var(0)), Store: []*Expr{rank(Var(0))}})
+	}
+	return nil
+}
+
+// outAt is output i, or nil when the node does not produce it.
+func outAt(c *Ctx, i int) *Buffer {
+	if i < len(c.Out) {
+		return c.Out[i]
+	}
 	return nil
 }

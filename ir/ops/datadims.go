@@ -80,6 +80,15 @@ func DataDimMax(n *ir.Node, opset int64, in [][]int64, d ir.Dim, eval func(ir.Di
 			return ir.Product(in[0]), true
 		}
 		return in[0][axis], true
+	case "Unique":
+		if a := n.Attr("axis"); a != nil {
+			axis, err := NormAxis(a.I, len(in[0]))
+			if err != nil {
+				return 0, false
+			}
+			return in[0][axis], true
+		}
+		return ir.Product(in[0]), true
 	case "NonMaxSuppression": // every box of every class of every batch
 		if len(in) < 2 || len(in[1]) != 3 {
 			return 0, false
@@ -101,6 +110,9 @@ func DataDimOf(n *ir.Node, d ir.Dim) bool {
 		}
 		if n.OpType != "If" && dataDimOf(o).Param == d.Param {
 			return true
+		}
+		if n.OpType == "Unique" { // one length for Y, indices and counts: Y's
+			return dataDimOf(n.Outputs[0]).Param == d.Param
 		}
 		if n.OpType == "If" && o.Type.Shape.Ranked && slices.Contains(o.Type.Shape.Dims, d) && strings.HasPrefix(d.Param, "branch_") {
 			for j := range o.Type.Shape.Dims {

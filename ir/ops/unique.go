@@ -23,7 +23,7 @@ func init() { register(uniqueOps) }
 
 func inferUnique(c *InferContext) error {
 	x := c.In(0)
-	n := ir.UnknownDim()
+	n := dataDim(c, 0) // Y's, indices' and counts' length: the data's
 	vec := ir.TensorType(ir.Int64, ir.ShapeOf(n))
 	inverse := ir.TensorType(ir.Int64, ir.ShapeOf(ir.UnknownDim()))
 	y := ir.TensorType(x.Elem, ir.ShapeOf(n))

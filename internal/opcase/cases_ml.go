@@ -3,6 +3,11 @@ package opcase
 // Cases of the ai.onnx.ml ops the kernel layer defines
 // (codegen/kernel/ops_ml.go).
 var mlCases = map[string][]string{
+	"TfIdfVectorizer": {
+		`TfIdfVectorizer-9(mode="TF", min_gram_length=1, max_gram_length=2, max_skip_count=2, ngram_counts=[0 3], ngram_indexes=[0 1 2 3 4], pool_int64s=[2 3 5 3 5 5 2]) int64[2,7]~[2 3 5 5 2 3 1 3 5 2 5 2 2 3]`,
+		`TfIdfVectorizer-9(mode="IDF", min_gram_length=2, max_gram_length=2, max_skip_count=0, ngram_counts=[0 0], ngram_indexes=[1 0], pool_int64s=[2 3 3 5], weights=[0.5 2.0]) int32[9]~[2 3 5 3 5 2 3 3 5]`,
+		`TfIdfVectorizer-9(mode="TFIDF", min_gram_length=1, max_gram_length=3, max_skip_count=1, ngram_counts=[0 2 6], ngram_indexes=[3 1 0 2 4], pool_int64s=[7 9 7 9 9 7 7 9 7], weights=[1.5 0.25 2.0 -1.0 3.0]) int64[3,6]~[7 9 7 7 9 9 9 7 9 7 7 9 1 7 9 7 9 7]`,
+	},
 	"Binarizer": {"ai.onnx.ml.Binarizer-1(threshold=0.5) T[3,4,5]", "ai.onnx.ml.Binarizer-1 T[7]",
 		"ai.onnx.ml.Binarizer-1(threshold=-1.0) float[8]~[NaN -1 -0 0 0.5 1 Inf -Inf]"},
 	"ArrayFeatureExtractor": {"ai.onnx.ml.ArrayFeatureExtractor-1 T[3,5], int64[2]~[4 1]",

@@ -352,6 +352,8 @@ type tfIdf struct {
 	indexes             []int64
 	weights             []float32
 	width               int64 // max(ngram_indexes) + 1
+	// intGrams are an integer pool's n-grams in pool order (TfIdfSpec).
+	intGrams [][]int64
 }
 
 // gramKey encodes n tokens so that distinct n-grams (of any n) differ.
@@ -408,6 +410,9 @@ func tfIdfOf(a attrs) (*tfIdf, error) {
 				return nil, fmt.Errorf("ngram_indexes has %d entries, fewer than the pool's n-grams", len(t.indexes))
 			}
 			t.grams[gramKey(pool[p:p+int64(n)])] = gram
+			if !t.strings {
+				t.intGrams = append(t.intGrams, a.Ints("pool_int64s")[p:p+int64(n)])
+			}
 			gram++
 		}
 	}
@@ -466,6 +471,31 @@ func inferTfIdf(c *InferContext) error {
 // min_gram_length to max_gram_length and gaps of up to max_skip_count
 // tokens between its items (1-grams once, whatever the skip), then weighs
 // the counts by mode.
+// TfIdf is a TfIdfVectorizer node of an integer pool resolved for a
+// compiler: its n-grams in pool order, each with its output index and
+// weight (none: 1), counted as runTfIdf counts them.
+type TfIdf struct {
+	MinN, MaxN, MaxSkip int
+	Mode                string
+	Grams               [][]int64
+	Indexes             []int64
+	Weights             []float32
+	Width               int64
+}
+
+// TfIdfSpec resolves a TfIdfVectorizer node; a pool of strings is
+// refused (engines bind no strings).
+func (c *KernelContext) TfIdfSpec() (*TfIdf, error) {
+	t, err := tfIdfOf(c.attrs)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	if t.strings {
+		return nil, c.Errorf("a pool of strings")
+	}
+	return &TfIdf{MinN: t.minN, MaxN: t.maxN, MaxSkip: t.maxSkip, Mode: t.mode, Grams: t.intGrams, Indexes: t.indexes, Weights: t.weights, Width: t.width}, nil
+}
+
 func runTfIdf(c *KernelContext) error {
 	t, err := tfIdfOf(c.attrs)
 	if err != nil {

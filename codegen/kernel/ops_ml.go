@@ -288,6 +288,14 @@ func walkTrees(c *Ctx, x *Buffer, f *ops.Forest) *Buffer {
 		mode, v, split := Load(modes, i), sampleAt(x, Var(0), Load(features, i)), Load(splits, i)
 		tests := []*Expr{Le(v, split), Lt(v, split), Ge(v, split), Gt(v, split), Eq(v, split)}
 		took := Ne(v, split) // BRANCH_NEQ, mode 5
+		if f.MaxSet > 0 {
+			sets := float64Table(c, f.Sets, int64(len(f.Modes)), int64(f.MaxSet))
+			member := Bool(false)
+			for k := range f.MaxSet {
+				member = Or(member, Eq(CastTo(v, ir.Float64), Load(sets, i, C(int64(k)))))
+			}
+			took = Select(Eq(mode, C(ops.TreeMember)), member, took)
+		}
 		for m := len(tests) - 1; m >= 0; m-- {
 			took = Select(Eq(mode, C(int64(m))), tests[m], took)
 		}
@@ -438,6 +446,7 @@ func init() {
 		"Scaler":                {Domain: ops.MLDomain, Types: mlNumeric, Build: defScaler},
 		"Imputer":               {Domain: ops.MLDomain, Types: mlNumeric, Build: defImputer},
 		"TreeEnsembleRegressor": {Domain: ops.MLDomain, Types: mlNumeric, Build: defTreeRegressor},
+		"TreeEnsemble":          {Domain: ops.MLDomain, Types: []ir.DType{ir.Float32, ir.Float64}, Build: defTreeRegressor},
 		"Binarizer":             {Domain: ops.MLDomain, Types: []ir.DType{ir.Float32, ir.Float64, ir.Int64, ir.Int32}, Build: defBinarizer},
 		"ArrayFeatureExtractor": {Domain: ops.MLDomain, Types: []ir.DType{ir.Float32, ir.Float64, ir.Int64, ir.Int32}, Build: defArrayFeatureExtractor},
 		"LabelEncoder":          {Domain: ops.MLDomain, Types: []ir.DType{ir.Int64, ir.Float32}, Build: defLabelEncoder},

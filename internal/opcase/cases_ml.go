@@ -61,6 +61,17 @@ var mlCases = map[string][]string{
 	},
 	// Two trees (depth 2 and 1) whose leaves vote for some of 2 targets
 	// (one for target 1 twice); NaN takes the first split's true side.
+	// TreeEnsemble-5: BRANCH_LEQ then two BRANCH_MEMBER nodes, sets
+	// ended by NaN; a float and a NaN-holding input.
+	"TreeEnsemble": {
+		`ai.onnx.ml.TreeEnsemble-5(aggregate_function=1, leaf_targetids=[0 1 2 3], leaf_weights=float{1 10 1000 100}, ` +
+			`membership_values=float{1.2 3.7 8 9 NaN 12 7 NaN}, n_targets=4, nodes_falseleafs=[1 0 1], nodes_falsenodeids=[2 2 3], ` +
+			`nodes_featureids=[0 0 0], nodes_modes=uint8{0 6 6}, nodes_splits=float{11 232344 NaN}, nodes_trueleafs=[0 1 1], ` +
+			`nodes_truenodeids=[1 0 1], post_transform=0, tree_roots=[0]) T[8,1]~[1.2 3.7 8 9 12 7 11 NaN]`,
+		`ai.onnx.ml.TreeEnsemble-5(aggregate_function=1, leaf_targetids=[0 0 0], leaf_weights=float{-1 2 5}, ` +
+			`n_targets=1, nodes_falseleafs=[0 1], nodes_falsenodeids=[1 2], nodes_featureids=[1 0], nodes_modes=uint8{2 0}, ` +
+			`nodes_splits=float{0.5 -0.25}, nodes_trueleafs=[1 1], nodes_truenodeids=[0 1], post_transform=0, tree_roots=[0]) T[6,2]`,
+	},
 	"TreeEnsembleRegressor": {
 		tree("SUM", "NONE", "") + " T[6,3]",
 		tree("AVERAGE", "NONE", ", base_values=[0.5 -0.5]") + " T[5,3]",

@@ -317,6 +317,22 @@ func parseAttr(a attrSpec, t ir.DType) (*ir.Attribute, error) {
 	case strings.HasPrefix(v, `"`):
 		s, err := strconv.Unquote(v)
 		return ir.AttrS(a.name, s), err
+	case strings.HasSuffix(v, "}") && strings.Contains(v, "{"): // a 1-D tensor: float{1.5 NaN}, uint8{0 6}
+		name, list, _ := strings.Cut(strings.TrimSuffix(v, "}"), "{")
+		d, err := ir.ParseDType(name)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %s: %v", a.name, err)
+		}
+		fields := strings.Fields(list)
+		fs := make([]float64, len(fields))
+		for i, f := range fields {
+			x, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				return nil, err
+			}
+			fs[i] = x
+		}
+		return &ir.Attribute{Name: a.name, Kind: ir.AttrTensor, T: fromFloats(d, []int64{int64(len(fs))}, fs)}, nil
 	case strings.HasPrefix(v, `["`):
 		var ss []string
 		for _, f := range strings.Fields(strings.Trim(v, "[]")) {

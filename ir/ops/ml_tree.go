@@ -650,8 +650,11 @@ func runTreeEnsemble(c *KernelContext) error {
 // --- the kernel layer's view -----------------------------------------------------
 
 // TreeLeaf is a leaf's entry in Forest.Modes; branches have
-// TreeEnsemble-5's codes, 0 (BRANCH_LEQ) to 5 (BRANCH_NEQ).
+// TreeEnsemble-5's codes, 0 (BRANCH_LEQ) to 6 (BRANCH_MEMBER).
 const TreeLeaf = int64(leafMode)
+
+// TreeMember is a BRANCH_MEMBER node's entry in Forest.Modes.
+const TreeMember = int64(branchMember)
 
 // Forest is a tree ensemble's nodes as tables, for the kernel layer. A
 // walk starts at a root and, Depth times, moves from a branch to True
@@ -670,6 +673,10 @@ type Forest struct {
 	Base                                      []float64
 	Aggregate                                 Aggregation
 	Post                                      PostTransform
+	// Sets, for BRANCH_MEMBER nodes (mode 6), is each node's set of
+	// values in a row of MaxSet, padded with NaN (which equals nothing).
+	Sets   []float64
+	MaxSet int
 }
 
 // ForestSpec resolves a TreeEnsembleRegressor or TreeEnsemble node for
@@ -702,10 +709,17 @@ func (f *forest) tables() (*Forest, error) {
 	if len(f.base) == t {
 		copy(s.Base, f.base)
 	}
-	for i, nd := range f.nodes {
-		if nd.mode == branchMember {
-			return nil, fmt.Errorf("BRANCH_MEMBER nodes (sets of values) have no table form")
+	for _, nd := range f.nodes {
+		s.MaxSet = max(s.MaxSet, len(nd.members))
+	}
+	if s.MaxSet > 0 {
+		s.Sets = make([]float64, n*s.MaxSet)
+		for i := range s.Sets {
+			s.Sets[i] = math.NaN()
 		}
+	}
+	for i, nd := range f.nodes {
+		copy(s.Sets[i*s.MaxSet:], nd.members)
 		next := [2]int{nd.ifTrue, nd.ifNot}
 		if nd.mode == leafMode {
 			next = [2]int{i, i}

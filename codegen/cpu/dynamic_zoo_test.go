@@ -129,6 +129,11 @@ func TestDynamicZoo(t *testing.T) {
 		{"resnet18/H,W", "resnet18", map[int]string{2: "H", 3: "W"},
 			map[string]DimRange{"H": {32, 64, 112}, "W": {32, 64, 112}},
 			[][]int64{{1, 3, 64, 64}, {1, 3, 96, 80}, {1, 3, 33, 47}}, nil},
+		// The U-Net (MaxPool, ConvTranspose upsampling, skip Concats) over
+		// dynamic N, H and W: ConvTranspose gathers its taps.
+		{"unet_small/N,H,W", "../../testdata/models/unet_small.onnx", map[int]string{0: "N", 2: "H", 3: "W"},
+			map[string]DimRange{"N": {1, 1, 2}, "H": {8, 16, 32}, "W": {8, 16, 32}},
+			[][]int64{{1, 3, 16, 16}, {2, 3, 32, 24}, {1, 3, 8, 32}}, nil},
 		// A PyTorch export with dynamic axes N, H, W (already symbolic):
 		// strided Conv, InstanceNormalization, DepthToSpace, Resize and
 		// GlobalAveragePool over sizes known only at run time.

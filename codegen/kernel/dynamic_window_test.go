@@ -13,7 +13,7 @@ import (
 // MaxPool's Indices, sizes instead of scales, ...); enough cases of each
 // op must run.
 func TestDynamicWindows(t *testing.T) {
-	for _, op := range []string{"Conv", "MaxPool", "AveragePool", "LpPool", "Resize", "GlobalAveragePool", "GlobalMaxPool"} {
+	for _, op := range []string{"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "Resize", "GlobalAveragePool", "GlobalMaxPool"} {
 		lines := append(opcase.Cases()[op], mustRunDynamic[op]...)
 		ran := 0
 		for _, line := range lines {

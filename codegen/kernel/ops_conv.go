@@ -224,18 +224,33 @@ type convT struct {
 	// term is the summand for the taps and input positions given (one
 	// per spatial axis), read only where inside holds.
 	term func(taps, pos []*Expr, inside *Expr) *Expr
+	// dynamic: some spatial sizes are known only at run time (-1 in xd
+	// and yd; the buffers' dims hold them), so every output gathers.
+	dynamic bool
 }
 
 func newConvT(c *Ctx) (*convT, error) {
 	xd, wd, yd, err := convShapes(c)
-	if err != nil {
+	if err == nil {
+		win, err := c.TransposeWindow(wd[2:], xd[2:])
+		if err != nil {
+			return nil, c.Unsupported("%v", err)
+		}
+		return &convT{c: c, xd: xd, wd: wd, yd: yd, win: win, t: ComputeType(c.Out[0].DType)}, nil
+	}
+	// Dynamic spatial dims: the window's pads are the attributes', and
+	// the outputs gather their taps (convT.dynamic).
+	x, w, y := c.In[0], c.In[1], c.Out[0]
+	xd, yd = knownDims(x), knownDims(y)
+	wd, ok := w.Static()
+	if !ok || len(xd) < 3 || len(wd) != len(xd) || len(yd) != len(xd) || xd[1] < 0 || yd[1] < 0 {
 		return nil, err
 	}
-	win, err := c.TransposeWindow(wd[2:], xd[2:])
-	if err != nil {
-		return nil, c.Unsupported("%v", err)
+	win, werr := c.DynamicTransposeWindow(wd[2:], xd[2:])
+	if werr != nil {
+		return nil, c.Unsupported("%v", werr)
 	}
-	return &convT{c: c, xd: xd, wd: wd, yd: yd, win: win, t: ComputeType(c.Out[0].DType)}, nil
+	return &convT{c: c, xd: xd, wd: wd, yd: yd, win: win, t: ComputeType(y.DType), dynamic: true}, nil
 }
 
 // emit emits the kernels: one per phase, or one gathering.
@@ -245,7 +260,7 @@ func (ct *convT) emit() {
 	for _, s := range ct.win.Strides {
 		phases *= s
 	}
-	if phases > maxPhases {
+	if phases > maxPhases || ct.dynamic {
 		ct.gather()
 		return
 	}
@@ -346,11 +361,12 @@ func (ct *convT) gather() {
 	valid := Bool(true)
 	extents := append([]*Expr{}, ct.channels...)
 	for a := range len(ct.xd) - 2 {
-		s, d, pb, K, in := ct.win.Strides[a], ct.win.Dilations[a], ct.win.PadBegin[a], ct.wd[2+a], ct.xd[2+a]
+		s, d, pb, K := ct.win.Strides[a], ct.win.Dilations[a], ct.win.PadBegin[a], ct.wd[2+a]
+		in := spatialExtent(ct.c.In[0], ct.xd, a)
 		j := RVar(len(extents))
 		qk := Sub(Add(Var(2+a), C(pb)), Mul(j, C(d))) // i·s
 		i := Div(qk, C(s))
-		valid = And(valid, And(And(Ge(qk, C(0)), Eq(Rem(qk, C(s)), C(0))), Lt(i, C(in))))
+		valid = And(valid, And(And(Ge(qk, C(0)), Eq(Rem(qk, C(s)), C(0))), Lt(i, in)))
 		taps, pos = append(taps, j), append(pos, i)
 		extents = append(extents, C(K))
 	}

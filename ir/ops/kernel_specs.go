@@ -476,6 +476,30 @@ func (c *KernelContext) DynamicWindow(kernel, in []int64) (win Window, padBeginB
 	return win, padBeginByRem, err
 }
 
+// DynamicTransposeWindow is TransposeWindow for an input whose spatial
+// sizes may be unknown when compiling (-1): such an axis' output size is
+// -1 (the caller's output dims hold it) and its pads are the attributes'
+// (explicit pads, VALID's none). An axis whose pads follow from its size
+// (auto_pad SAME, output_shape) is refused.
+func (c *KernelContext) DynamicTransposeWindow(kernel, in []int64) (Window, error) {
+	tw, err := readTransposeWindow(c.attrs, kernel)
+	if err != nil {
+		return Window{}, fmt.Errorf("%s: %w", c.Node, err)
+	}
+	return resolveWindow(c, tw.windowSpec, func(i int, size int64) (out, pb, pe int64, err error) {
+		if size >= 0 || kernel[i] < 0 {
+			return tw.axis(i, size)
+		}
+		switch {
+		case tw.outShape[i] >= 0 || tw.same():
+			return 0, 0, 0, fmt.Errorf("spatial axis %d's pads follow from its size (output_shape or auto_pad SAME), which is known only at run time", i)
+		case tw.autoPad == "VALID":
+			return -1, 0, 0, nil
+		}
+		return -1, tw.pads[i], tw.pads[len(kernel)+i], nil
+	}, in)
+}
+
 // ResizePhases is a Resize whose taps repeat along each resized axis, as
 // a backend needs them for input sizes known only at run time: output x
 // = q·Period + r samples phase r's taps, their indices shifted by q·Shift

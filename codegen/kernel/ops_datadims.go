@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"math"
+	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
 )
@@ -204,16 +205,23 @@ func defNonMaxSuppression(c *Ctx) error {
 	return nil
 }
 
-// defUnique finds the distinct elements of x (x flattened; Unique over an
-// axis, whose slices compare whole, is refused): x sorted (a stable TopK
+// defUnique finds the distinct elements of x flattened (over an axis:
+// defUniqueSlices): x sorted (a stable TopK
 // on a key ordering as the reference's elemOrder does, NaN greatest), the
 // runs of equal keys its groups, a group's first element the first
 // occurrence; then each output at its group's rank (the group's own
 // number, or with sorted=0 the number of groups occurring earlier).
 func defUnique(c *Ctx) error {
 	x := c.In[0]
-	if c.Node.Attr("axis") != nil {
-		return c.Unsupported("Unique over an axis (slices compared whole)")
+	if a := c.Node.Attr("axis"); a != nil {
+		axis := int(a.I)
+		if axis < 0 {
+			axis += x.Rank()
+		}
+		if axis < 0 || axis >= x.Rank() {
+			return c.Unsupported("axis %d of a rank-%d input", a.I, x.Rank())
+		}
+		return defUniqueSlices(c, axis)
 	}
 	y := c.Out[0]
 	dim, err := dataDimOf(c, y, 0)
@@ -222,14 +230,7 @@ func defUnique(c *Ctx) error {
 	}
 	n := x.Numel()
 	at := func(i *Expr) *Expr { return Load(x, unravel(i, x.Dims)...) }
-	key, keyType := at(Var(0)), x.DType
-	if x.DType.IsFloat() {
-		// NaN above +Inf above every number, as elemOrder orders them (in
-		// float64, a float64 input's largest finite value ties with +Inf).
-		v := CastTo(key, ir.Float64)
-		inf := Const(ir.Float64, math.Inf(1))
-		key, keyType = Select(IsNaN(v), inf, Select(Eq(v, inf), Const(ir.Float64, math.MaxFloat64), v)), ir.Float64
-	}
+	key, keyType := orderKey(at(Var(0)))
 	sorted := c.Temp(keyType, n)
 	order := c.Temp(ir.Int64, n)
 	c.Emit(&Kernel{Name: "Unique_sort", Out: sorted, Space: []*Expr{n}, Value: key, TopK: &TopK{Axis: 0, N: n, Indices: order}})
@@ -263,6 +264,86 @@ func defUnique(c *Ctx) error {
 			Value:  CastTo(Eq(gid(RVar(0)), Var(0)), ir.Int64),
 			Reduce: &Reduce{Op: SumOp, Extents: []*Expr{n}}})
 		c.Emit(&Kernel{Name: "Unique_counts_out", Out: out, Space: []*Expr{groups}, Value: Load(counts, Var(0)), Store: []*Expr{rank(Var(0))}})
+	}
+	return nil
+}
+
+// orderKey is a key of v that orders as the reference's elemOrder does:
+// for floats (in float64) NaN above +Inf above every number, -0 with 0 (a
+// float64 input's largest finite value ties with +Inf); integers as they
+// are.
+func orderKey(v *Expr) (*Expr, ir.DType) {
+	if !v.Type.IsFloat() {
+		return v, v.Type
+	}
+	f := CastTo(v, ir.Float64)
+	inf := Const(ir.Float64, math.Inf(1))
+	return Select(IsNaN(f), inf, Select(Eq(f, inf), Const(ir.Float64, math.MaxFloat64), f)), ir.Float64
+}
+
+// defUniqueSlices is Unique over an axis: slices s and t of x along it
+// compared whole, pairwise (the first element where they differ decides,
+// by orderKey); a slice's group is its first equal slice, the groups'
+// ranks are by order of their slices (sorted) or of their first
+// occurrence, and each output is at its group's rank.
+func defUniqueSlices(c *Ctx, axis int) error {
+	x, y := c.In[0], c.Out[0]
+	dim, err := dataDimOf(c, y, axis)
+	if err != nil {
+		return err
+	}
+	n := x.Dims[axis]
+	rest := make([]*Expr, 0, x.Rank()-1) // the dims other than axis
+	for i, d := range x.Dims {
+		if i != axis {
+			rest = append(rest, d)
+		}
+	}
+	e := Product(rest)
+	elem := func(slice, k *Expr) *Expr { // element k of slice, k over the other dims
+		idx := unravel(k, rest)
+		return Load(x, slices.Insert(idx, axis, slice)...)
+	}
+	key := func(slice, k *Expr) *Expr { v, _ := orderKey(elem(slice, k)); return v }
+	// firstDiff[s, t]: the first element where slices s and t differ (e
+	// where none does).
+	firstDiff := c.Temp(ir.Int64, n, n)
+	k := RVar(0)
+	c.Emit(&Kernel{Name: "Unique_compare", Out: firstDiff, Space: []*Expr{n, n},
+		Value:  Select(Ne(key(Var(0), k), key(Var(1), k)), k, e),
+		Reduce: &Reduce{Op: MinOp, Extents: []*Expr{e}}})
+	same := func(s, t *Expr) *Expr { return Eq(Load(firstDiff, s, t), e) }
+	less := func(s, t *Expr) *Expr {
+		fd := Min(Load(firstDiff, s, t), Sub(e, C(1)))
+		return And(Not(same(s, t)), Lt(key(s, fd), key(t, fd)))
+	}
+	rep := c.Temp(ir.Int64, n)
+	c.Emit(&Kernel{Name: "Unique_group", Out: rep, Space: []*Expr{n}, Value: Select(same(Var(0), RVar(0)), RVar(0), n),
+		Reduce: &Reduce{Op: MinOp, Extents: []*Expr{n}}})
+	isRep := func(s *Expr) *Expr { return Eq(Load(rep, s), s) }
+	keepPositions(c, n, isRep(Var(0)), dim)
+	before := less(RVar(0), Var(0)) // sorted: the groups of smaller slices
+	if a := c.Node.Attr("sorted"); a != nil && a.I == 0 {
+		before = Lt(RVar(0), Var(0)) // the groups occurring earlier
+	}
+	ranks := c.Temp(ir.Int64, n)
+	c.Emit(&Kernel{Name: "Unique_rank", Out: ranks, Space: []*Expr{n}, Value: CastTo(And(isRep(RVar(0)), before), ir.Int64),
+		Reduce: &Reduce{Op: SumOp, Extents: []*Expr{n}}})
+	rank := func(s *Expr) *Expr { return Load(ranks, Load(rep, s)) }
+	store := Vars(x.Rank())
+	store[axis] = rank(Var(axis))
+	c.Emit(&Kernel{Name: "Unique_values", Out: y, Space: x.Dims, Value: Load(x, Vars(x.Rank())...), Store: store, When: isRep(Var(axis))})
+	if out := outAt(c, 1); out != nil {
+		c.Emit(&Kernel{Name: "Unique_indices", Out: out, Space: []*Expr{n}, Value: Var(0), Store: []*Expr{rank(Var(0))}, When: isRep(Var(0))})
+	}
+	if out := outAt(c, 2); out != nil {
+		c.Emit(copyOf(out, rank(Var(0))))
+	}
+	if out := outAt(c, 3); out != nil {
+		counts := c.Temp(ir.Int64, n)
+		c.Emit(&Kernel{Name: "Unique_counts", Out: counts, Space: []*Expr{n}, Value: CastTo(Eq(Load(rep, RVar(0)), Var(0)), ir.Int64),
+			Reduce: &Reduce{Op: SumOp, Extents: []*Expr{n}}})
+		c.Emit(&Kernel{Name: "Unique_counts_out", Out: out, Space: []*Expr{n}, Value: Load(counts, Var(0)), Store: []*Expr{rank(Var(0))}, When: isRep(Var(0))})
 	}
 	return nil
 }

@@ -108,10 +108,7 @@ func sliceFirst(dim *Expr, a ops.SliceAxis) *Expr {
 
 func defPad(c *Ctx) error {
 	in, out := c.In[0], c.Out[0]
-	dims, ok := in.Static()
-	if !ok {
-		return c.Unsupported("a Pad of dynamic dims")
-	}
+	dims := knownDims(in) // -1 where known only at run time
 	p, err := c.PadSpec(in.DType, dims)
 	if err != nil {
 		return c.Unsupported("%v", err)
@@ -120,7 +117,7 @@ func defPad(c *Ctx) error {
 	inside := Bool(true)
 	for a := range idx {
 		src := Sub(Var(a), C(p.Begin[a]))
-		n := C(dims[a])
+		n := in.Dims[a]
 		switch p.Mode {
 		case "constant":
 			if p.Begin[a] > 0 || p.End[a] > 0 {
@@ -131,12 +128,13 @@ func defPad(c *Ctx) error {
 		case "wrap":
 			src = FloorMod(src, n)
 		case "reflect":
-			// Reflection without repeating the edge has period 2(n-1).
+			// Reflection without repeating the edge has period 2(n-1); an
+			// axis of one element reflects to it.
 			if dims[a] == 1 {
 				src = C(0)
 				break
 			}
-			period := C(2 * (dims[a] - 1))
+			period := Max(Mul(C(2), Sub(n, C(1))), C(1))
 			m := FloorMod(src, period)
 			src = Select(Ge(m, n), Sub(period, m), m)
 		}

@@ -246,7 +246,13 @@ func defTopK(c *Ctx) error {
 	in, vals, idx := c.In[0], c.Out[0], c.Out[1]
 	spec, err := c.TopKSpec(staticOr(in))
 	if err != nil {
-		return c.Unsupported("%v", err)
+		// A K known only as an expression of the model's dims (argsort's
+		// x.size(1)): the output's dim, which inference gives, is K.
+		axis, largest, oerr := c.TopKOrder(in.Rank())
+		if oerr != nil || vals == nil || axis >= vals.Rank() || vals.Dims[axis].Op == OpConst {
+			return c.Unsupported("%v", err)
+		}
+		spec = &ops.TopK{Axis: axis, Largest: largest}
 	}
 	if idx == nil { // the indices are computed with the values
 		idx = c.Temp(ir.Int64, vals.Dims...)

@@ -27,12 +27,14 @@ import (
 //     branch that runs sets the dim);
 //   - boolean masks and torch.nonzero, and an SSD-style NonMaxSuppression
 //     checked against a NumPy NMS (testdata/exporters/datadep), whose counts
-//     the engine computes (none selected, too).
+//     the engine computes (none selected, too);
+//   - argsort, sort and topk of half an axis (TopK with K the axis' size)
+//     and a reflect pad over dynamic H and W (testdata/exporters/dynamic).
 func TestExportsOfRunTimeShapes(t *testing.T) {
 	if err := cpu.Available(); err != nil {
 		t.Skip(err)
 	}
-	for _, name := range []string{"scripted/lists", "scripted/cell", "scripted/branches", "datadep/masks", "datadep/nms"} {
+	for _, name := range []string{"scripted/lists", "scripted/cell", "scripted/branches", "datadep/masks", "datadep/nms", "dynamic/sorts", "dynamic/reflect_pad"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "..", "testdata", "exporters", name)
 			path := filepath.Join(dir, "model.onnx")

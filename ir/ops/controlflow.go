@@ -261,7 +261,7 @@ func inferLoop(c *InferContext) error {
 // first pass's, when it does not stay, are forgotten with its types.
 func inferLoopBody(c *InferContext, body *ir.Graph, carried int) (map[*ir.Value]*ir.Tensor, error) {
 	inputs := func(carriedType func(ir.Type) ir.Type) []ir.Type {
-		types := []ir.Type{scalarType(ir.Int64), scalarType(ir.Bool)}
+		types := []ir.Type{loopScalar(body.Inputs[0].Type, ir.Int64), loopScalar(body.Inputs[1].Type, ir.Bool)}
 		for i := 0; i < carried; i++ {
 			types = append(types, carriedType(c.In(2+i)))
 		}
@@ -277,6 +277,16 @@ func inferLoopBody(c *InferContext, body *ir.Graph, carried int) (map[*ir.Value]
 		v.Type = t
 	}
 	return inferBody(c, "body", body, inputs(elemOnly))
+}
+
+// loopScalar is the type of a Loop body's iteration number or condition:
+// a scalar of elem, or the body's declared type when it is one element of
+// elem (PyTorch declares int64[1]; ONNX Runtime runs it so).
+func loopScalar(declared ir.Type, elem ir.DType) ir.Type {
+	if declared.Kind == ir.TensorKind && declared.Elem == elem && declared.Shape.IsStatic() && declared.Shape.NumElements() == 1 {
+		return declared.Clone()
+	}
+	return scalarType(elem)
 }
 
 // saveTypes records the types of g's inputs and node outputs, nested

@@ -217,3 +217,23 @@ func TestInferKeepsInvariantBodyValues(t *testing.T) {
 	assert.Equal(t, "float[2,12]", body.Outputs[2].Type.String(), "the Reshape's shape is static")
 	assert.Equal(t, "float[3,4]", sbody.Outputs[1].Type.String())
 }
+
+// A Loop body that declares its iteration number int64[1] (as PyTorch's
+// scripted exports do; ONNX says a scalar) infers: one element is taken
+// for the scalar, as ONNX Runtime runs it.
+func TestLoopIterationDeclaredAsOneElement(t *testing.T) {
+	body := ir.NewGraph("body")
+	body.AddInput("i", ir.TensorType(ir.Int64, ir.S(1)))
+	cond := body.AddInput("c", ir.TensorType(ir.Bool, ir.S()))
+	x := body.AddInput("x", ir.TensorType(ir.Float32, ir.S(2)))
+	body.SetOutputs(cond, body.Apply("Add", []*ir.Value{x, x}))
+	g := ir.NewGraph("loop")
+	x0 := g.AddInput("x0", ir.TensorType(ir.Float32, ir.S(2)))
+	m := g.AddInitializer("m", ir.Scalar(ir.Int64, int64(3)))
+	yes := g.AddInitializer("yes", ir.FromSlice(ir.Bool, nil, []bool{true}))
+	y := g.Apply("Loop", []*ir.Value{m, yes, x0}, ir.AttrG("body", body))
+	g.SetOutputs(y)
+	_, err := InferShapes(ir.NewModel(g, 17))
+	require.NoError(t, err)
+	assert.Equal(t, "float[2]", y.Type.String())
+}

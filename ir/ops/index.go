@@ -1149,6 +1149,9 @@ func (c *KernelContext) PadSpec(d ir.DType, dims []int64) (*Pad, error) {
 		return nil, c.Errorf("%v", err)
 	}
 	for a, n := range dims {
+		if n < 0 {
+			continue // a dim known only at run time (-1): nothing to check here
+		}
 		if n+begin[a]+end[a] < 0 {
 			return nil, c.Errorf("pads %v crop dim %d of %d below zero", ir.FormatList(pads), a, n)
 		}

@@ -605,6 +605,18 @@ func (c *KernelContext) TopKSpec(dims []int64) (*TopK, error) {
 	return &TopK{Axis: axis, K: k, Largest: !c.declares("largest") || c.Int("largest") != 0}, nil
 }
 
+// TopKOrder resolves a TopK node's axis and direction for an input of
+// rank rank, without its K: for a backend that takes K from the output's
+// dim (an expression over the model's dims, as inference gives a K of
+// x.size(1) // 2).
+func (c *KernelContext) TopKOrder(rank int) (axis int, largest bool, err error) {
+	axis, err = NormAxis(c.Int("axis"), rank)
+	if err != nil {
+		return 0, false, c.Errorf("%v", err)
+	}
+	return axis, !c.declares("largest") || c.Int("largest") != 0, nil
+}
+
 func runTopK(c *KernelContext) error {
 	x := c.In(0)
 	if err := checkType(c, x.DType); err != nil {

@@ -12,7 +12,7 @@ import (
 var convertCmd = &cli.Command{
 	Name:    "convert",
 	Args:    "IN OUT",
-	Summary: "convert a model between ONNX protobuf (.onnx) and text syntax (.onnxtxt)",
+	Summary: "convert a model between ONNX protobuf (.onnx) and text syntax (.onnxtxt), or to another opset",
 	Help: `The formats are chosen by the files' extensions; converting to the same format
 rewrites the model into OUT. Text output writes initializers of over 64 elements
 to one binary file beside OUT (OUT.bin), so a large model's text stays readable.

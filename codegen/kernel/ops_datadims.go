@@ -176,21 +176,22 @@ func defNonMaxSuppression(c *Ctx) error {
 		return And(Not(empty), Gt(iou, iouMax))
 	}
 
-	// keep[b, c, k] for the box ranked k: a sum over the earlier ranks j
+	// keep[b, c, k] for the box ranked k: a sum over the earlier ranks j (a
+	// reduction of k terms)
 	// of kept·(1 + M·overlap) counts the kept ones (mod M) and flags an
 	// overlap with one (>= M), M above any count.
 	keep := c.Temp(ir.Int64, b, cl, n)
 	m := Add(n, C(1))
 	j := RVar(0)
 	boxAt := func(rank *Expr) *Expr { return Load(order, Var(0), Var(1), rank) }
-	earlier := Select(Lt(j, Var(2)), Mul(Load(keep, Var(0), Var(1), j), Add(C(1), Mul(m, CastTo(overlaps(boxAt(Var(2)), boxAt(j)), ir.Int64)))), C(0))
+	earlier := Mul(Load(keep, Var(0), Var(1), j), Add(C(1), Mul(m, CastTo(overlaps(boxAt(Var(2)), boxAt(j)), ir.Int64))))
 	ok := Lt(Rem(Acc(ir.Int64), m), maxOut)
 	ok = And(ok, Lt(Acc(ir.Int64), m))
 	if scoreMin != nil {
 		ok = And(ok, Gt(CastTo(Load(sorted, Vars(3)...), ir.Float64), scoreMin))
 	}
 	c.Emit(&Kernel{Name: "NonMaxSuppression_keep", Out: keep, Space: []*Expr{b, cl, n}, Value: earlier, Serial: true,
-		Reduce: &Reduce{Op: SumOp, Extents: []*Expr{n}, Post: CastTo(ok, ir.Int64)}})
+		Reduce: &Reduce{Op: SumOp, Extents: []*Expr{Var(2)}, Post: CastTo(ok, ir.Int64)}})
 
 	total := Mul(Mul(b, cl), n)
 	kept := func(i *Expr) *Expr {

@@ -103,7 +103,7 @@ func (g *gen) specialize() (func(), error) {
 			}
 			n, e := dimValue(d, env)
 			if e != nil {
-				err = fmt.Errorf("%q has shape %s: %v", v.Name, v.Type, e)
+				err = fmt.Errorf("%s%q has shape %s: %v: no input gives it and kiln computes no size for it when compiling (a size read from a sequence's elements, say)", producedBy(v), v.Name, v.Type, e)
 				return
 			}
 			shape.Dims[i] = ir.D(n)
@@ -139,6 +139,15 @@ func (g *gen) specialize() (func(), error) {
 		return func() {}, err
 	}
 	return restore, nil
+}
+
+// producedBy names v's producer for an error ("node \"x\" (Op): "), or
+// is empty for a graph input.
+func producedBy(v *ir.Value) string {
+	if v.Producer == nil {
+		return ""
+	}
+	return v.Producer.String() + ": "
 }
 
 // addDataSymbols registers the dims node n's data decides, each from 0

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/ops"
 )
 
 // Ops whose output dims the data decides (ir/ops datadims.go): NonZero
@@ -37,9 +38,10 @@ func keepPositions(c *Ctx, n *Expr, keep *Expr, dim string) *Buffer {
 	pos := c.Temp(ir.Int64, n)
 	c.Emit(&Kernel{Name: c.Node.OpType + "_positions", Out: pos, Space: []*Expr{n}, Value: CastTo(keep, ir.Int64),
 		Scan: &Scan{Axis: 0, Op: SumOp, Exclusive: true}})
-	last := Sub(n, C(1))
-	total := Add(Load(pos, last), CastTo(Subst(keep, []*Expr{last}), ir.Int64))
-	c.Emit(&Kernel{Name: c.Node.OpType + "_count", Out: c.DataDim(dim), Space: []*Expr{C(1)}, Value: total})
+	// The total is its own reduction (not the last position plus the last
+	// element), so that no points, an empty input, count none.
+	c.Emit(&Kernel{Name: c.Node.OpType + "_count", Out: c.DataDim(dim), Space: []*Expr{C(1)},
+		Value: CastTo(Subst(keep, []*Expr{RVar(0)}), ir.Int64), Reduce: &Reduce{Op: SumOp, Extents: []*Expr{n}}})
 	return pos
 }
 
@@ -73,12 +75,9 @@ func defNonZero(c *Ctx) error {
 // length select nothing (the reference refuses them).
 func defCompress(c *Ctx) error {
 	x, cond, out := c.In[0], c.In[1], c.Out[0]
-	axis := -1
-	if a := c.Node.Attr("axis"); a != nil {
-		axis = int(a.I)
-		if axis < 0 {
-			axis += x.Rank()
-		}
+	axis, err := c.CompressAxis(x.Rank())
+	if err != nil {
+		return c.Unsupported("%v", err)
 	}
 	dims := x.Dims
 	if axis < 0 {
@@ -89,7 +88,7 @@ func defCompress(c *Ctx) error {
 		return err
 	}
 	length := Min(cond.Dims[0], dims[axis])
-	keep := func(i *Expr) *Expr { return And(Lt(i, length), Load(cond, Min(i, Sub(cond.Dims[0], C(1))))) }
+	keep := func(i *Expr) *Expr { in := Lt(i, length); return And(in, LoadOr(in, cond, Bool(false), i)) }
 	pos := keepPositions(c, length, keep(Var(0)), dim)
 	flat := C(0)
 	for k, d := range dims {
@@ -215,12 +214,9 @@ func defNonMaxSuppression(c *Ctx) error {
 func defUnique(c *Ctx) error {
 	x := c.In[0]
 	if a := c.Node.Attr("axis"); a != nil {
-		axis := int(a.I)
-		if axis < 0 {
-			axis += x.Rank()
-		}
-		if axis < 0 || axis >= x.Rank() {
-			return c.Unsupported("axis %d of a rank-%d input", a.I, x.Rank())
+		axis, err := ops.NormAxis(a.I, x.Rank())
+		if err != nil {
+			return c.Unsupported("%v", err)
 		}
 		return defUniqueSlices(c, axis)
 	}

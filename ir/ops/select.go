@@ -112,6 +112,17 @@ func runNonZero(c *KernelContext) error {
 
 // compressAxis resolves Compress's axis against rank: -1 when absent
 // (the input is flattened), negative values from the back from v11.
+// CompressAxis is a Compress node's axis for an input of rank rank, as
+// the reference resolves it: -1 when absent (x flattened); a negative axis
+// needs Compress-11.
+func (c *KernelContext) CompressAxis(rank int) (int, error) {
+	axis, err := compressAxis(c.attrs, c.Opset, rank)
+	if err != nil {
+		return 0, c.Errorf("%v", err)
+	}
+	return axis, nil
+}
+
 func compressAxis(a attrs, opset int64, rank int) (int, error) {
 	if !a.Has("axis") {
 		return -1, nil

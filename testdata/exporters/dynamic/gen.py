@@ -4,10 +4,13 @@
 # axis, a reflect pad over dynamic H and W. test_data_set_K holds
 # PyTorch's outputs at a different size each.
 import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from export_sets import save  # noqa: E402
 
 import torch
 import torch.nn.functional as F
-from onnx import numpy_helper
 
 torch.manual_seed(0)
 
@@ -20,23 +23,6 @@ class Sorts(torch.nn.Module):
 class ReflectPad(torch.nn.Module):
     def forward(self, x):
         return F.pad(x, (1, 2, 0, 3), mode="reflect") * 2.0
-
-
-def save(name, model, inputs, names, outs, dyn):
-    os.makedirs(name, exist_ok=True)
-    torch.onnx.export(model, inputs[0], os.path.join(name, "model.onnx"), input_names=names,
-                      output_names=outs, opset_version=17, dynamic_axes=dyn)
-    for k, args in enumerate(inputs):
-        d = os.path.join(name, "test_data_set_%d" % k)
-        os.makedirs(d, exist_ok=True)
-        with torch.no_grad():
-            ys = model(*args)
-        if not isinstance(ys, tuple):
-            ys = (ys,)
-        for i, a in enumerate(args):
-            open(os.path.join(d, "input_%d.pb" % i), "wb").write(numpy_helper.from_array(a.numpy(), names[i]).SerializeToString())
-        for i, y in enumerate(ys):
-            open(os.path.join(d, "output_%d.pb" % i), "wb").write(numpy_helper.from_array(y.numpy(), outs[i]).SerializeToString())
 
 
 save("sorts", Sorts(), [(torch.randn(n, s),) for n, s in ((2, 7), (1, 2), (3, 30))], ["x"],

@@ -5,11 +5,13 @@
 # The loop runs over a dynamic dim; test_data_set_K holds PyTorch's outputs
 # at a different size each.
 import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from export_sets import save  # noqa: E402
 from typing import List
 
-import onnx
 import torch
-from onnx import numpy_helper
 
 torch.manual_seed(0)
 
@@ -62,27 +64,9 @@ class Branches(torch.nn.Module):
         return torch.relu(y).mean(dim=2), y
 
 
-def save(name, model, inputs, names, outs, dyn):
-    os.makedirs(name, exist_ok=True)
-    m = torch.jit.script(model)
-    torch.onnx.export(m, inputs[0], os.path.join(name, "model.onnx"), input_names=names,
-                      output_names=outs, opset_version=17, dynamic_axes=dyn)
-    for k, args in enumerate(inputs):
-        d = os.path.join(name, "test_data_set_%d" % k)
-        os.makedirs(d, exist_ok=True)
-        with torch.no_grad():
-            ys = m(*args)
-        for i, a in enumerate(args):
-            t = numpy_helper.from_array(a.numpy(), names[i])
-            open(os.path.join(d, "input_%d.pb" % i), "wb").write(t.SerializeToString())
-        for i, y in enumerate(ys):
-            t = numpy_helper.from_array(y.numpy(), outs[i])
-            open(os.path.join(d, "output_%d.pb" % i), "wb").write(t.SerializeToString())
-
-
 save("lists", Lists(), [(torch.randn(t, 2, 4),) for t in (5, 1, 12)], ["x"],
-     ["stack0", "stack1", "cat0", "cat1"], {"x": {0: "T"}})
+     ["stack0", "stack1", "cat0", "cat1"], {"x": {0: "T"}}, script=True)
 save("cell", Cell(), [(torch.randn(b, t, 5), torch.randn(b, 6)) for b, t in ((2, 7), (1, 1), (3, 20))],
-     ["x", "h0"], ["states", "h"], {"x": {0: "N", 1: "T"}, "h0": {0: "N"}})
+     ["x", "h0"], ["states", "h"], {"x": {0: "N", 1: "T"}, "h0": {0: "N"}}, script=True)
 save("branches", Branches(), [(torch.randn(1, 1, t), torch.tensor(sr)) for t, sr in ((32, 16000), (20, 8000), (16, 16000))],
-     ["x", "sr"], ["pooled", "frames"], {"x": {2: "T"}})
+     ["x", "sr"], ["pooled", "frames"], {"x": {2: "T"}}, script=True)

@@ -6,37 +6,11 @@ import (
 )
 
 // The random ops: ir/ops's generator (ops.RandomDraw, MultinomialWeight and
-// MultinomialThreshold over ops.RandomArith) built as expressions of each
+// MultinomialThreshold over ops.Arith) built as expressions of each
 // output element's row-major index, so an
 // engine draws what the reference draws, bit for bit, for a node with a
 // seed. A node without one draws the stream ops.RandomSpec fixes when the
 // engine is built (the reference draws a fresh one per run).
-
-// exprArith is ops.RandomArith over expressions: uint64 and float64
-// values, booleans as Bool.
-type exprArith struct{}
-
-func (exprArith) Uint(c uint64) *Expr         { return IntConst(ir.Uint64, int64(c)) }
-func (exprArith) Float(c float64) *Expr       { return Const(ir.Float64, c) }
-func (exprArith) IAdd(a, b *Expr) *Expr       { return Add(a, b) }
-func (exprArith) IMul(a, b *Expr) *Expr       { return Mul(a, b) }
-func (exprArith) Xor(a, b *Expr) *Expr        { return Xor(a, b) }
-func (exprArith) And(a, b *Expr) *Expr        { return And(a, b) }
-func (exprArith) Or(a, b *Expr) *Expr         { return Or(a, b) }
-func (e exprArith) Shl(a *Expr, n uint) *Expr { return Shl(a, e.Uint(uint64(n))) }
-func (e exprArith) Shr(a *Expr, n uint) *Expr { return Shr(a, e.Uint(uint64(n))) }
-func (exprArith) FAdd(a, b *Expr) *Expr       { return Add(a, b) }
-func (exprArith) FSub(a, b *Expr) *Expr       { return Sub(a, b) }
-func (exprArith) FMul(a, b *Expr) *Expr       { return Mul(a, b) }
-func (exprArith) FDiv(a, b *Expr) *Expr       { return Div(a, b) }
-func (exprArith) Sqrt(a *Expr) *Expr          { return Sqrt(a) }
-func (exprArith) Abs(a *Expr) *Expr           { return Abs(a) }
-func (exprArith) Less(a, b *Expr) *Expr       { return Lt(a, b) }
-func (exprArith) LessEq(a, b *Expr) *Expr     { return Le(a, b) }
-func (exprArith) Select(c, a, b *Expr) *Expr  { return Select(c, a, b) }
-func (exprArith) ToFloat(a *Expr) *Expr       { return CastTo(a, ir.Float64) }
-func (exprArith) Bits(a *Expr) *Expr          { return Bitcast(a, ir.Uint64) }
-func (exprArith) FromBits(a *Expr) *Expr      { return Bitcast(a, ir.Float64) }
 
 // rowMajor is the row-major index of the point Vars(len(dims)) in dims.
 func rowMajor(dims []*Expr) *Expr {

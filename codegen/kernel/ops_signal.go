@@ -148,13 +148,43 @@ func defSTFT(c *Ctx) error {
 	return nil
 }
 
+// defMelWeightMatrix computes each filter's edges (ops.MelScale, MelEdge)
+// and its weight at each bin (ops.MelWeight) from the inputs read at run
+// time, in the reference's arithmetic (ops.Arith), so the engine's edges
+// are the reference's bit for bit. An engine does not check the edges:
+// a filter past the spectrogram's bins, which the reference refuses,
+// has the weights of the bins it covers.
+func defMelWeightMatrix(c *Ctx) error {
+	var a exprArith
+	f := ir.Float64
+	in := func(i int) *Expr {
+		x := c.In[i]
+		at := make([]*Expr, x.Rank())
+		for k := range at {
+			at[k] = C(0)
+		}
+		return CastTo(Load(x, at...), f)
+	}
+	low, step := ops.MelScale[*Expr](a, in(0), in(3), in(4))
+	edge := func(k *Expr) *Expr { return ops.MelEdge[*Expr](a, CastTo(k, f), low, step, in(1), in(2)) }
+	filter := Var(1)
+	v := ops.MelWeight[*Expr](a, CastTo(Var(0), f), edge(filter), edge(Add(filter, C(1))), edge(Add(filter, C(2))))
+	out := c.Out[0]
+	if out.DType == ir.Float16 || out.DType == ir.BFloat16 {
+		v = CastTo(v, ir.Float32) // as ops.FromFloat64s rounds them
+	}
+	c.Emit(copyOf(out, StoreAs(v, out.DType)))
+	return nil
+}
+
 func init() {
 	sizes := []ir.DType{ir.Int32, ir.Int64}
 	define(map[string]*OpDef{
-		"HannWindow":     {Types: sizes, Build: defWindow},
-		"HammingWindow":  {Types: sizes, Build: defWindow},
-		"BlackmanWindow": {Types: sizes, Build: defWindow},
-		"DFT":            {Types: registryTypes("DFT"), Build: defDFT},
-		"STFT":           {Types: registryTypes("STFT"), Build: defSTFT},
+		"HannWindow":      {Types: sizes, Build: defWindow},
+		"HammingWindow":   {Types: sizes, Build: defWindow},
+		"BlackmanWindow":  {Types: sizes, Build: defWindow},
+		"DFT":             {Types: registryTypes("DFT"), Build: defDFT},
+		"STFT":            {Types: registryTypes("STFT"), Build: defSTFT},
+		"MelWeightMatrix": {Types: sizes, Build: defMelWeightMatrix},
 	})
 }

@@ -15,7 +15,7 @@ import (
 //
 // Every executor draws the same values: element i of a node's output is a
 // function of the node's stream key and i alone (a counter-based
-// generator), written once below over RandomArith, which the reference
+// generator), written once below over Arith, which the reference
 // computes with Go values and the kernel layer builds as expressions. The
 // generator is SplitMix64's: word i of key k is mix64(k + (i+1)·γ).
 // Only exactly rounded operations (+, -, ·, /, √ in float64, integer and
@@ -263,35 +263,6 @@ func (s *RandomSpec) Support() (lo, hi float64, integral bool) {
 
 // ---- the generator ----
 
-// RandomArith is the arithmetic the generator is written in: uint64
-// integers (wrapping) and float64 values, each operation rounded on its
-// own (no fused multiply-add). Comparisons give a boolean that only
-// Select reads. The reference implements it over Go values (goArith);
-// the kernel layer over expressions, so both compute the same bits.
-type RandomArith[V any] interface {
-	Uint(c uint64) V
-	Float(c float64) V
-	IAdd(a, b V) V
-	IMul(a, b V) V
-	Xor(a, b V) V
-	And(a, b V) V
-	Or(a, b V) V
-	Shl(a V, n uint) V
-	Shr(a V, n uint) V // logical
-	FAdd(a, b V) V
-	FSub(a, b V) V
-	FMul(a, b V) V
-	FDiv(a, b V) V
-	Sqrt(a V) V
-	Abs(a V) V
-	Less(a, b V) V   // ordered: false with a NaN
-	LessEq(a, b V) V // ordered
-	Select(c, a, b V) V
-	ToFloat(a V) V  // uint64 → float64 (exact below 2^53)
-	Bits(a V) V     // a float64's bits
-	FromBits(a V) V // bits as a float64
-}
-
 // SplitMix64's increment (2^64 / φ) and mixing constants.
 const (
 	splitmixGamma = 0x9e3779b97f4a7c15
@@ -301,21 +272,21 @@ const (
 
 func mix64(z uint64) uint64 { return mixWord[uint64](goArith{}, z) }
 
-func mixWord[V any](a RandomArith[V], z V) V {
+func mixWord[V any](a Arith[V], z V) V {
 	z = a.IMul(a.Xor(z, a.Shr(z, 30)), a.Uint(splitmixMul1))
 	z = a.IMul(a.Xor(z, a.Shr(z, 27)), a.Uint(splitmixMul2))
 	return a.Xor(z, a.Shr(z, 31))
 }
 
 // randomWord is word i (a uint64 V) of stream key.
-func randomWord[V any](a RandomArith[V], key uint64, i V) V {
+func randomWord[V any](a Arith[V], key uint64, i V) V {
 	return mixWord(a, a.IAdd(a.Uint(key), a.IMul(a.IAdd(i, a.Uint(1)), a.Uint(splitmixGamma))))
 }
 
 const twoToMinus53 = 0x1p-53
 
 // uniform01 is draw i of the stream in [0, 1): 53 random bits.
-func uniform01[V any](a RandomArith[V], key uint64, i V) V {
+func uniform01[V any](a Arith[V], key uint64, i V) V {
 	return a.FMul(a.ToFloat(a.Shr(randomWord(a, key, i), 11)), a.Float(twoToMinus53))
 }
 
@@ -323,7 +294,7 @@ func uniform01[V any](a RandomArith[V], key uint64, i V) V {
 // rounding to Out, as a float64: p is Bernoulli's probability at i
 // (float64; ignored by the other laws). Multinomial draws through
 // MultinomialWeight and MultinomialThreshold instead.
-func RandomDraw[V any](a RandomArith[V], s *RandomSpec, i, p V) V {
+func RandomDraw[V any](a Arith[V], s *RandomSpec, i, p V) V {
 	switch s.Law {
 	case UniformLaw:
 		return a.FAdd(a.Float(s.Low), a.FMul(uniform01(a, s.Key, i), a.Float(s.High-s.Low)))
@@ -338,11 +309,11 @@ func RandomDraw[V any](a RandomArith[V], s *RandomSpec, i, p V) V {
 // standardNormal is Box–Muller's cosine deviate from words 2i and 2i+1:
 // sqrt(-2 ln u1)·cos(2π u2 - π), u1 in (0, 1], u2 in [0, 1) (the shift
 // by π flips the sign, which leaves the law as it was).
-func standardNormal[V any](a RandomArith[V], key uint64, i V) V {
+func standardNormal[V any](a Arith[V], key uint64, i V) V {
 	j := a.IMul(i, a.Uint(2))
 	u1 := a.FMul(a.FAdd(a.ToFloat(a.Shr(randomWord(a, key, j), 11)), a.Float(1)), a.Float(twoToMinus53))
 	u2 := uniform01(a, key, a.IAdd(j, a.Uint(1)))
-	r := a.Sqrt(a.FMul(a.Float(-2), logUnit(a, u1)))
+	r := a.Sqrt(a.FMul(a.Float(-2), arithLog(a, u1)))
 	// cos(2π t) for t = u2 - 1/2 in [-1/2, 1/2): on |t| in [0, 1/4]
 	// directly, past it as -cos(2π(1/2 - |t|)) (exact by Sterbenz).
 	t := a.Abs(a.FSub(u2, a.Float(0.5)))
@@ -351,29 +322,9 @@ func standardNormal[V any](a RandomArith[V], key uint64, i V) V {
 	return a.FMul(r, a.Select(flip, a.FSub(a.Float(0), c), c))
 }
 
-// logUnit is ln x for x in (0, 1], a normal float: x = m·2^e with m in
-// [√½, √2), ln m = 2 atanh(s), s = (m-1)/(m+1) (|s| < 0.172), as the
-// series in s² to 2^-56.
-func logUnit[V any](a RandomArith[V], x V) V {
-	const mantissa, one = 1<<52 - 1, 1023 << 52
-	bits := a.Bits(x)
-	m := a.FromBits(a.Or(a.And(bits, a.Uint(mantissa)), a.Uint(one)))
-	e := a.FSub(a.ToFloat(a.Shr(bits, 52)), a.Float(1023))
-	big := a.Less(a.Float(math.Sqrt2), m)
-	m = a.Select(big, a.FMul(m, a.Float(0.5)), m)
-	e = a.Select(big, a.FAdd(e, a.Float(1)), e)
-	s := a.FDiv(a.FSub(m, a.Float(1)), a.FAdd(m, a.Float(1)))
-	z := a.FMul(s, s)
-	p := a.Float(1.0 / 25)
-	for k := 11; k >= 0; k-- {
-		p = a.FAdd(a.FMul(p, z), a.Float(1/float64(2*k+1)))
-	}
-	return a.FAdd(a.FMul(e, a.Float(math.Ln2)), a.FMul(a.FMul(s, a.Float(2)), p))
-}
-
 // cosQuarter is cos x for x in [0, π/2]: the Taylor series to x^24
 // (its remainder is below 2^-60 there).
-func cosQuarter[V any](a RandomArith[V], x V) V {
+func cosQuarter[V any](a Arith[V], x V) V {
 	z := a.FMul(x, x)
 	coef := func(k int) float64 { // (-1)^k / (2k)!
 		f := 1.0
@@ -394,26 +345,10 @@ func cosQuarter[V any](a RandomArith[V], x V) V {
 
 // MultinomialWeight is a class's weight e^(x - top), x its
 // log-probability and top its row's largest: 0 below e^-708 (and for
-// -Inf), NaN for NaN. Built as 2^n·e^r, r = (x-top) - n·ln 2, with e^r
-// as its Taylor series.
-func MultinomialWeight[V any](a RandomArith[V], x, top V) V {
-	const magic = 0x1.8p52 // adding it leaves round(v) in the low bits
-	const ln2Hi, ln2Lo = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+// -Inf), NaN for NaN.
+func MultinomialWeight[V any](a Arith[V], x, top V) V {
 	d := a.FSub(x, top)
-	t := a.FAdd(a.FMul(d, a.Float(math.Log2E)), a.Float(magic))
-	n := a.FSub(t, a.Float(magic))
-	r := a.FSub(a.FSub(d, a.FMul(n, a.Float(ln2Hi))), a.FMul(n, a.Float(ln2Lo)))
-	p := a.Float(1.0 / 6227020800) // 1/13!
-	for k := 12; k >= 0; k-- {
-		f := 1.0
-		for j := 2; j <= k; j++ {
-			f *= float64(j)
-		}
-		p = a.FAdd(a.FMul(p, r), a.Float(1/f))
-	}
-	// 2^n: n+1023 in the exponent field; t's bits are magic's plus n.
-	scale := a.FromBits(a.Shl(a.IAdd(a.Bits(t), a.Uint(1023-math.Float64bits(magic))), 52))
-	return a.Select(a.Less(d, a.Float(-708)), a.Float(0), a.FMul(p, scale))
+	return a.Select(a.Less(d, a.Float(-708)), a.Float(0), arithExp(a, d))
 }
 
 // MultinomialThreshold is sample i's point on its row's CDF: a uniform
@@ -421,51 +356,8 @@ func MultinomialWeight[V any](a RandomArith[V], x, top V) V {
 // whose running total of weights (in class order) is at most it, at most
 // the last class: a row with a NaN, or with no finite log-probability,
 // draws class 0.
-func MultinomialThreshold[V any](a RandomArith[V], s *RandomSpec, i, total V) V {
+func MultinomialThreshold[V any](a Arith[V], s *RandomSpec, i, total V) V {
 	return a.FMul(uniform01(a, s.Key, i), total)
-}
-
-// goArith is RandomArith over Go values: uint64s, float64s as their bits,
-// booleans as 0 and 1. The conversions float64(...) keep the compiler
-// from fusing a product into a sum.
-type goArith struct{}
-
-func fl(v uint64) float64 { return math.Float64frombits(v) }
-func bt(f float64) uint64 { return math.Float64bits(f) }
-
-func (goArith) Uint(c uint64) uint64        { return c }
-func (goArith) Float(c float64) uint64      { return bt(c) }
-func (goArith) IAdd(a, b uint64) uint64     { return a + b }
-func (goArith) IMul(a, b uint64) uint64     { return a * b }
-func (goArith) Xor(a, b uint64) uint64      { return a ^ b }
-func (goArith) And(a, b uint64) uint64      { return a & b }
-func (goArith) Or(a, b uint64) uint64       { return a | b }
-func (goArith) Shl(a uint64, n uint) uint64 { return a << n }
-func (goArith) Shr(a uint64, n uint) uint64 { return a >> n }
-func (goArith) FAdd(a, b uint64) uint64     { return bt(float64(fl(a) + fl(b))) }
-func (goArith) FSub(a, b uint64) uint64     { return bt(float64(fl(a) - fl(b))) }
-func (goArith) FMul(a, b uint64) uint64     { return bt(float64(fl(a) * fl(b))) }
-func (goArith) FDiv(a, b uint64) uint64     { return bt(float64(fl(a) / fl(b))) }
-func (goArith) Sqrt(a uint64) uint64        { return bt(math.Sqrt(fl(a))) }
-func (goArith) Abs(a uint64) uint64         { return bt(math.Abs(fl(a))) }
-func (goArith) ToFloat(a uint64) uint64     { return bt(float64(a)) }
-func (goArith) Bits(a uint64) uint64        { return a }
-func (goArith) FromBits(a uint64) uint64    { return a }
-
-func (goArith) Less(a, b uint64) uint64   { return b2u(fl(a) < fl(b)) }
-func (goArith) LessEq(a, b uint64) uint64 { return b2u(fl(a) <= fl(b)) }
-func (goArith) Select(c, a, b uint64) uint64 {
-	if c != 0 {
-		return a
-	}
-	return b
-}
-
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // ---- reference kernels ----

@@ -26,7 +26,7 @@ func TestRandomWordIsSplitMix64(t *testing.T) {
 func TestRandomPolynomials(t *testing.T) {
 	var a goArith
 	for _, x := range []float64{0x1p-53, 1e-300 * 1e290, 1e-5, 0.1, 0.5, 0.70710678, 0.7071068, 0.9, 1 - 0x1p-53, 1} {
-		got := fl(logUnit[uint64](a, bt(x)))
+		got := fl(arithLog[uint64](a, bt(x)))
 		assert.InDelta(t, math.Log(x), got, 4e-16*math.Max(1, math.Abs(math.Log(x))), "ln %g", x)
 	}
 	for x := 0.0; x <= math.Pi/2; x += 0.01 {

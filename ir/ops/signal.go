@@ -668,36 +668,59 @@ func runMelWeightMatrix(c *KernelContext) error {
 		edge[i] = t.Float64At(0)
 	}
 	bins := dftLen/2 + 1
-	points := melPoints(mels, dftLen, rate, edge[0], edge[1])
+	var a goArith
+	low, step := MelScale[uint64](a, a.ToFloat(a.Uint(uint64(mels))), bt(edge[0]), bt(edge[1]))
+	point := func(k int64) uint64 {
+		return MelEdge[uint64](a, a.ToFloat(a.Uint(uint64(k))), low, step, a.ToFloat(a.Uint(uint64(dftLen))), a.ToFloat(a.Uint(uint64(rate))))
+	}
 	out := make([]float64, bins*mels)
 	for i := int64(0); i < mels; i++ {
-		lo, mid, hi := points[i], points[i+1], points[i+2]
-		if lo < 0 || lo > mid || mid > hi || mid >= bins || hi > bins {
-			return c.Errorf("filter %d spans bins %d..%d..%d, outside the %d spectrogram bins: check the edge frequencies", i, lo, mid, hi, bins)
+		lo, mid, hi := point(i), point(i+1), point(i+2)
+		if !(fl(lo) >= 0 && fl(lo) <= fl(mid) && fl(mid) <= fl(hi) && fl(mid) < float64(bins) && fl(hi) <= float64(bins)) {
+			return c.Errorf("filter %d spans bins %g..%g..%g, outside the %d spectrogram bins: check the edge frequencies", i, fl(lo), fl(mid), fl(hi), bins)
 		}
-		if mid == lo {
-			out[mid*mels+i] = 1
-		}
-		for j := lo; j <= mid && mid > lo; j++ {
-			out[j*mels+i] = float64(j-lo) / float64(mid-lo)
-		}
-		for j := mid; j < hi; j++ {
-			out[j*mels+i] = float64(hi-j) / float64(hi-mid)
+		for j := range bins {
+			out[j*mels+i] = fl(MelWeight[uint64](a, a.ToFloat(a.Uint(uint64(j))), lo, mid, hi))
 		}
 	}
 	c.Set(0, FromFloat64s(dt, []int64{bins, mels}, out))
 	return nil
 }
 
-// melPoints are the num_mel_bins+2 filter edges as spectrogram bins.
-func melPoints(mels, dftLen, rate int64, lowHz, highHz float64) []int64 {
-	toMel := func(hz float64) float64 { return 2595 * math.Log10(1+hz/700) }
-	low, high := toMel(lowHz), toMel(highHz)
-	step := (high - low) / float64(mels+2)
-	points := make([]int64, mels+2)
-	for i := range points {
-		hz := 700 * (math.Pow(10, (float64(i)*step+low)/2595) - 1)
-		points[i] = int64(math.Floor(float64(dftLen+1) * hz / float64(rate)))
+// The filter edges, written once over Arith for every executor: the
+// mel scale is 2595·log10(1 + hz/700), and edge k of num_mel_bins+2 is
+// the bin ⌊(dft_length+1)·hz_k / sample_rate⌋ of the frequency hz_k at
+// low + k·step mels. An edge within an ulp of an integer may land on
+// either side of it in another libm's arithmetic (docs/numerics.md).
+
+const melHz, melScale = 700, 2595
+
+// MelScale is the lower edge in mels and the step between edges for
+// mels filters (all float64 V).
+func MelScale[V any](a Arith[V], mels, lowHz, highHz V) (low, step V) {
+	toMel := func(hz V) V {
+		return a.FMul(arithLog(a, a.FAdd(a.Float(1), a.FDiv(hz, a.Float(melHz)))), a.Float(melScale/math.Ln10))
 	}
-	return points
+	low = toMel(lowHz)
+	return low, a.FDiv(a.FSub(toMel(highHz), low), a.FAdd(mels, a.Float(2)))
+}
+
+// MelEdge is edge k's spectrogram bin, an integer-valued float64 V.
+func MelEdge[V any](a Arith[V], k, low, step, dftLen, rate V) V {
+	mel := a.FAdd(a.FMul(k, step), low)
+	hz := a.FMul(a.Float(melHz), a.FSub(arithExp(a, a.FMul(mel, a.Float(math.Ln10/melScale))), a.Float(1)))
+	return arithFloor(a, a.FDiv(a.FMul(a.FAdd(dftLen, a.Float(1)), hz), rate))
+}
+
+// MelWeight is bin j's weight in the triangular filter of edges lo, mid
+// and hi: rising from lo to 1 at mid, falling to hi (1 at mid alone when
+// lo = mid).
+func MelWeight[V any](a Arith[V], j, lo, mid, hi V) V {
+	zero, one := a.Float(0), a.Float(1)
+	up := a.FDiv(a.FSub(j, lo), a.FSub(mid, lo))
+	down := a.FDiv(a.FSub(hi, j), a.FSub(hi, mid))
+	return a.Select(a.Less(j, lo), zero,
+		a.Select(a.Less(j, mid), up,
+			a.Select(a.LessEq(j, mid), one,
+				a.Select(a.Less(j, hi), down, zero))))
 }

@@ -30,8 +30,11 @@ func TestDynamicWindows(t *testing.T) {
 
 // mustRunDynamic are cases that must run with dynamic spatial dims: SAME
 // padding with strides, which pads by the size's remainder (sizes of
-// each remainder), and Resizes whose taps repeat (integer scales or their
-// inverses, coordinates that depend only on the position).
+// each remainder), and Resizes: those whose taps repeat (integer scales or
+// their inverses, coordinates that depend only on the position) and those
+// whose taps are computed at run time (other scales, sizes, every
+// coordinate mode, exclude_outside, a crop region, antialias at a
+// constant scale, Resize-18's axes).
 var mustRunDynamic = map[string][]string{
 	"Conv": {
 		`Conv-22(auto_pad="SAME_UPPER", strides=[2 2]) T[1,2,7,6], T[3,2,3,3], T[3]`,
@@ -49,6 +52,15 @@ var mustRunDynamic = map[string][]string{
 		`Resize-13(mode="nearest") T[1,2,3,4], _, float[4]=[1 1 2 3]`,
 		`Resize-13(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor") T[1,2,6,4], _, float[4]=[1 1 0.5 2]`,
 		`Resize-13(mode="linear", coordinate_transformation_mode="pytorch_half_pixel") T[1,1,3,4], _, float[4]=[1 1 3 2]`,
+		`Resize-13(mode="linear") T[1,2,5,7], _, float[4]=[1 1 1.5 0.6]`,
+		`Resize-13(mode="cubic", exclude_outside=1, cubic_coeff_a=-0.5) T[1,1,6,5], _, _, int64[4]=[1 1 9 4]`,
+		`Resize-13(mode="nearest", nearest_mode="round_prefer_ceil") T[1,2,7,5], _, float[4]=[1 1 0.6 1.7]`,
+		`Resize-11(mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn", nearest_mode="ceil") T[1,1,4,6], float[0]=[], float[0]=[], int64[4]=[1 1 7 3]`,
+		`Resize-13(mode="linear", coordinate_transformation_mode="align_corners") T[2,3,5], _, _, int64[3]=[2 3 1]`,
+		`Resize-13(mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=9.0) T[1,1,5,4], float[8]=[0 0 0.3 -0.2 1 1 0.9 1.3], _, int64[4]=[1 1 4 6]`,
+		`Resize-19(mode="cubic", coordinate_transformation_mode="half_pixel_symmetric") T[1,2,5,4], _, float[4]=[1 1 1.7 0.8]`,
+		`Resize-18(mode="linear", antialias=1) T[1,1,9,8], _, float[4]=[1 1 0.4 0.7]`,
+		`Resize-18(mode="nearest", axes=[3 2], nearest_mode="floor") T[1,2,4,6], _, _, int64[2]=[4 9]`,
 	},
 }
 

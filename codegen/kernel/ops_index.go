@@ -485,7 +485,7 @@ func defUpsample(c *Ctx) error { return resizeBy(c, c.UpsampleSpec) }
 func resizeBy(c *Ctx, spec func(dims []int64) (*ops.Resize, error)) error {
 	in, out := c.In[0], c.Out[0]
 	dims, ok := in.Static()
-	if !ok {
+	if _, outOK := out.Static(); !ok || !outOK {
 		return resizeDynamic(c)
 	}
 	rs, err := spec(dims)
@@ -584,7 +584,7 @@ func resizeDynamic(c *Ctx) error {
 	in, out := c.In[0], c.Out[0]
 	rp, err := c.ResizePhases(knownDims(in))
 	if err != nil {
-		return c.Unsupported("%v", err)
+		return resizeAtRunTime(c)
 	}
 	ft := resizeFloat(in.DType)
 	at := Vars(in.Rank())
@@ -618,6 +618,102 @@ func resizeDynamic(c *Ctx) error {
 	}
 	c.Emit(&Kernel{Out: out, Space: out.Dims, Value: Mul(weight, CastTo(Load(in, at...), ft)),
 		Reduce: &Reduce{Op: SumOp, Extents: extents, Post: StoreAs(resizeRounded(in.DType, Acc(ft)), out.DType)}})
+	return nil
+}
+
+// maxResizeTerms bounds the taps a position of an n-dimensional Resize
+// sums when they are computed at run time (cubic over three axes: 64).
+const maxResizeTerms = 256
+
+// resizeAtRunTime is a Resize whose taps are computed at run time, from
+// lengths known then (sizes from a shape subgraph, scales that are no
+// integer or its inverse): the reference's rule (ops.ResizeTaps) built as
+// expressions of each output position and the axes' lengths. One kernel
+// sums, over every combination of the resized axes' taps, their weights'
+// product times the input; a position outside the crop region on any
+// axis takes the extrapolation value.
+func resizeAtRunTime(c *Ctx) error {
+	in, out := c.In[0], c.Out[0]
+	if in.Rank() != out.Rank() {
+		return c.Unsupported("an output of rank %d for an input of rank %d", out.Rank(), in.Rank())
+	}
+	same := make([]bool, in.Rank())
+	for a := range same {
+		same[a] = in.Dims[a].String() == out.Dims[a].String() // one expression: one length
+	}
+	rs, err := c.ResizeRuntime(same)
+	if err != nil {
+		return c.Unsupported("%v", err)
+	}
+	var ar exprArith
+	f, ft := ir.Float64, resizeFloat(in.DType)
+	type axisTaps struct{ index, weight []*Expr }
+	axes := make([]axisTaps, in.Rank())
+	inside, nonEmpty := Bool(true), Bool(true)
+	terms := 1
+	for a, ax := range rs.Axes {
+		if !ax.Resized {
+			axes[a] = axisTaps{index: []*Expr{Var(a)}, weight: []*Expr{nil}}
+			continue
+		}
+		g := ops.ResizeAxis[*Expr]{In: CastTo(in.Dims[a], f), Out: CastTo(out.Dims[a], f),
+			RoiStart: Const(f, rs.RoiStart[a]), RoiEnd: Const(f, rs.RoiEnd[a])}
+		if ax.Scale > 0 {
+			g.Scale, g.Length = Const(f, ax.Scale), Mul(Const(f, ax.Scale), g.In)
+		} else {
+			g.Scale, g.Length = Div(g.Out, g.In), g.Out
+		}
+		index, weight, in1 := ops.ResizeTaps[*Expr](ar, ax.Rule, g, CastTo(Var(a), f))
+		for j := range index {
+			index[j] = CastTo(index[j], ir.Int64)
+		}
+		axes[a] = axisTaps{index: index, weight: weight}
+		inside = And(inside, Ne(in1, Const(f, 0)))
+		nonEmpty = And(nonEmpty, Gt(in.Dims[a], C(0)))
+		if terms *= len(index); terms > maxResizeTerms {
+			return c.Unsupported("%d taps per position (at most %d are computed at run time)", terms, maxResizeTerms)
+		}
+	}
+	// Each combination of taps: its indices and weights' product, where a
+	// tap of weight 0 (one the reference drops) adds nothing.
+	var v *Expr
+	pick := make([]int, in.Rank())
+	for {
+		at := make([]*Expr, in.Rank())
+		var w *Expr
+		for a, t := range axes {
+			at[a] = t.index[pick[a]]
+			if tw := t.weight[pick[a]]; tw != nil {
+				if w == nil {
+					w = tw
+				} else {
+					w = Mul(w, tw)
+				}
+			}
+		}
+		x := CastTo(LoadOr(nonEmpty, in, Const(ComputeType(in.DType), 0), at...), ft)
+		term := x
+		if w != nil {
+			term = Select(Eq(w, Const(f, 0)), Const(ft, 0), Mul(CastTo(w, ft), x))
+		}
+		if v == nil {
+			v = term
+		} else {
+			v = Add(v, term)
+		}
+		a := len(pick) - 1
+		for ; a >= 0; a-- {
+			if pick[a]++; pick[a] < len(axes[a].index) {
+				break
+			}
+			pick[a] = 0
+		}
+		if a < 0 {
+			break
+		}
+	}
+	v = Select(inside, v, Const(ft, rs.Extrapolation))
+	c.Emit(copyOf(out, StoreAs(resizeRounded(in.DType, v), out.DType)))
 	return nil
 }
 

@@ -29,12 +29,15 @@ import (
 //     checked against a NumPy NMS (testdata/exporters/datadep), whose counts
 //     the engine computes (none selected, too);
 //   - argsort, sort and topk of half an axis (TopK with K the axis' size)
-//     and a reflect pad over dynamic H and W (testdata/exporters/dynamic).
+//     and a reflect pad over dynamic H and W (testdata/exporters/dynamic);
+//   - F.interpolate to another feature map's size, whose taps the engine
+//     computes from the run's sizes (nearest, bilinear, bicubic), and by
+//     a scale of 1.5 (testdata/exporters/dynamic/interpolate).
 func TestExportsOfRunTimeShapes(t *testing.T) {
 	if err := cpu.Available(); err != nil {
 		t.Skip(err)
 	}
-	for _, name := range []string{"scripted/lists", "scripted/cell", "scripted/branches", "datadep/masks", "datadep/nms", "dynamic/sorts", "dynamic/reflect_pad"} {
+	for _, name := range []string{"scripted/lists", "scripted/cell", "scripted/branches", "datadep/masks", "datadep/nms", "dynamic/sorts", "dynamic/reflect_pad", "dynamic/interpolate"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "..", "testdata", "exporters", name)
 			path := filepath.Join(dir, "model.onnx")

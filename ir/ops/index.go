@@ -1509,117 +1509,24 @@ type resizeTap struct {
 	W float64
 }
 
-// sourceCoord maps output position x along an axis to the input coordinate
-// it samples, per the coordinate transformation mode.
-func sourceCoord(r resizeAttrs, x int64, scale, length float64, in, out int64, roiStart, roiEnd float64) float64 {
-	xf, inF := float64(x), float64(in)
-	switch r.coord {
-	case "half_pixel":
-		return (xf+0.5)/scale - 0.5
-	case "half_pixel_symmetric":
-		// Centres the sampled region when the output length was rounded.
-		offset := inF / 2 * (1 - float64(out)/length)
-		return offset + (xf+0.5)/scale - 0.5
-	case "pytorch_half_pixel":
-		if out <= 1 {
-			return 0
-		}
-		return (xf+0.5)/scale - 0.5
-	case "align_corners":
-		if length == 1 {
-			return 0
-		}
-		return xf * (inF - 1) / (length - 1)
-	case "tf_half_pixel_for_nn":
-		return (xf + 0.5) / scale
-	case "tf_crop_and_resize":
-		if length == 1 {
-			return (roiEnd - roiStart) * (inF - 1) / 2
-		}
-		return roiStart*(inF-1) + xf*(roiEnd-roiStart)*(inF-1)/(length-1)
-	}
-	return xf / scale // asymmetric
-}
-
-// cubicWeight is Keys' cubic convolution kernel with coefficient a.
-func cubicWeight(x, a float64) float64 {
-	x = math.Abs(x)
-	switch {
-	case x <= 1:
-		return ((a+2)*x-(a+3))*x*x + 1
-	case x < 2:
-		return ((a*x-5*a)*x+8*a)*x - 4*a
-	}
-	return 0
-}
-
 // resizeTaps computes, for each output position along one axis, its input
-// samples and weights; nil marks a position outside the crop region
-// (tf_crop_and_resize), which takes the extrapolation value.
+// samples and weights (ResizeTaps over Go values); nil marks a position
+// outside the crop region (tf_crop_and_resize), which takes the
+// extrapolation value.
 func resizeTaps(r resizeAttrs, p *resizePlan, ax int, in, out int64) [][]resizeTap {
-	scale, length := p.scales[ax], p.lengths[ax]
+	var a goArith
+	rule := newResizeRule(r, p.scales[ax])
+	g := ResizeAxis[uint64]{In: bt(float64(in)), Out: bt(float64(out)), Scale: bt(p.scales[ax]), Length: bt(p.lengths[ax]),
+		RoiStart: bt(p.roiStart[ax]), RoiEnd: bt(p.roiEnd[ax])}
 	taps := make([][]resizeTap, out)
 	for x := range taps {
-		xo := sourceCoord(r, int64(x), scale, length, in, out, p.roiStart[ax], p.roiEnd[ax])
-		if r.coord == "tf_crop_and_resize" && (xo < 0 || xo > float64(in-1)) {
+		index, weight, inside := ResizeTaps[uint64](a, rule, g, bt(float64(x)))
+		if fl(inside) == 0 {
 			continue
 		}
-		clamp := func(i int64) int { return int(min(max(i, 0), in-1)) }
-		if r.mode == "nearest" {
-			var j float64
-			switch r.nearest {
-			case "simple":
-				j = math.Floor(xo)
-				if scale < 1 {
-					j = math.Ceil(xo)
-				}
-			case "round_prefer_floor":
-				j = math.Ceil(xo - 0.5)
-			case "round_prefer_ceil":
-				j = math.Floor(xo + 0.5)
-			case "floor":
-				j = math.Floor(xo)
-			case "ceil":
-				j = math.Ceil(xo)
-			}
-			taps[x] = []resizeTap{{I: clamp(int64(j)), W: 1}}
-			continue
-		}
-		// The samples are base+start .. base+start+n-1, where base+1 is the
-		// first input position at or right of xo and ratio in (0, 1].
-		base := math.Ceil(xo) - 1
-		ratio := xo - base
-		s := 1.0
-		if r.antialias {
-			s = min(scale, 1) // widen the filter when downsampling
-		}
-		reach := 1.0 // the kernel's support: linear 1, cubic 2
-		if r.mode == "cubic" {
-			reach = 2
-		}
-		start := int64(math.Floor(-reach/s)) + 1
-		n := 2 - 2*start
-		ws := make([]float64, n)
-		sum := 0.0
-		for j := range ws {
-			d := (float64(start+int64(j)) - ratio) * s
-			if r.mode == "cubic" {
-				ws[j] = cubicWeight(d, r.cubicA)
-			} else {
-				ws[j] = max(0, 1-math.Abs(d))
-			}
-			i := int64(base) + start + int64(j)
-			if r.exclude && (i < 0 || i >= in) {
-				ws[j] = 0
-			}
-			sum += ws[j]
-		}
-		for j, w := range ws {
-			if r.antialias || r.exclude {
-				w /= sum
-			}
-			if w != 0 {
-				taps[x] = append(taps[x], resizeTap{I: clamp(int64(base) + start + int64(j)), W: w})
+		for j, w := range weight {
+			if fl(w) != 0 {
+				taps[x] = append(taps[x], resizeTap{I: int(fl(index[j])), W: fl(w)})
 			}
 		}
 	}

@@ -600,3 +600,113 @@ func (c *KernelContext) ResizePhases(dims []int64) (*ResizePhases, error) {
 	}
 	return out, nil
 }
+
+// ResizeRuntime is a Resize whose lengths are known only at run time,
+// for a backend to compute each position's taps there (ResizeTaps): per
+// input axis, its rule and either a constant scale or none, when the
+// output's length (sizes, given as an expression of the dims) divided by
+// the input's is the scale, as the reference computes it.
+type ResizeRuntime struct {
+	Axes             []ResizeRuntimeAxis
+	Extrapolation    float64
+	RoiStart, RoiEnd []float64
+}
+
+// ResizeRuntimeAxis is one axis of ResizeRuntime. An axis that is not
+// Resized is copied.
+type ResizeRuntimeAxis struct {
+	Resized bool
+	Rule    ResizeRule
+	Scale   float64 // 0: the output's length over the input's, at run time
+}
+
+// ResizeRuntime resolves a Resize over an input of rank len(same) whose
+// lengths, or whose output's, are known only at run time: same[a]
+// reports that axis a's output length is its input's. Scales must be
+// constants; sizes may be computed at run time under the "stretch"
+// policy (the output's dims then hold them). Antialias needs a constant
+// scale (its tap count follows from it).
+func (c *KernelContext) ResizeRuntime(same []bool) (*ResizeRuntime, error) {
+	r, err := resizeAttrsOf(c.attrs, c.Opset)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	rank := len(same)
+	ri, si, zi := resizeInputs(c.attrs)
+	var scales *ir.Tensor
+	if si >= 0 && c.HasInput(si) {
+		if scales = c.In(si); scales == nil {
+			return nil, c.Errorf("scales is not known when compiling")
+		}
+		if scales.Len() == 0 {
+			scales = nil
+		}
+	}
+	if t := upsampleScales(c.attrs); t != nil {
+		scales = t
+	}
+	bySizes := zi >= 0 && c.HasInput(zi) && (c.In(zi) == nil || c.In(zi).Len() > 0)
+	rs := &ResizeRuntime{Axes: make([]ResizeRuntimeAxis, rank), Extrapolation: r.extrapolation,
+		RoiStart: make([]float64, rank), RoiEnd: make([]float64, rank)}
+	for i := range rs.RoiEnd {
+		rs.RoiEnd[i] = 1
+	}
+	if r.coord == "tf_crop_and_resize" && ri >= 0 && c.HasInput(ri) {
+		roi := c.In(ri)
+		if roi == nil {
+			return nil, c.Errorf("roi is not known when compiling")
+		}
+		v := Float64s(roi)
+		all := r.axes
+		for i := range rank {
+			if r.axes == nil {
+				all = append(all, int64(i))
+			}
+		}
+		axes, err := normAxes(all, rank)
+		if err != nil || !roi.DType.IsFloat() || len(v) != 2*len(axes) {
+			return nil, c.Errorf("roi is %s%v, want %d floats", roi.DType, ir.FormatList(roi.Dims), 2*len(axes))
+		}
+		for i, ax := range axes {
+			rs.RoiStart[ax], rs.RoiEnd[ax] = v[i], v[len(axes)+i]
+		}
+	}
+	switch {
+	case bySizes && scales != nil:
+		return nil, c.Errorf("only one of scales and sizes may be given")
+	case bySizes && r.policy != "stretch":
+		return nil, c.Errorf("keep_aspect_ratio_policy %s with sizes known only at run time", r.policy)
+	case bySizes && r.antialias:
+		return nil, c.Errorf("antialias with sizes known only at run time: its filter's width follows from the scale")
+	case !bySizes && scales == nil:
+		return nil, c.Errorf("no scales")
+	}
+	p := &resizePlan{scales: make([]float64, rank)}
+	if !bySizes {
+		rep := make([]int64, rank)
+		for i := range rep {
+			rep[i] = 1
+		}
+		if p, err = planResize(r, ir.S(rep...), scales, nil); err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+	}
+	// At scale 1 an axis copies when the rule maps each position to
+	// itself, which does not depend on the length (checked at one).
+	identity := func(ax int) bool {
+		const n = 17
+		q := &resizePlan{scales: []float64{1}, lengths: []float64{n}, roiStart: rs.RoiStart[ax : ax+1], roiEnd: rs.RoiEnd[ax : ax+1]}
+		return isIdentity(resizeTaps(r, q, 0, n, n))
+	}
+	for ax := range rank {
+		s := p.scales[ax]
+		if bySizes && same[ax] || !bySizes && s == 1 {
+			if identity(ax) {
+				continue
+			}
+			s = 1
+		}
+		rs.Axes[ax] = ResizeRuntimeAxis{Resized: true, Rule: newResizeRule(r, s), Scale: s}
+	}
+	return rs, nil
+}

@@ -353,3 +353,24 @@ func TestEvalScheduledSumsAgree(t *testing.T) {
 		t.Errorf("no row's sum changed under the schedule: the lanes were not applied")
 	}
 }
+
+// EvalInt sizes buffers whose dims hold floor divisions of symbols
+// (W//2 lowers to a select on the remainder's sign), as the evaluator
+// computes them.
+func TestEvalIntFloorDivisions(t *testing.T) {
+	w := Sym("W")
+	half := Select(And(Ne(Rem(w, C(2)), C(0)), Lt(w, C(0))), Sub(Div(w, C(2)), C(1)), Div(w, C(2)))
+	for _, v := range []int64{1, 2, 7, 160} {
+		got, ok := EvalInt(Mul(half, C(3)), map[string]int64{"W": v})
+		if !ok || got != v/2*3 {
+			t.Errorf("W=%d: got %d, %v; want %d", v, got, ok, v/2*3)
+		}
+	}
+	got, ok := EvalInt(Select(Ge(w, C(5)), C(1), C(2)), map[string]int64{"W": 4})
+	if !ok || got != 2 {
+		t.Errorf("a select on W >= 5 at W=4: got %d, %v", got, ok)
+	}
+	if _, ok := EvalInt(half, nil); ok {
+		t.Error("an unbound symbol evaluated")
+	}
+}

@@ -716,6 +716,15 @@ func EvalInt(e *Expr, env map[string]int64) (int64, bool) {
 	case OpSym:
 		v, ok := env[e.Name]
 		return v, ok
+	case OpSelect: // a floor division of a possibly negative dim
+		c, ok := EvalInt(e.Args[0], env)
+		if !ok {
+			return 0, false
+		}
+		if c != 0 {
+			return EvalInt(e.Args[1], env)
+		}
+		return EvalInt(e.Args[2], env)
 	}
 	if len(e.Args) != 2 {
 		return 0, false
@@ -746,6 +755,18 @@ func EvalInt(e *Expr, env map[string]int64) (int64, bool) {
 		return max(a, b), true
 	case OpMin:
 		return min(a, b), true
+	case OpAnd:
+		return a & b, true
+	case OpOr:
+		return a | b, true
 	}
-	return 0, false
+	// Comparisons give 1 or 0, as booleans.
+	cmp, ok := map[Op]bool{OpEq: a == b, OpNe: a != b, OpLt: a < b, OpLe: a <= b, OpGt: a > b, OpGe: a >= b}[e.Op]
+	if !ok {
+		return 0, false
+	}
+	if cmp {
+		return 1, true
+	}
+	return 0, true
 }

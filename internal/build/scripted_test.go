@@ -32,12 +32,17 @@ import (
 //     and a reflect pad over dynamic H and W (testdata/exporters/dynamic);
 //   - F.interpolate to another feature map's size, whose taps the engine
 //     computes from the run's sizes (nearest, bilinear, bicubic), and by
-//     a scale of 1.5 (testdata/exporters/dynamic/interpolate).
+//     a scale of 1.5 (testdata/exporters/dynamic/interpolate);
+//   - a CRNN over a dynamic width (a reshape to [N, W//2, C·H], whose
+//     run-time target the engine follows, then a bidirectional LSTM) and a
+//     transformer encoder whose positional table is sliced to the length
+//     (pe[:, :T], a Slice whose ends come from a Shape) with a padding
+//     mask built from lengths (testdata/exporters/dynamic/{crnn,encoder}).
 func TestExportsOfRunTimeShapes(t *testing.T) {
 	if err := cpu.Available(); err != nil {
 		t.Skip(err)
 	}
-	for _, name := range []string{"scripted/lists", "scripted/cell", "scripted/branches", "datadep/masks", "datadep/nms", "dynamic/sorts", "dynamic/reflect_pad", "dynamic/interpolate"} {
+	for _, name := range []string{"scripted/lists", "scripted/cell", "scripted/branches", "datadep/masks", "datadep/nms", "dynamic/sorts", "dynamic/reflect_pad", "dynamic/interpolate", "dynamic/crnn", "dynamic/encoder"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "..", "testdata", "exporters", name)
 			path := filepath.Join(dir, "model.onnx")

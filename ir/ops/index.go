@@ -358,6 +358,10 @@ func runSlice(c *KernelContext) error {
 type SliceAxis struct {
 	Axis             int
 	Start, End, Step int64
+	// EndUnknown: the ends are computed at run time (x[:, :y.size(1)]),
+	// End is not set. The first index read does not depend on them, and
+	// the count is the output's dim, which inference gives.
+	EndUnknown bool
 }
 
 // SliceAxes resolves a Slice node's starts, ends, axes and steps for an
@@ -366,6 +370,7 @@ type SliceAxis struct {
 // run time clamps them there; SliceWindow clamps them against static dims.
 func (c *KernelContext) SliceAxes(rank int) ([]SliceAxis, error) {
 	var a sliceArgs
+	endUnknown := false
 	if c.declares("starts") {
 		a = sliceArgs{starts: c.Ints("starts"), ends: c.Ints("ends"), axes: c.Ints("axes")}
 	} else {
@@ -375,6 +380,10 @@ func (c *KernelContext) SliceAxes(rank int) ([]SliceAxis, error) {
 				continue
 			}
 			t := c.In(1 + i)
+			if t == nil && i == 1 {
+				endUnknown = true
+				continue
+			}
 			if t == nil {
 				return nil, c.Errorf("%s is not known", names[i])
 			}
@@ -385,13 +394,16 @@ func (c *KernelContext) SliceAxes(rank int) ([]SliceAxis, error) {
 			*p = v
 		}
 	}
+	if endUnknown {
+		a.ends = make([]int64, len(a.starts)) // resolve checks their count only
+	}
 	axes, err := a.resolve(rank)
 	if err != nil {
 		return nil, c.Errorf("%v", err)
 	}
 	out := make([]SliceAxis, len(axes))
 	for i, ax := range axes {
-		out[i] = SliceAxis{Axis: ax, Start: a.starts[i], End: a.ends[i], Step: a.steps[i]}
+		out[i] = SliceAxis{Axis: ax, Start: a.starts[i], End: a.ends[i], Step: a.steps[i], EndUnknown: endUnknown}
 	}
 	return out, nil
 }
@@ -418,6 +430,9 @@ func (c *KernelContext) SliceWindow(dims []int64) (first, steps, counts []int64,
 		steps[i] = 1
 	}
 	for _, a := range axes {
+		if a.EndUnknown {
+			return nil, nil, nil, c.Errorf("ends is not known")
+		}
 		first[a.Axis], counts[a.Axis] = sliceRange(dims[a.Axis], a.Start, a.End, a.Step)
 		steps[a.Axis] = a.Step
 	}

@@ -214,7 +214,16 @@ func reshapeShape(in ir.Shape, target []*dimexpr.Expr, allowzero bool) (ir.Shape
 		case e == nil:
 			out[i], uncertain = ir.UnknownDim(), true
 		case !isConst:
-			if !e.GE(dimexpr.Const(1)) {
+			// A run-time value is that dim unless it may be -1 (infer) or
+			// 0 (copy the input's dim): a value never below 0 that is 0
+			// only where the input's dim is the same expression (W//2 of
+			// the input's W//2) is that dim too.
+			copies := allowzero
+			if !allowzero && in.Ranked && i < len(in.Dims) {
+				d, ok := ir.DimExpr(in.Dims[i])
+				copies = ok && d.Equal(e)
+			}
+			if !e.GE(dimexpr.Const(1)) && !(e.NonNeg() && copies) {
 				out[i], uncertain = ir.UnknownDim(), true
 				continue
 			}

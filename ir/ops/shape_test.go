@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kiln-ml/kiln/ir"
+	"github.com/kiln-ml/kiln/ir/dimexpr"
 )
 
 // The shape family's tests: inference (static, symbolic, errors, the
@@ -528,4 +529,29 @@ func TestLongPermErrorIsShort(t *testing.T) {
 		assert.Less(t, len(err.Error()), 1024, "error: %.200s…", err)
 		assert.Contains(t, err.Error(), "(1000000 entries)")
 	}
+}
+
+// A run-time target dim that may be 0 is that dim when 0 would copy the
+// same expression from the input (a CRNN's [N, W//2, C·H] of an input
+// [N, W//2, C, H]); elsewhere it stays unknown.
+func TestReshapeToRunTimeDims(t *testing.T) {
+	n, w := dimexpr.Sym("N"), dimexpr.Sym("W")
+	half, err := w.FloorDiv(dimexpr.Const(2))
+	require.NoError(t, err)
+	in := ir.ShapeOf(ir.DimOf(n), ir.DimOf(half), ir.D(16), ir.D(8))
+	for _, tc := range []struct {
+		target []*dimexpr.Expr
+		want   string
+	}{
+		{[]*dimexpr.Expr{n, half, dimexpr.Const(128)}, "[N,W//2,128]"},
+		{[]*dimexpr.Expr{n, w.AddConst(-1), dimexpr.Const(-1)}, "[N,?,?]"}, // W-1 may be 0, copying W//2
+		{[]*dimexpr.Expr{half, n, dimexpr.Const(-1)}, "[?,N,?]"},           // a 0 would copy N
+	} {
+		s, err := reshapeShape(in, tc.target, false)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, s.String(), "%v", tc.target)
+	}
+	s, err := reshapeShape(in, []*dimexpr.Expr{half, n, dimexpr.Const(128)}, true) // allowzero: 0 is 0
+	require.NoError(t, err)
+	assert.Equal(t, "[W//2,N,128]", s.String())
 }

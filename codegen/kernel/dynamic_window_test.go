@@ -40,6 +40,10 @@ var mustRunDynamic = map[string][]string{
 		`Conv-22(auto_pad="SAME_UPPER", strides=[2 2]) T[1,2,7,6], T[3,2,3,3], T[3]`,
 		`Conv-22(auto_pad="SAME_LOWER", strides=[2 3]) T[1,2,6,8], T[3,2,2,4]`,
 		`Conv-22(auto_pad="SAME_LOWER", strides=[3 2], dilations=[2 1]) T[2,2,7,5], T[3,2,3,2]`,
+		// Strided along the width, read through its phases (stridePhases):
+		// pads wider than the stride, dilated taps.
+		`Conv-22(strides=[1 3], pads=[0 4 0 4], dilations=[1 2]) T[1,2,5,11], T[3,2,2,3], T[3]`,
+		`Conv-22(strides=[2 2], pads=[1 1 1 1]) T[2,3,8,9], T[4,3,3,3], T[4]`,
 	},
 	"MaxPool": {
 		`MaxPool-22(kernel_shape=[3 3], auto_pad="SAME_LOWER", strides=[2 2]) T[1,2,7,8]`,

@@ -134,13 +134,46 @@ func defConv(c *Ctx) error {
 	}
 	t := ComputeType(y.DType)
 	wIdx := append([]*Expr{Var(1)}, RVars(len(wd)-1)...)
-	xv := Load(x, xIdx...)
+	src := x
+	if xp, idx, ok := stridePhases(c, x, xd, win, byRem, xIdx); ok {
+		src, xIdx = xp, idx
+	}
+	xv := Load(src, xIdx...)
 	if inside.Op != OpConst {
-		xv = LoadOr(inside, x, Const(t, 0), xIdx...)
+		xv = LoadOr(inside, src, Const(t, 0), xIdx...)
 	}
 	c.Emit(&Kernel{Out: y, Space: y.Dims, Value: Mul(xv, Load(w, wIdx...)),
 		Reduce: &Reduce{Op: SumOp, Extents: extents, Post: biasPost(c, t)}})
 	return nil
+}
+
+// stridePhases splits a strided convolution's innermost input axis, of a
+// size known only at run time, by phase: xp[..., r, j] = x[..., j·s + r].
+// Tap k of output o reads position o·s + t (t = k·d - pad), which is
+// xp[..., t mod s, o + t div s]: contiguous along o, so the convolution's
+// lanes run along its output width (reading x directly, they would step
+// by s and the kernel would be scalar). It returns the buffer and the
+// convolution's indices into it (xIdx are those into x), or false where
+// the axis is static (the CPU's own kernels take those), unstrided, or
+// padded by its size.
+func stridePhases(c *Ctx, x *Buffer, xd []int64, win ops.Window, byRem [][]int64, xIdx []*Expr) (*Buffer, []*Expr, bool) {
+	last := len(xd) - 1
+	a := last - 2 // the spatial axis
+	s, pad := win.Strides[a], win.PadBegin[a]
+	if xd[last] >= 0 || s < 2 || byRem[a] != nil || pad < 0 {
+		return nil, nil, false
+	}
+	in := x.Dims[last]
+	dims := append(append([]*Expr{}, x.Dims[:last]...), C(s), Div(Add(in, C(s-1)), C(s)))
+	xp := c.Temp(x.DType, dims...)
+	at := Vars(len(dims))
+	pos := Add(Mul(at[last+1], C(s)), at[last])
+	c.Emit(copyOf(xp, LoadOr(Lt(pos, in), x, Const(ComputeType(x.DType), 0), append(at[:last:last], pos)...)))
+	// t + lift is never negative, so its remainder and quotient floor.
+	lift := (pad + s - 1) / s * s
+	tap := Add(Mul(RVar(1+a), C(win.Dilations[a])), C(lift-pad))
+	idx := append(append([]*Expr{}, xIdx[:last]...), Rem(tap, C(s)), Add(Var(last), Sub(Div(tap, C(s)), C(lift/s))))
+	return xp, idx, true
 }
 
 // RVars returns RVar(0) ... RVar(n-1).

@@ -663,12 +663,31 @@ func resizeAtRunTime(c *Ctx) error {
 		} else {
 			g.Scale, g.Length = Div(g.Out, g.In), g.Out
 		}
-		index, weight, in1 := ops.ResizeTaps[*Expr](ar, ax.Rule, g, CastTo(Var(a), f))
-		for j := range index {
-			index[j] = CastTo(index[j], ir.Int64)
+		// The axis' taps, once per output position: tables of their
+		// indices and weights (and whether the position is inside the
+		// crop region) that the interpolation reads.
+		index, weight, in1 := ops.ResizeTaps[*Expr](ar, ax.Rule, g, CastTo(Var(0), f))
+		n := int64(len(index))
+		pick := func(v []*Expr) *Expr {
+			e := v[n-1]
+			for j := n - 2; j >= 0; j-- {
+				e = Select(Eq(Var(1), C(j)), v[j], e)
+			}
+			return e
 		}
-		axes[a] = axisTaps{index: index, weight: weight}
-		inside = And(inside, Ne(in1, Const(f, 0)))
+		it, wt := c.Temp(ir.Int64, out.Dims[a], C(n)), c.Temp(ft, out.Dims[a], C(n))
+		c.Emit(copyOf(it, CastTo(pick(index), ir.Int64)))
+		c.Emit(copyOf(wt, CastTo(pick(weight), ft)))
+		t := axisTaps{}
+		for j := range n {
+			t.index, t.weight = append(t.index, Load(it, Var(a), C(j))), append(t.weight, Load(wt, Var(a), C(j)))
+		}
+		axes[a] = t
+		if rs.Crop {
+			ok := c.Temp(ir.Int64, out.Dims[a])
+			c.Emit(copyOf(ok, CastTo(in1, ir.Int64)))
+			inside = And(inside, Ne(Load(ok, Var(a)), C(0)))
+		}
 		nonEmpty = And(nonEmpty, Gt(in.Dims[a], C(0)))
 		if terms *= len(index); terms > maxResizeTerms {
 			return c.Unsupported("%d taps per position (at most %d are computed at run time)", terms, maxResizeTerms)
@@ -694,7 +713,7 @@ func resizeAtRunTime(c *Ctx) error {
 		x := CastTo(LoadOr(nonEmpty, in, Const(ComputeType(in.DType), 0), at...), ft)
 		term := x
 		if w != nil {
-			term = Select(Eq(w, Const(f, 0)), Const(ft, 0), Mul(CastTo(w, ft), x))
+			term = Select(Eq(w, Const(ft, 0)), Const(ft, 0), Mul(w, x))
 		}
 		if v == nil {
 			v = term
@@ -712,7 +731,9 @@ func resizeAtRunTime(c *Ctx) error {
 			break
 		}
 	}
-	v = Select(inside, v, Const(ft, rs.Extrapolation))
+	if rs.Crop {
+		v = Select(inside, v, Const(ft, rs.Extrapolation))
+	}
 	c.Emit(copyOf(out, StoreAs(resizeRounded(in.DType, v), out.DType)))
 	return nil
 }

@@ -610,6 +610,7 @@ type ResizeRuntime struct {
 	Axes             []ResizeRuntimeAxis
 	Extrapolation    float64
 	RoiStart, RoiEnd []float64
+	Crop             bool // tf_crop_and_resize: a position may take Extrapolation
 }
 
 // ResizeRuntimeAxis is one axis of ResizeRuntime. An axis that is not
@@ -647,7 +648,7 @@ func (c *KernelContext) ResizeRuntime(same []bool) (*ResizeRuntime, error) {
 	}
 	bySizes := zi >= 0 && c.HasInput(zi) && (c.In(zi) == nil || c.In(zi).Len() > 0)
 	rs := &ResizeRuntime{Axes: make([]ResizeRuntimeAxis, rank), Extrapolation: r.extrapolation,
-		RoiStart: make([]float64, rank), RoiEnd: make([]float64, rank)}
+		RoiStart: make([]float64, rank), RoiEnd: make([]float64, rank), Crop: r.coord == "tf_crop_and_resize"}
 	for i := range rs.RoiEnd {
 		rs.RoiEnd[i] = 1
 	}

@@ -122,6 +122,9 @@ func defConv(c *Ctx) error {
 	group := c.Int("group")
 	cg, mg := wd[1], wd[0]/max(group, 1)
 	ci := Add(Mul(Div(Var(1), C(mg)), C(cg)), RVar(0))
+	if group <= 1 {
+		ci = RVar(0) // the same channels for every output channel
+	}
 	xIdx := []*Expr{Var(0), ci}
 	inside := Bool(true)
 	extents := []*Expr{C(cg)}

@@ -21,6 +21,11 @@ type Schedule struct {
 	// Parallel splits the work across the engine's threads (else thread 0
 	// runs it all).
 	Parallel bool
+	// JamBy > 1: a reduction's points along space axis Jam go JamBy at a
+	// time through one loop nest, sharing the loads that do not vary
+	// along Jam (a convolution's input, for JamBy output channels), each
+	// with its accumulator: the sums, and their order, are the same.
+	Jam, JamBy int
 }
 
 // parallelWork is the work (points × reduced elements) from which a
@@ -64,6 +69,9 @@ func CPUSchedule(k *Kernel, vl int) Schedule {
 		switch {
 		case inner >= 0 && wide(k.Space[inner]) && (arg || Contiguous(k, AxisRef{OpVar, int64(inner)})):
 			s.VL, s.Axis = vl, inner
+			if !arg {
+				s.Jam, s.JamBy = jamAxis(k, inner)
+			}
 		case !arg && last >= 0 && wide(r.Extents[last]) && Contiguous(k, AxisRef{OpRVar, int64(last)}):
 			s.VL, s.Axis, s.Reduction = vl, last, true
 		}
@@ -73,6 +81,45 @@ func CPUSchedule(k *Kernel, vl int) Schedule {
 		s.VL, s.Axis = vl, inner
 	}
 	return s
+}
+
+// jamBy is how many points of a jammed axis share one reduction loop:
+// with their vectors of lanes, accumulators that fit the registers.
+const jamBy = 4
+
+// jamAxis picks the space axis (not lanes') of static extent a multiple
+// of jamBy along which some load varies and another, a vector along the
+// lanes, does not: jamming it loads that vector once for jamBy points.
+func jamAxis(k *Kernel, lanes int) (axis, by int) {
+	for a := len(k.Space) - 1; a >= 0; a-- {
+		n, ok := k.Space[a].IntValue()
+		if a == lanes || !ok || n < jamBy || n%jamBy != 0 {
+			continue
+		}
+		shared, varies := false, false
+		Walk(k.Value, func(e *Expr) {
+			if e.Op != OpLoad && e.Op != OpLoadOr {
+				return
+			}
+			idx := e.Args
+			if e.Op == OpLoadOr {
+				idx = idx[2:]
+			}
+			off := Offset(e.Buf, idx)
+			c, known := Coef(off, AxisRef{OpVar, int64(a)})
+			l, lknown := Coef(off, AxisRef{OpVar, int64(lanes)})
+			switch {
+			case known && c == 0 && lknown && l != 0:
+				shared = true
+			case !known || c != 0:
+				varies = true
+			}
+		})
+		if shared && varies {
+			return a, jamBy
+		}
+	}
+	return 0, 0
 }
 
 // InnerAxis is the last axis of space (other than skip) that is not of

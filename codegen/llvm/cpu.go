@@ -1,6 +1,7 @@
 package llvm
 
 import (
+	"fmt"
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -40,15 +41,36 @@ func EmitCPU(f *Fn, k *kernel.Kernel, s kernel.Schedule) {
 		if lane >= 0 {
 			vl = s.VL
 		}
-		emitLanes(f, p, k, space, lane, vl, s.Parallel, func(q *Point) {
-			// A reduction's value is evaluated inside its loops only.
-			var v value.Value
-			if k.Reduce != nil {
-				v = emitReduce(q, k, s)
-			} else {
-				v = q.Eval(k.Value)
+		rows := space
+		jam := s.JamBy > 1 && !f.gpu && k.Reduce != nil && lane >= 0 && !s.Reduction
+		if jam {
+			// Axis Jam's points go JamBy at a time through one reduction
+			// loop: a row stands for JamBy of them.
+			n, ok := intConst(space[s.Jam])
+			if !ok || n%int64(s.JamBy) != 0 {
+				panic(fmt.Sprintf("llvm: jamming axis %d of extent %v by %d", s.Jam, space[s.Jam], s.JamBy))
 			}
-			emitStore(q, k, v)
+			rows = append([]value.Value(nil), space...)
+			rows[s.Jam] = I64(n / int64(s.JamBy))
+		}
+		emitLanes(f, p, k, rows, lane, vl, s.Parallel, func(q *Point) {
+			// A reduction's value is evaluated inside its loops only.
+			switch {
+			case jam:
+				base := f.Mul(q.Vars[s.Jam], I64(int64(s.JamBy)))
+				qs := make([]*Point, s.JamBy)
+				for r := range qs {
+					qs[r] = q.Scope()
+					qs[r].Vars[s.Jam] = f.Add(base, I64(int64(r)))
+				}
+				for r, v := range emitReduceAll(qs, k, s) {
+					emitStore(qs[r], k, v)
+				}
+			case k.Reduce != nil:
+				emitStore(q, k, emitReduce(q, k, s))
+			default:
+				emitStore(q, k, q.Eval(k.Value))
+			}
 		})
 	}
 }
@@ -326,6 +348,15 @@ func combine(f *Fn, op kernel.ReduceOp, t ir.DType, acc, x value.Value) value.Va
 // emitReduce reduces the kernel's value over the reduction axes at point q
 // and returns Post's value.
 func emitReduce(q *Point, k *kernel.Kernel, s kernel.Schedule) value.Value {
+	return emitReduceAll([]*Point{q}, k, s)[0]
+}
+
+// emitReduceAll reduces at each of the points qs (which differ in one
+// space axis only, Schedule.Jam) in one nest of loops, an accumulator
+// each: what their values read alike (a convolution's input, for points
+// along its output channels) LLVM then loads once per iteration for all.
+func emitReduceAll(qs []*Point, k *kernel.Kernel, s kernel.Schedule) []value.Value {
+	q := qs[0]
 	f := q.F
 	r := k.Reduce
 	t := k.Value.Type
@@ -333,10 +364,19 @@ func emitReduce(q *Point, k *kernel.Kernel, s kernel.Schedule) value.Value {
 	for i, e := range r.Extents {
 		ext[i] = q.Eval(e)
 	}
-	q.RVars = make([]value.Value, len(r.Extents))
+	for _, p := range qs {
+		p.RVars = make([]value.Value, len(r.Extents))
+	}
 	var acc value.Value
+	if r.Op == kernel.ArgMaxOp || r.Op == kernel.ArgMinOp || s.Reduction && s.VL > 0 {
+		if len(qs) > 1 {
+			panic("llvm: jammed points of an arg reduction or a reduction in lanes")
+		}
+	}
+	accs := make([]value.Value, len(qs))
 	if r.Op == kernel.ArgMaxOp || r.Op == kernel.ArgMinOp {
 		acc = emitArg(q, k, ext[0])
+		accs[0] = acc
 	} else {
 		init := q.EvalVec(kernel.Identity(r.Op, t))
 		hlane := -1
@@ -344,39 +384,52 @@ func emitReduce(q *Point, k *kernel.Kernel, s kernel.Schedule) value.Value {
 			hlane = s.Axis
 			init = f.Splat(q.Eval(kernel.Identity(r.Op, t)), s.VL)
 		}
-		var nest func(d int, q *Point, acc value.Value) value.Value
-		nest = func(d int, q *Point, acc value.Value) value.Value {
+		scopes := func(ps []*Point, d int, i value.Value) []*Point {
+			cs := make([]*Point, len(ps))
+			for j, p := range ps {
+				cs[j] = p.Scope()
+				cs[j].RVars[d] = i
+			}
+			return cs
+		}
+		var nest func(d int, ps []*Point, acc []value.Value) []value.Value
+		nest = func(d int, ps []*Point, acc []value.Value) []value.Value {
 			if d == len(ext) {
-				return combine(f, r.Op, t, acc, widenTo(f, q, q.Eval(k.Value), acc))
+				out := make([]value.Value, len(ps))
+				for j, p := range ps {
+					out[j] = combine(f, r.Op, t, acc[j], widenTo(f, p, p.Eval(k.Value), acc[j]))
+				}
+				return out
 			}
 			if d != hlane {
-				return f.LoopAcc(I64(0), ext[d], 1, []value.Value{acc}, func(i value.Value, a []value.Value) []value.Value {
-					c := q.Scope()
-					c.RVars[d] = i
-					return []value.Value{nest(d+1, c, a[0])}
-				})[0]
+				return f.LoopAcc(I64(0), ext[d], 1, acc, func(i value.Value, a []value.Value) []value.Value {
+					return nest(d+1, scopes(ps, d, i), a)
+				})
 			}
 			vl := s.VL
 			full := f.Mul(f.Div(ext[d], I64(int64(vl))), I64(int64(vl)))
-			acc = f.LoopAcc(I64(0), full, int64(vl), []value.Value{acc}, func(i value.Value, a []value.Value) []value.Value {
-				c := q.Scope()
-				c.RVars[d] = i
-				return []value.Value{nest(d+1, c.Vector(d, true, vl, nil), a[0])}
+			one := f.LoopAcc(I64(0), full, int64(vl), acc, func(i value.Value, a []value.Value) []value.Value {
+				c := scopes(ps, d, i)
+				return nest(d+1, []*Point{c[0].Vector(d, true, vl, nil)}, a)
 			})[0]
 			tail := f.Sub(ext[d], full)
 			if n, ok := intConst(tail); ok && n == 0 {
-				return acc
+				return []value.Value{one}
 			}
-			c := q.Scope()
-			c.RVars[d] = full
+			c := scopes(ps, d, full)[0]
 			mask := f.LaneMask(tail, vl)
 			cv := c.Vector(d, true, vl, mask)
-			x := widenTo(f, cv, cv.Eval(k.Value), acc)
+			x := widenTo(f, cv, cv.Eval(k.Value), one)
 			x = f.B.NewSelect(mask, x, init)
-			return combine(f, r.Op, t, acc, x)
+			return []value.Value{combine(f, r.Op, t, one, x)}
 		}
-		acc = nest(0, q, init)
+		inits := make([]value.Value, len(qs))
+		for j := range inits {
+			inits[j] = init
+		}
+		accs = nest(0, qs, inits)
 		if hlane >= 0 {
+			acc = accs[0]
 			// Across the lanes as a tree (log2(VL) steps, not VL-1),
 			// halving while the width is even.
 			for w := s.VL / 2; w >= 1 && lanes(acc) == 2*w; w /= 2 {
@@ -393,15 +446,18 @@ func emitReduce(q *Point, k *kernel.Kernel, s kernel.Schedule) value.Value {
 			for i := 1; i < lanes(acc); i++ {
 				h = combine(f, r.Op, t, h, f.ExtractLane(acc, i))
 			}
-			acc = h
+			accs[0] = h
 		}
 	}
 	if r.Post == nil {
-		return acc
+		return accs
 	}
-	post := q.Scope()
-	post.Acc = acc
-	return post.Eval(r.Post)
+	for j, p := range qs {
+		post := p.Scope()
+		post.Acc = accs[j]
+		accs[j] = post.Eval(r.Post)
+	}
+	return accs
 }
 
 // emitArg finds the index of the best value along the single reduction

@@ -77,6 +77,20 @@ class Enc(nn.Module):
         return s.out(y.mean(dim=0))
 
 
+# /usr/bin/python3 gen.py --bench DIR writes the interpolate, crnn and
+# encoder models to DIR instead, one test_data_set_0 each at the sizes
+# docs/benchmarks.md times (their weights differ from this folder's).
+BENCH = len(sys.argv) == 3 and sys.argv[1] == "--bench"
+if BENCH:
+    os.makedirs(sys.argv[2], exist_ok=True)
+    os.chdir(sys.argv[2])
+    save("interpolate", Interpolate().eval(), [(torch.randn(1, 3, 224, 224),)], ["x"],
+         ["top", "corners_plus_cubic", "by_1_5"], {"x": {0: "N", 2: "H", 3: "W"}})
+    save("crnn", CRNN().eval(), [(torch.randn(1, 1, 32, 160),)], ["x"], ["y"], {"x": {0: "N", 3: "W"}})
+    save("encoder", Enc().eval(), [(torch.randint(0, 50, (4, 128)), torch.tensor([128, 100, 64, 32]))], ["ids", "lengths"], ["y"],
+         {"ids": {0: "N", 1: "T"}, "lengths": {0: "N"}})
+    sys.exit(0)
+
 save("sorts", Sorts(), [(torch.randn(n, s),) for n, s in ((2, 7), (1, 2), (3, 30))], ["x"],
      ["order", "sorted", "top_half"], {"x": {0: "N", 1: "S"}})
 save("reflect_pad", ReflectPad(), [(torch.randn(1, 2, h, w),) for h, w in ((6, 6), (4, 9), (16, 12))], ["x"],

@@ -51,8 +51,12 @@ func (g *gen) handInfo(n *ir.Node) *opInfo {
 		// The hand kernels tile their inputs; the kernel layer's
 		// definitions reduce over an empty axis to the op's identity.
 		info = nil
-	} else if _, err := g.sliceLead(n); err != nil {
-		info = nil // dynamic dims the hand kernel cannot run per sample
+	} else if _, err := g.sliceLead(n); err != nil && !info.view {
+		// Dynamic dims the hand kernel cannot run per sample. A view
+		// runs no kernel where its output aliases its input, whatever
+		// its dims (stages.go copies it through the kernel layer where
+		// it does not).
+		info = nil
 	}
 	p.row, p.rowDecided = info, true
 	return info

@@ -202,6 +202,11 @@ func (g *gen) lowerList(steps []*lower.Step) error {
 		if onKernels(st) {
 			hand = nil // claim left it to the kernel layer (dynamic dims)
 		}
+		if hand != nil && hand.view {
+			if _, err := g.sliceLead(n); err != nil {
+				hand = nil // a view not aliased, of dims no sample slicing takes: the kernel layer's copy
+			}
+		}
 		if hand != nil {
 			lower = func() error { return hand.lower(g, n) }
 		}

@@ -23,8 +23,9 @@ type Schedule struct {
 	Parallel bool
 	// JamBy > 1: a reduction's points along space axis Jam go JamBy at a
 	// time through one loop nest, sharing the loads that do not vary
-	// along Jam (a convolution's input, for JamBy output channels), each
-	// with its accumulator: the sums, and their order, are the same.
+	// along Jam (a convolution's input, for JamBy output channels; a
+	// matrix product's row of B, for JamBy rows), each with its
+	// accumulator: the sums, and their order, are the same.
 	Jam, JamBy int
 }
 
@@ -70,10 +71,11 @@ func CPUSchedule(k *Kernel, vl int) Schedule {
 		case inner >= 0 && wide(k.Space[inner]) && (arg || Contiguous(k, AxisRef{OpVar, int64(inner)})):
 			s.VL, s.Axis = vl, inner
 			if !arg {
-				s.Jam, s.JamBy = jamAxis(k, inner)
+				s.Jam, s.JamBy = jamAxis(k, AxisRef{OpVar, int64(inner)})
 			}
 		case !arg && last >= 0 && wide(r.Extents[last]) && Contiguous(k, AxisRef{OpRVar, int64(last)}):
 			s.VL, s.Axis, s.Reduction = vl, last, true
+			s.Jam, s.JamBy = jamAxis(k, AxisRef{OpRVar, int64(last)})
 		}
 		return s
 	}
@@ -87,13 +89,14 @@ func CPUSchedule(k *Kernel, vl int) Schedule {
 // with their vectors of lanes, accumulators that fit the registers.
 const jamBy = 4
 
-// jamAxis picks the space axis (not lanes') of static extent a multiple
-// of jamBy along which some load varies and another, a vector along the
-// lanes, does not: jamming it loads that vector once for jamBy points.
-func jamAxis(k *Kernel, lanes int) (axis, by int) {
+// jamAxis picks the space axis (not lanes', which may be a reduction's)
+// of at least jamBy points (or a size known only at run time) along which
+// some load varies and another, a vector along the lanes, does not:
+// jamming it loads that vector once for jamBy points.
+func jamAxis(k *Kernel, lanes AxisRef) (axis, by int) {
 	for a := len(k.Space) - 1; a >= 0; a-- {
 		n, ok := k.Space[a].IntValue()
-		if a == lanes || !ok || n < jamBy || n%jamBy != 0 {
+		if lanes.Is(Var(a)) || ok && n < jamBy {
 			continue
 		}
 		shared, varies := false, false
@@ -107,7 +110,7 @@ func jamAxis(k *Kernel, lanes int) (axis, by int) {
 			}
 			off := Offset(e.Buf, idx)
 			c, known := Coef(off, AxisRef{OpVar, int64(a)})
-			l, lknown := Coef(off, AxisRef{OpVar, int64(lanes)})
+			l, lknown := Coef(off, lanes)
 			switch {
 			case known && c == 0 && lknown && l != 0:
 				shared = true

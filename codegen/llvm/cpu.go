@@ -1,7 +1,6 @@
 package llvm
 
 import (
-	"fmt"
 	"github.com/kiln-ml/kiln/codegen/kernel"
 	"github.com/kiln-ml/kiln/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -42,26 +41,30 @@ func EmitCPU(f *Fn, k *kernel.Kernel, s kernel.Schedule) {
 			vl = s.VL
 		}
 		rows := space
-		jam := s.JamBy > 1 && !f.gpu && k.Reduce != nil && lane >= 0 && !s.Reduction
+		jam := s.JamBy > 1 && !f.gpu && k.Reduce != nil && s.VL > 0
+		by, even := int64(s.JamBy), false
 		if jam {
-			// Axis Jam's points go JamBy at a time through one reduction
-			// loop: a row stands for JamBy of them.
 			n, ok := intConst(space[s.Jam])
-			if !ok || n%int64(s.JamBy) != 0 {
-				panic(fmt.Sprintf("llvm: jamming axis %d of extent %v by %d", s.Jam, space[s.Jam], s.JamBy))
-			}
+			even = ok && n%by == 0
+			// Axis Jam's points go JamBy at a time through one reduction
+			// loop: a row stands for JamBy of them. Past the axis' end
+			// (an extent JamBy does not divide) a row's points repeat its
+			// last, writing what that one writes.
 			rows = append([]value.Value(nil), space...)
-			rows[s.Jam] = I64(n / int64(s.JamBy))
+			rows[s.Jam] = f.Div(f.Add(space[s.Jam], I64(by-1)), I64(by))
 		}
 		emitLanes(f, p, k, rows, lane, vl, s.Parallel, func(q *Point) {
 			// A reduction's value is evaluated inside its loops only.
 			switch {
 			case jam:
-				base := f.Mul(q.Vars[s.Jam], I64(int64(s.JamBy)))
+				base := f.Mul(q.Vars[s.Jam], I64(by))
 				qs := make([]*Point, s.JamBy)
 				for r := range qs {
 					qs[r] = q.Scope()
 					qs[r].Vars[s.Jam] = f.Add(base, I64(int64(r)))
+					if !even {
+						qs[r].Vars[s.Jam] = f.Min(qs[r].Vars[s.Jam], f.Sub(space[s.Jam], I64(1)))
+					}
 				}
 				for r, v := range emitReduceAll(qs, k, s) {
 					emitStore(qs[r], k, v)
@@ -367,16 +370,12 @@ func emitReduceAll(qs []*Point, k *kernel.Kernel, s kernel.Schedule) []value.Val
 	for _, p := range qs {
 		p.RVars = make([]value.Value, len(r.Extents))
 	}
-	var acc value.Value
-	if r.Op == kernel.ArgMaxOp || r.Op == kernel.ArgMinOp || s.Reduction && s.VL > 0 {
-		if len(qs) > 1 {
-			panic("llvm: jammed points of an arg reduction or a reduction in lanes")
-		}
-	}
 	accs := make([]value.Value, len(qs))
 	if r.Op == kernel.ArgMaxOp || r.Op == kernel.ArgMinOp {
-		acc = emitArg(q, k, ext[0])
-		accs[0] = acc
+		if len(qs) > 1 {
+			panic("llvm: jammed points of an arg reduction")
+		}
+		accs[0] = emitArg(q, k, ext[0])
 	} else {
 		init := q.EvalVec(kernel.Identity(r.Op, t))
 		hlane := -1
@@ -408,28 +407,38 @@ func emitReduceAll(qs []*Point, k *kernel.Kernel, s kernel.Schedule) []value.Val
 			}
 			vl := s.VL
 			full := f.Mul(f.Div(ext[d], I64(int64(vl))), I64(int64(vl)))
-			one := f.LoopAcc(I64(0), full, int64(vl), acc, func(i value.Value, a []value.Value) []value.Value {
-				c := scopes(ps, d, i)
-				return nest(d+1, []*Point{c[0].Vector(d, true, vl, nil)}, a)
-			})[0]
+			vectors := func(cs []*Point, mask value.Value) []*Point {
+				for j, c := range cs {
+					cs[j] = c.Vector(d, true, vl, mask)
+				}
+				return cs
+			}
+			// A copy: LoopAcc may hand back its init (no iterations),
+			// which the tail below must not overwrite.
+			sums := append([]value.Value(nil), f.LoopAcc(I64(0), full, int64(vl), acc, func(i value.Value, a []value.Value) []value.Value {
+				return nest(d+1, vectors(scopes(ps, d, i), nil), a)
+			})...)
 			tail := f.Sub(ext[d], full)
 			if n, ok := intConst(tail); ok && n == 0 {
-				return []value.Value{one}
+				return sums
 			}
-			c := scopes(ps, d, full)[0]
 			mask := f.LaneMask(tail, vl)
-			cv := c.Vector(d, true, vl, mask)
-			x := widenTo(f, cv, cv.Eval(k.Value), one)
-			x = f.B.NewSelect(mask, x, init)
-			return []value.Value{combine(f, r.Op, t, one, x)}
+			for j, cv := range vectors(scopes(ps, d, full), mask) {
+				x := widenTo(f, cv, cv.Eval(k.Value), sums[j])
+				sums[j] = combine(f, r.Op, t, sums[j], f.B.NewSelect(mask, x, init))
+			}
+			return sums
 		}
 		inits := make([]value.Value, len(qs))
 		for j := range inits {
 			inits[j] = init
 		}
 		accs = nest(0, qs, inits)
-		if hlane >= 0 {
-			acc = accs[0]
+		for j := range accs {
+			if hlane < 0 {
+				break
+			}
+			acc := accs[j]
 			// Across the lanes as a tree (log2(VL) steps, not VL-1),
 			// halving while the width is even.
 			for w := s.VL / 2; w >= 1 && lanes(acc) == 2*w; w /= 2 {
@@ -446,7 +455,7 @@ func emitReduceAll(qs []*Point, k *kernel.Kernel, s kernel.Schedule) []value.Val
 			for i := 1; i < lanes(acc); i++ {
 				h = combine(f, r.Op, t, h, f.ExtractLane(acc, i))
 			}
-			accs[0] = h
+			accs[j] = h
 		}
 	}
 	if r.Post == nil {

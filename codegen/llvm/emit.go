@@ -181,6 +181,11 @@ func (p *Point) eval(e *kernel.Expr) value.Value {
 	case kernel.OpLoad, kernel.OpLoadOr:
 		return p.load(e)
 	case kernel.OpSelect:
+		if p.VL == 0 && !f.gpu && (costly(e.Args[1]) || costly(e.Args[2])) {
+			if c := p.Eval(e.Args[0]); lanes(c) == 0 {
+				return p.branch(c, e.Args[1], e.Args[2])
+			}
+		}
 		a := p.args(e)
 		return f.B.NewSelect(a[0], a[1], a[2])
 	case kernel.OpCast:
@@ -200,6 +205,48 @@ func (p *Point) eval(e *kernel.Expr) value.Value {
 		return f.unaryOp(e.Op, e.Args[0].Type, a[0])
 	}
 	return f.binaryOp(e.Op, e.Args[0].Type, a[0], a[1])
+}
+
+// branch evaluates x where c holds and y elsewhere, each in a block of
+// its own (scopes whose values are dropped after: they dominate only
+// their block), so scalar code computes one of them: a recurrence's
+// serial kernel selects among its phases' gates per column.
+func (p *Point) branch(c value.Value, x, y *kernel.Expr) value.Value {
+	f := p.F
+	if k, ok := c.(*constant.Int); ok {
+		if k.X.Sign() != 0 {
+			return p.Eval(x)
+		}
+		return p.Eval(y)
+	}
+	tb, eb, done := f.Block(), f.Block(), f.Block()
+	f.B.NewCondBr(c, tb, eb)
+	f.B = tb
+	xv := p.Scope().Eval(x)
+	xEnd := f.B
+	f.B.NewBr(done)
+	f.B = eb
+	yv := p.Scope().Eval(y)
+	yEnd := f.B
+	f.B.NewBr(done)
+	f.B = done
+	return f.B.NewPhi(ll.NewIncoming(xv, xEnd), ll.NewIncoming(yv, yEnd))
+}
+
+// costly reports whether evaluating e takes a function's polynomial
+// (exp, log, tanh, ...) or a division: worth a branch around it.
+func costly(e *kernel.Expr) bool {
+	found := false
+	kernel.Walk(e, func(x *kernel.Expr) {
+		switch x.Op {
+		case kernel.OpExp, kernel.OpLog, kernel.OpTanh, kernel.OpSigmoid, kernel.OpErf, kernel.OpSin, kernel.OpCos,
+			kernel.OpAtan, kernel.OpPow:
+			found = true
+		case kernel.OpDiv:
+			found = found || x.Type.IsFloat()
+		}
+	})
+	return found
 }
 
 // ---- memory ----

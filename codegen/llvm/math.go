@@ -136,11 +136,15 @@ func (f *Fn) recipFinite(x value.Value) value.Value {
 func (f *Fn) Exp(x value.Value) value.Value {
 	c := func(v float64) value.Value { return f.fc(x, v) }
 	if fm := f.fast(x); fm != nil {
-		// 2^n by vscalefps, which saturates: no edge selects, and NaN
-		// stays NaN through the clamps (FMax/FMin keep a NaN x).
-		xc := f.FMin(f.FMax(x, c(-104)), c(89))
+		// 2^n by vscalefps, which saturates above, and NaN stays NaN
+		// through the clamps (FMax/FMin keep a NaN x). Below expMin the
+		// result is 0, not the subnormal vscalefps would make: each of
+		// those takes a microcode assist (a masked softmax's exp(-Inf)
+		// ran 4× slower), and results below 2^-126 may flush to zero.
+		xc := f.FMin(f.FMax(x, c(expMin)), c(89))
 		n := f.expN(xc)
-		return fm.Scale(f, f.expPoly(xc, n), n)
+		y := fm.Scale(f, f.expPoly(xc, n), n)
+		return f.sel(f.fcmp(enum.FPredOLT, x, c(expMin)), c(0), y)
 	}
 	y := f.ExpClamped(x)
 	y = f.sel(f.fcmp(enum.FPredOGT, x, c(88.72283905206835)), c(math.Inf(1)), y)

@@ -30,6 +30,10 @@ func NewTarget(opts Options) (*Target, error) {
 // Fusible reports whether n's kernel-layer definition is elementwise.
 func (*Target) Fusible(n *ir.Node, _ ops.Opsets) bool { return kernel.Fusible(n) }
 
+// CompilesLoops: the CPU targets compile Loop and Scan bodies as functions
+// (passes.LoopTarget), so unroll-scans leaves them.
+func (*Target) CompilesLoops() {}
+
 // QuantizedKernel reports whether an integer kernel computes the group.
 func (*Target) QuantizedKernel(kind ops.GroupKind, body []*ir.Node, roles []ops.Role) bool {
 	return QuantizedKernel(kind, body, roles)

@@ -36,9 +36,6 @@ func newResizeRule(r resizeAttrs, scale float64) ResizeRule {
 	return rule
 }
 
-// Taps is the number of taps per output position.
-func (r ResizeRule) Taps() int { return r.n }
-
 // ResizeAxis is one axis' geometry as Arith values (float64): the input
 // and output lengths, the scale, the resized length (scale times the
 // input's, or the size asked for) and the crop region (tf_crop_and_resize).

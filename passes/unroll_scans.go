@@ -227,4 +227,3 @@ func scanInts(n *ir.Node, name string, k int) []int64 {
 	}
 	return out
 }
-

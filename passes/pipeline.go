@@ -106,7 +106,7 @@ var O2 = []Pass{
 	{Name: "infer", Run: inferPass, Required: true, Doc: "type and shape inference; propagates small compile-time values"},
 	{Name: "fold-if", Run: foldIfPass, Required: true, Doc: "replaces each If whose condition inference knows (shape checks) by its taken branch's nodes; compiled backends have no If kernel"},
 	{Name: "loop-sequences", Run: loopSequencesPass, Required: true, Doc: "turns a sequence a Loop appends one tensor to per iteration, read after it only by ConcatFromSequence (a scripted list's append then torch.stack or torch.cat), into a scan output; compiled backends have no sequence values"},
-	{Name: "unroll-scans", Run: unrollScansPass, Required: true, Doc: "for a target without control flow (CUDA), replaces each Scan of known length by its body once per iteration"},
+	{Name: "unroll-scans", Run: unrollScansPass, Doc: "for a target without control flow (CUDA), replaces each Scan of known length by its body once per iteration"},
 	{Name: "simplify", Run: simplifyPass, Doc: "removes Identity, inference-mode Dropout, no-op Reshape/Transpose/Cast"},
 	{Name: "fold", Run: foldPass, Doc: "evaluates nodes whose inputs are all constant (shape subgraphs, weight transforms)"},
 	{Name: "conv-bn", Run: convBNPass, Doc: "folds inference-mode BatchNormalization into the preceding Conv's weights and bias"},

@@ -142,7 +142,7 @@ func (g *gen) claim(n *ir.Node) (any, error) {
 				Reason: "an output's shape is not static: it depends on the data, or on a dim no --shape or --max bounds"}
 		}
 	}
-	if !isGroup(n) && kernel.Lookup(n.OpType) != nil {
+	if info := g.handInfo(n); !isGroup(n) && kernel.Lookup(n.OpType) != nil && (info == nil || !info.view) {
 		if _, err := g.sliceLead(n); err != nil {
 			// The hand-written kernel runs per sample of a dynamic leading
 			// dim only; the kernel layer reads dynamic dims anywhere.
@@ -202,10 +202,13 @@ func (g *gen) lowerList(steps []*lower.Step) error {
 		if onKernels(st) {
 			hand = nil // claim left it to the kernel layer (dynamic dims)
 		}
+		// A view the planner could not alias (a graph output) copies flat
+		// (lowerCopy, a kernel over its symbolic element count), whatever
+		// its dynamic dims: it needs no per-sample run.
+		flatCopy := false
 		if hand != nil && hand.view {
-			if _, err := g.sliceLead(n); err != nil {
-				hand = nil // a view not aliased, of dims no sample slicing takes: the kernel layer's copy
-			}
+			_, err := g.sliceLead(n)
+			flatCopy = err != nil
 		}
 		if hand != nil {
 			lower = func() error { return hand.lower(g, n) }
@@ -213,7 +216,7 @@ func (g *gen) lowerList(steps []*lower.Step) error {
 		if p.lower != nil {
 			lower = p.lower
 		}
-		if hand != nil || p.lower != nil && !p.layered {
+		if hand != nil && !flatCopy || p.lower != nil && !p.layered {
 			// Hand-written kernels take static shapes: a node touching
 			// dynamic dims runs per sample (dynamic.go).
 			sl, err := g.sliceFor(n)

@@ -54,8 +54,7 @@ func (g *gen) handInfo(n *ir.Node) *opInfo {
 	} else if _, err := g.sliceLead(n); err != nil && !info.view {
 		// Dynamic dims the hand kernel cannot run per sample. A view
 		// runs no kernel where its output aliases its input, whatever
-		// its dims (stages.go copies it through the kernel layer where
-		// it does not).
+		// its dims (lowerList copies it flat where it does not).
 		info = nil
 	}
 	p.row, p.rowDecided = info, true

@@ -75,9 +75,14 @@ func unrollScan(g *ir.Graph, n *ir.Node, opset int64, names *ir.Namer) ([]*ir.No
 			return nil, false
 		}
 	}
-	inAxes, inDirs := scanInts(n, "scan_input_axes", m), scanInts(n, "scan_input_directions", m)
 	k := len(n.Outputs) - states
-	outAxes, outDirs := scanInts(n, "scan_output_axes", k), scanInts(n, "scan_output_directions", k)
+	inAxes, ok1 := scanInts(n, "scan_input_axes", m)
+	inDirs, ok2 := scanInts(n, "scan_input_directions", m)
+	outAxes, ok3 := scanInts(n, "scan_output_axes", k)
+	outDirs, ok4 := scanInts(n, "scan_output_directions", k)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return nil, false // the backend reports the malformed Scan
+	}
 	// The sequence length: every scan input's along its axis.
 	steps := int64(-1)
 	for j := range m {
@@ -219,11 +224,17 @@ func unrollScan(g *ir.Graph, n *ir.Node, opset int64, names *ir.Namer) ([]*ir.No
 	return out, true
 }
 
-// scanInts is an ints attribute of n holding k entries, zeros when absent.
-func scanInts(n *ir.Node, name string, k int) []int64 {
+// scanInts is an ints attribute of n holding k entries (zeros when
+// absent), or false when it holds another number.
+func scanInts(n *ir.Node, name string, k int) ([]int64, bool) {
 	out := make([]int64, k)
-	if a := n.Attr(name); a != nil && len(a.Ints) == k {
-		copy(out, a.Ints)
+	a := n.Attr(name)
+	if a == nil {
+		return out, true
 	}
-	return out
+	if len(a.Ints) != k {
+		return nil, false
+	}
+	copy(out, a.Ints)
+	return out, true
 }

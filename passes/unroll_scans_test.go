@@ -83,3 +83,22 @@ func replaceReduceAxes(src string) string {
 	}
 	return src
 }
+
+// TestUnrollScansKeepsMalformedScan: a Scan whose scan_input_axes does
+// not name every scan input stays, for the backend to report.
+func TestUnrollScansKeepsMalformedScan(t *testing.T) {
+	m, err := text.Parse("scan", []byte(`<ir_version: 8, opset_import: ["" : 13]>
+g (float[2] s0, float[3,2] x, float[3,2] y) => (float[2] f0) {
+  f0 = Scan(s0, x, y) <
+    num_scan_inputs = 2, scan_input_axes = [0],
+    body = b (float[2] a, float[2] xt, float[2] yt) => (float[2] na) {
+      p = Add(a, xt)
+      na = Add(p, yt)
+    }
+  >
+}`))
+	require.NoError(t, err)
+	unroll, _ := Lookup(O2, "unroll-scans")
+	require.NoError(t, Run(&Context{OptLevel: 2, Target: staticTarget{}}, []Pass{unroll}, m))
+	assert.Equal(t, "Scan", m.Graph.Nodes[len(m.Graph.Nodes)-1].OpType)
+}

@@ -479,7 +479,12 @@ func defResize(c *Ctx) error { return resizeBy(c, c.ResizeSpec) }
 
 // defUpsample is Resize-10 by its old name: its geometry is Resize's
 // (ops.UpsampleSpec), the interpolation the same.
-func defUpsample(c *Ctx) error { return resizeBy(c, c.UpsampleSpec) }
+func defUpsample(c *Ctx) error {
+	if err := c.CheckUpsample(); err != nil {
+		return c.Unsupported("%v", err)
+	}
+	return resizeBy(c, c.UpsampleSpec)
+}
 
 // resizeBy interpolates as the node's geometry, spec, says.
 func resizeBy(c *Ctx, spec func(dims []int64) (*ops.Resize, error)) error {

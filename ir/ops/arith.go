@@ -41,8 +41,17 @@ const roundMagic = 0x1.8p52
 
 // arithLog is ln x for a positive normal float: x = m·2^e with m in
 // [√½, √2), ln m = 2 atanh(s), s = (m-1)/(m+1) (|s| < 0.172), as the
-// series in s² to 2^-56.
+// series in s² to 2^-56; NaN for NaN and below 0, -Inf at 0 and +Inf at
+// +Inf (subnormals are not scaled: they read as their exponent's floor).
 func arithLog[V any](a Arith[V], x V) V {
+	r := arithLogNormal(a, x)
+	r = a.Select(a.LessEq(x, a.Float(0)), a.Float(math.Inf(-1)), r)
+	r = a.Select(a.Less(x, a.Float(0)), a.Float(math.NaN()), r)
+	r = a.Select(a.LessEq(a.Float(math.Inf(1)), x), x, r)
+	return a.Select(a.LessEq(x, x), r, x) // a NaN stays
+}
+
+func arithLogNormal[V any](a Arith[V], x V) V {
 	const mantissa, one = 1<<52 - 1, 1023 << 52
 	bits := a.Bits(x)
 	m := a.FromBits(a.Or(a.And(bits, a.Uint(mantissa)), a.Uint(one)))

@@ -19,6 +19,11 @@ func TestArithAgreesWithMath(t *testing.T) {
 	for _, x := range []float64{1, 1 + 0x1p-52, 1.5, 2, 10, 1234.5678, 1e300} {
 		assert.InDelta(t, math.Log(x), fl(arithLog[uint64](a, bt(x))), 4e-16*math.Max(1, math.Log(x)), "ln %g", x)
 	}
+	assert.Equal(t, math.Inf(-1), fl(arithLog[uint64](a, bt(0))))
+	assert.Equal(t, math.Inf(1), fl(arithLog[uint64](a, bt(math.Inf(1)))))
+	for _, x := range []float64{-1, math.NaN(), math.Inf(-1)} {
+		assert.True(t, math.IsNaN(fl(arithLog[uint64](a, bt(x)))), "ln %g", x)
+	}
 	for _, x := range []float64{0, -0.5, 0.5, -1, 1, 2.5, -2.5, 1e15 + 0.5, -1e15 - 0.5, 0x1p52 + 1, -0x1p53, math.Inf(1)} {
 		assert.Equal(t, math.Floor(x), fl(arithFloor[uint64](a, bt(x))), "floor %g", x)
 	}

@@ -396,14 +396,23 @@ func (c *KernelContext) DeformConvSpec(x, w []int64) (*DeformConv, error) {
 // UpsampleSpec resolves an Upsample node (Resize-10 by its old name) as
 // ResizeSpec does, refusing scales below 1 as the reference does.
 func (c *KernelContext) UpsampleSpec(dims []int64) (*Resize, error) {
+	if err := c.CheckUpsample(); err != nil {
+		return nil, err
+	}
+	return c.ResizeSpec(dims)
+}
+
+// CheckUpsample refuses an Upsample node's scales below 1, as the
+// reference does, whatever the dims its backend resizes over.
+func (c *KernelContext) CheckUpsample() error {
 	scales := upsampleScales(c.attrs)
 	if scales == nil {
 		scales = c.In(1)
 	}
 	if err := checkUpsampleScales(scales); err != nil {
-		return nil, c.Errorf("%v", err)
+		return c.Errorf("%v", err)
 	}
-	return c.ResizeSpec(dims)
+	return nil
 }
 
 // ReverseSequenceAxes are a ReverseSequence node's batch and time axes (0

@@ -88,15 +88,16 @@ func TestServe(t *testing.T) {
 	assert.InDeltaSlice(t, want.Float32s(), r.Outputs[0].Data, 1e-4)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Read stderr to its end before Wait, which closes the pipe (os/exec:
+	// Wait before the reads finish may cut the last lines off).
+	var log string
 	select {
-	case err := <-done:
-		assert.NoError(t, err, "infer serve exits 0 after draining")
+	case log = <-rest:
 	case <-time.After(30 * time.Second):
 		t.Fatal("infer serve did not exit after SIGTERM")
 	}
-	assert.Contains(t, <-rest, "shut down")
+	assert.NoError(t, cmd.Wait(), "infer serve exits 0 after draining")
+	assert.Contains(t, log, "shut down")
 }
 
 // TestServeFlagBounds: a --max-queue or --instances the server would

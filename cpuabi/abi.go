@@ -91,6 +91,9 @@ type ABI struct {
 	// its order, with the range the code was compiled for (its memory is
 	// planned for Max).
 	Symbols []SymbolRange `json:"symbols,omitempty"`
+	// Host are the steps the runtime computes between runs of the code
+	// (host.go), in order.
+	Host []HostStep `json:"host,omitempty"`
 }
 
 // SymbolRange is a dynamic dim of the code.
@@ -115,6 +118,10 @@ type Slot struct {
 	// DimNames, for a dynamic shape, name each dim's symbol or expression
 	// ("": static); Dims are then at the symbols' maxima.
 	DimNames []string `json:"dim_names,omitempty"`
+	// Host: the code never reads or writes the slot, whose value only
+	// host steps read or write (a string; what a host step computes at a
+	// shape only the data gives). The runtime binds no buffer to it.
+	Host bool `json:"host,omitempty"`
 }
 
 // Marshal encodes the record as the bytes of the kiln_abi constant.

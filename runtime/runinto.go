@@ -19,6 +19,9 @@ func (c *Context) RunInto(inputs, outputs map[string]*ir.Tensor) (map[string]*ir
 	if len(e.Meta.Symbols) > 0 {
 		return nil, fmt.Errorf("RunInto takes engines of static shapes; this one has dynamic dims")
 	}
+	if len(e.host) > 0 {
+		return nil, fmt.Errorf("RunInto takes engines without host steps; this one computes %s on the host", e.host[0].rec.Node.Op)
+	}
 	inputs = e.withDefaults(inputs)
 	for _, b := range e.inputs {
 		t := inputs[b.Name]

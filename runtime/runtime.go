@@ -54,6 +54,9 @@ type Engine struct {
 	// dataDims: some dims are the data's (engine.Symbol Data), and the
 	// outputs over them get their shapes after a run.
 	dataDims bool
+	// host are the nodes the engine computes on the host, in order
+	// (host.go).
+	host []hostStep
 }
 
 type binding struct {
@@ -61,6 +64,10 @@ type binding struct {
 	dtype  ir.DType
 	bytes  int64
 	output bool
+	// host: the value lives with the runtime, not the code (a string; what
+	// a host step computes at a shape only the data gives): no buffer is
+	// bound to the slot (cpuabi.Slot Host).
+	host bool
 	// fallback is an input's default value (Binding.Default), used when a
 	// run does not give the input.
 	fallback *ir.Tensor
@@ -205,6 +212,14 @@ func load(buf []byte, opts LoadOptions, start time.Time, weightsFile *os.File) (
 	if err != nil {
 		return nil, err
 	}
+	for _, bs := range [][]binding{e.inputs, e.outputs} {
+		for i := range bs {
+			bs[i].host = abi.Slots[bs[i].Index].Host
+		}
+	}
+	if e.host, err = hostSteps(abi.Host); err != nil {
+		return nil, err
+	}
 	if err := checkFeatures(abi.Features, f.Meta.Target.CPU); err != nil {
 		return nil, err
 	}
@@ -259,10 +274,13 @@ func bindings(bs []engine.Binding, output bool) ([]binding, error) {
 	out := make([]binding, len(bs))
 	for i, b := range bs {
 		d, err := ir.ParseDType(b.DType)
-		if err != nil || d.Size() == 0 {
+		if err != nil || d.Size() == 0 && d != ir.String {
 			return nil, fmt.Errorf("%w: binding %q has unsupported dtype %q", ErrInconsistent, b.Name, b.DType)
 		}
-		n, err := byteSize(d, b.Shape)
+		n, err := int64(0), error(nil)
+		if d != ir.String {
+			n, err = byteSize(d, b.Shape)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: binding %q: %v", ErrInconsistent, b.Name, err)
 		}
@@ -331,6 +349,9 @@ type Context struct {
 	// arenaBuf owns arena's memory (freed when the Context is collected).
 	arenaBuf *cpurt.Buffer
 	io       []unsafe.Pointer
+	// slotBytes are the bytes of the buffers bound to the io slots (host
+	// steps read and write them).
+	slotBytes []int64
 	// dims is the dims table the code reads the dynamic dims from (the io
 	// slot after the outputs); nil for a static engine.
 	dims []int64
@@ -362,7 +383,7 @@ func (e *Engine) NewContext(opts Options) (*Context, error) {
 		return nil, e.arenaError(err)
 	}
 	c := &Context{engine: e, threads: threads, arenaBuf: buf, arena: buf.Bytes,
-		io: make([]unsafe.Pointer, len(e.inputs)+len(e.outputs))}
+		io: make([]unsafe.Pointer, len(e.inputs)+len(e.outputs)), slotBytes: make([]int64, len(e.inputs)+len(e.outputs))}
 	if len(e.Meta.Symbols) > 0 {
 		c.dims = make([]int64, len(e.Meta.Symbols))
 		c.io = append(c.io, unsafe.Pointer(&c.dims[0]))
@@ -394,9 +415,19 @@ func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 		return nil, err
 	}
 	e := c.engine
-	e.lib.Run(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
+	if len(e.host) > 0 {
+		err = c.runHosted(inputs, out, func(part int64) error {
+			e.lib.RunFrom(part, c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
+			return nil
+		})
+	} else {
+		e.lib.Run(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
+	}
 	goruntime.KeepAlive(inputs)
 	goruntime.KeepAlive(c) // the arena and weights are freed with their owners
+	if err != nil {
+		return nil, err
+	}
 	return out, c.fitOutputs(out)
 }
 
@@ -415,7 +446,7 @@ func (c *Context) fitOutputs(out map[string]*ir.Tensor) error {
 		}
 	}
 	for _, b := range e.outputs {
-		if !b.Dynamic() {
+		if !b.Dynamic() || b.host {
 			continue
 		}
 		dims, err := b.DimsAt(e.Meta.Symbols, c.dims)
@@ -466,17 +497,14 @@ func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 			if t.DType != b.dtype || !slices.Equal(t.Dims, b.Shape) {
 				return nil, fmt.Errorf("input %q: got %s%v, the engine takes %s", b.Name, t.DType, t.Dims, b.ShapeString())
 			}
-			if int64(len(t.Raw)) != b.bytes {
-				return nil, fmt.Errorf("input %q: %d bytes of data, want %d", b.Name, len(t.Raw), b.bytes)
+			if err := checkData(b, t); err != nil {
+				return nil, err
 			}
-			c.io[b.Index] = rawPointer(t.Raw)
+			c.bindSlot(b, t)
 		}
 		out := make(map[string]*ir.Tensor, len(e.outputs))
 		for _, b := range e.outputs {
-			t := ir.NewTensor(b.dtype, b.Shape...)
-			t.Name = b.Name
-			out[b.Name] = t
-			c.io[b.Index] = rawPointer(t.Raw)
+			c.bindSlot(b, c.newOutput(b, b.Shape, out))
 		}
 		return out, nil
 	}
@@ -496,14 +524,25 @@ func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 	copy(c.dims, vals)
 	for i, b := range e.inputs {
 		t := inputs[b.Name]
+		if b.host {
+			if err := checkData(b, t); err != nil {
+				return nil, err
+			}
+			c.bindSlot(b, t)
+			continue
+		}
 		n, err := byteSize(b.dtype, shapes[i])
 		if err != nil || n > b.bytes || int64(len(t.Raw)) != n {
 			return nil, fmt.Errorf("input %q: %d bytes of data for %s%v (the engine takes at most %d)", b.Name, len(t.Raw), t.DType, t.Dims, b.bytes)
 		}
-		c.io[b.Index] = rawPointer(t.Raw)
+		c.bindSlot(b, t)
 	}
 	out := map[string]*ir.Tensor{}
 	for _, b := range e.outputs {
+		if b.host {
+			c.bindSlot(b, c.newOutput(b, nil, out))
+			continue
+		}
 		dims, err := b.DimsAt(e.Meta.Symbols, vals)
 		if err != nil {
 			return nil, err
@@ -511,12 +550,46 @@ func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 		if n, err := byteSize(b.dtype, dims); err != nil || n > b.bytes {
 			return nil, fmt.Errorf("%w: output %q would be %v, beyond the %d bytes the code writes", ErrInconsistent, b.Name, dims, b.bytes)
 		}
-		t := ir.NewTensor(b.dtype, dims...)
-		t.Name = b.Name
-		out[b.Name] = t
-		c.io[b.Index] = rawPointer(t.Raw)
+		c.bindSlot(b, c.newOutput(b, dims, out))
 	}
 	return out, nil
+}
+
+// checkData checks that input t holds the data its dims say: its bytes,
+// or for strings its strings.
+func checkData(b binding, t *ir.Tensor) error {
+	if b.dtype == ir.String {
+		if n := ir.Product(t.Dims); int64(len(t.Strings)) != n {
+			return fmt.Errorf("input %q: %d strings for %s%v", b.Name, len(t.Strings), t.DType, t.Dims)
+		}
+		return nil
+	}
+	if n, err := byteSize(b.dtype, t.Dims); err != nil || int64(len(t.Raw)) != n {
+		return fmt.Errorf("input %q: %d bytes of data, want %d", b.Name, len(t.Raw), n)
+	}
+	return nil
+}
+
+// newOutput allocates output b at dims into out; a host output is the
+// host step's, after the run (runHosted), so it has no buffer.
+func (c *Context) newOutput(b binding, dims []int64, out map[string]*ir.Tensor) *ir.Tensor {
+	if b.host {
+		return nil
+	}
+	t := ir.NewTensor(b.dtype, dims...)
+	t.Name = b.Name
+	out[b.Name] = t
+	return t
+}
+
+// bindSlot points b's io slot at t's bytes (none for a host slot, which
+// the code never touches).
+func (c *Context) bindSlot(b binding, t *ir.Tensor) {
+	if b.host || t == nil {
+		c.io[b.Index], c.slotBytes[b.Index] = nil, 0
+		return
+	}
+	c.io[b.Index], c.slotBytes[b.Index] = rawPointer(t.Raw), int64(len(t.Raw))
 }
 
 // withDefaults returns inputs with each input it leaves out that has a
@@ -590,7 +663,10 @@ func (c *Context) RunProfiled(inputs map[string]*ir.Tensor, p *Profile) (map[str
 		p.c0, p.t0 = p.lib.Cycles(), time.Now()
 	}
 	e := c.engine
-	if err := e.lib.RunProfile(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io, p.times); err != nil {
+	err = c.runHosted(inputs, out, func(part int64) error {
+		return e.lib.RunProfileFrom(part, c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io, p.times)
+	})
+	if err != nil {
 		return nil, err
 	}
 	p.c1, p.t1 = p.lib.Cycles(), time.Now()

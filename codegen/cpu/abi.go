@@ -42,6 +42,7 @@ func (g *gen) abi() *cpuabi.ABI {
 	for _, io := range g.outputs {
 		rec.Slots[io.Index] = slotOf(io, true)
 	}
+	rec.Host = g.host
 	for _, s := range g.syms {
 		rec.Symbols = append(rec.Symbols, cpuabi.SymbolRange{Name: s.Name, Min: s.Min, Max: s.Max, Data: s.Data})
 	}
@@ -49,6 +50,10 @@ func (g *gen) abi() *cpuabi.ABI {
 }
 
 func slotOf(io IO, output bool) cpuabi.Slot {
-	return cpuabi.Slot{Output: output, DType: io.DType.String(), Dims: append([]int64{}, io.Dims...),
-		Bytes: int64(ir.RawLen(io.DType, ir.Product(io.Dims))), DimNames: io.DimNames}
+	s := cpuabi.Slot{Output: output, DType: io.DType.String(), Dims: append([]int64{}, io.Dims...),
+		DimNames: io.DimNames, Host: io.Host}
+	if !io.Host {
+		s.Bytes = int64(ir.RawLen(io.DType, ir.Product(io.Dims)))
+	}
+	return s
 }

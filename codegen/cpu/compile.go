@@ -80,6 +80,9 @@ type IO struct {
 	DimNames []string
 	// Index is the slot in kiln_run's io array.
 	Index int
+	// Host: a host step reads or writes the value, which the runtime
+	// keeps; the code never touches the slot (lower.Slot).
+	Host bool
 }
 
 // Result is a compiled engine.

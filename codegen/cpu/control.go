@@ -33,6 +33,9 @@ const (
 	markEndIf
 	markLoop
 	markEndLoop
+	// markHost is a host step (host.go): the run ends there, and the
+	// runtime computes host step host before it runs the code on.
+	markHost
 )
 
 // mark is a step that is a point of control flow, not a function.
@@ -42,9 +45,10 @@ type mark struct {
 	// iteration number and trip count (hasTrip: it has one).
 	cond, iter, trip loc
 	hasTrip          bool
+	host             int
 }
 
-var markNames = map[markKind]string{markIf: "if", markElse: "else", markEndIf: "end_if", markLoop: "loop", markEndLoop: "end_loop"}
+var markNames = map[markKind]string{markIf: "if", markElse: "else", markEndIf: "end_if", markLoop: "loop", markEndLoop: "end_loop", markHost: "host"}
 
 // addMark appends mark m to the steps.
 func (g *gen) addMark(m *mark) {

@@ -92,6 +92,9 @@ type gen struct {
 	curNode                   *ir.Node
 	curStep                   *lower.Step
 	parts                     int // kiln_run's
+	// host are the host steps (host.go), in order; emitParts sets each
+	// one's Resume.
+	host []cpuabi.HostStep
 	nstep                     int
 
 	// syms are the model's symbolic dims (the dims table's order) and
@@ -406,6 +409,24 @@ func (g *gen) emitParts(f *ll.Func, x entryArgs, part value.Value, bar, clear *l
 				work += nodeMACs(st.node)
 			}
 		}
+		if m := g.steps[to-1].mark; m != nil && m.kind == markHost {
+			// The run ends for the runtime to compute the host step,
+			// which then runs the code on from the next part.
+			work = 0
+			next := f.NewBlock("")
+			starts = append(starts, next)
+			b.NewRet(c64(0))
+			if h := &g.host[m.host]; h.Resume < 0 {
+				h.Resume = int64(len(starts))
+			} else if h.Resume != int64(len(starts)) {
+				panic("codegen/cpu: the entry points resume a host step at different parts")
+			}
+			if p != nil {
+				// The host step's time is the wait until the code runs on.
+				p.record(next, to, next.NewCall(p.counter))
+			}
+			return next, loadSense(next)
+		}
 		if work < runPartMACs || !g.barrierAfter(to-1) {
 			return b, nil
 		}
@@ -474,7 +495,7 @@ func (g *gen) emitSteps(f *ll.Func, b *ll.Block, x entryArgs, bar, clear *ll.Fun
 	for i := 0; i < len(g.steps); {
 		st := g.steps[i]
 		if m := st.mark; m != nil {
-			if p != nil && len(frames) == 0 {
+			if p != nil && len(frames) == 0 && m.kind != markHost {
 				// The control step's time goes to its end mark.
 				t0 := b.NewCall(p.counter)
 				for j := i; j < g.markEnd(i); j++ {

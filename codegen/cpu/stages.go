@@ -116,7 +116,7 @@ func (g *gen) buildUntil(stop string) error {
 // outputs.
 func (g *gen) ioRecords() {
 	rec := func(s lower.Slot) IO {
-		return IO{Name: s.Value.Name, DType: s.Value.Type.Elem, Dims: dimsOf(s.Value), DimNames: g.dimNames(s.Value), Index: s.Index}
+		return IO{Name: s.Value.Name, DType: s.Value.Type.Elem, Dims: dimsOf(s.Value), DimNames: g.dimNames(s.Value), Index: s.Index, Host: s.Host}
 	}
 	for _, s := range g.prog.Inputs {
 		g.inputs = append(g.inputs, rec(s))
@@ -181,6 +181,11 @@ func (g *gen) lowerList(steps []*lower.Step) error {
 			continue
 		case st.Control != nil:
 			if err := g.lowerControl(st); err != nil {
+				return err
+			}
+			continue
+		case st.Host:
+			if err := g.addHostStep(st); err != nil {
 				return err
 			}
 			continue

@@ -123,6 +123,8 @@ type driver struct {
 	// planAs is the node the memory plan sees for a step without one (a
 	// Loop's scan store, which reads its value).
 	planAs map[*Step]*ir.Node
+	// top holds the graph's own nodes (not a subgraph's).
+	top map[*ir.Node]bool
 }
 
 // stages is the order the driver runs: its own, with a Stager's before
@@ -190,9 +192,12 @@ func NewProgram(m *ir.Model, t Target, limits ir.Limits) (*Program, error) {
 func Lower(p *Program, t Target, opts Options) error {
 	m := p.Model
 	d := &driver{t: t, opts: opts, p: p, out: map[*ir.Value]bool{}, built: map[*ir.Node]*Step{},
-		bodies: map[*ir.Node][]*Step{}, views: map[*ir.Node]bool{}, planAs: map[*Step]*ir.Node{}}
+		bodies: map[*ir.Node][]*Step{}, views: map[*ir.Node]bool{}, planAs: map[*Step]*ir.Node{}, top: map[*ir.Node]bool{}}
 	for _, v := range m.Graph.Outputs {
 		d.out[v] = true
+	}
+	for _, n := range m.Graph.Nodes {
+		d.top[n] = true
 	}
 	stager, _ := t.(Stager)
 	for _, s := range d.stages() {
@@ -229,7 +234,10 @@ func (d *driver) slots() error {
 	add := func(v *ir.Value, list *[]Slot) {
 		d0, _ := v.Type.Shape.Ints()
 		s := Slot{Value: v, Index: len(d.p.Inputs) + len(d.p.Outputs), Bytes: int64(ir.RawLen(v.Type.Elem, ir.Product(d0)))}
-		if d.t.SlotsInArena() {
+		if d.hostSlot(v) {
+			s.Host, s.Bytes = true, 0
+			d.p.Places[v] = Place{Space: InHost, Slot: s.Index}
+		} else if d.t.SlotsInArena() {
 			d.p.Places[v] = Place{Space: InArena, Off: ioOff}
 			ioOff += alignUp(s.Bytes, d.t.Align())
 		} else {
@@ -238,7 +246,7 @@ func (d *driver) slots() error {
 		*list = append(*list, s)
 	}
 	for _, v := range g.Inputs {
-		if !v.Type.Shape.IsStatic() {
+		if !v.Type.Shape.IsStatic() && !d.hostSlot(v) {
 			return fmt.Errorf("input %q has shape %s: this target compiles static shapes (cc build --shape %s=DIMS)", v.Name, v.Type, v.Name)
 		}
 		add(v, &d.p.Inputs)
@@ -250,7 +258,7 @@ func (d *driver) slots() error {
 			return fmt.Errorf("output %q is graph input %q: an engine binds each name once (compute the output with a node, e.g. an Identity writing a new name)", v.Name, v.Name)
 		case seen[v]:
 			return fmt.Errorf("output %q is listed twice: an engine binds each name once", v.Name)
-		case !v.Type.Shape.IsStatic():
+		case !v.Type.Shape.IsStatic() && !d.hostSlot(v):
 			if n := dataDimNode(g, v); n != nil {
 				return &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: ops.OpsetsOf(d.p.Model)[n.Domain],
 					Reason: fmt.Sprintf("output %q has shape %s, which the data decides: this target compiles static shapes (the CPU targets compile these)", v.Name, v.Type)}
@@ -351,6 +359,12 @@ func flatten(err error) []*ops.UnsupportedError {
 // nodes'; a control node its sub-programs; another node its kernels, the
 // target's micro-kernel or the target's claim) or says why it cannot.
 func (d *driver) supportNode(n *ir.Node, opsets ops.Opsets) error {
+	if ops.OnHost(n) {
+		return d.supportHost(n, opsets)
+	}
+	if err := d.readsHostValue(n, opsets); err != nil {
+		return err
+	}
 	if isControl(n) {
 		if _, ok := d.t.(ControlFlow); !ok {
 			return &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: opsets[n.Domain], Reason: "this target compiles no control flow (the CPU targets do)"}
@@ -500,7 +514,7 @@ func (d *driver) stepOf(n *ir.Node) (*Step, error) {
 func (d *driver) memory() error {
 	hooks := passes.MemoryHooks{
 		Limits:  d.opts.Limits,
-		InArena: func(v *ir.Value) bool { return !d.out[v] },
+		InArena: func(v *ir.Value) bool { return !d.out[v] && !d.p.OnHost(v) },
 		View:    func(n *ir.Node) bool { return d.views[n] },
 		// Scratch nil: each step's temporaries (planLevel).
 	}

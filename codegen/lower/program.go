@@ -67,6 +67,9 @@ type Slot struct {
 	Value *ir.Value
 	Index int
 	Bytes int64
+	// Host: the value lives with the runtime (Program.OnHost); the
+	// target's code never touches the slot.
+	Host bool
 }
 
 // Space says which memory a Place is in.
@@ -76,7 +79,8 @@ type Space int
 const (
 	InWeights Space = iota
 	InArena
-	InIO // the caller's buffer of a slot
+	InIO   // the caller's buffer of a slot
+	InHost // with the runtime (Program.OnHost); Slot is its slot, if it has one
 )
 
 // Place is where a buffer's bytes are: an offset in the weights or the
@@ -109,6 +113,9 @@ type Step struct {
 	// Control, for an If, a Loop or a Scan, says how the step runs its
 	// sub-programs (controlflow.go, scan.go); it has no parts of its own.
 	Control *Control
+	// Host marks a host step (host.go): the runtime computes Node; it
+	// has no parts.
+	Host bool
 }
 
 // Part is one kernel of a step, or a micro-kernel.
@@ -212,6 +219,9 @@ func (p *Program) place(v *ir.Value, store bool) (Place, error) {
 	}
 	if pl, ok := p.Places[v]; ok {
 		return pl, nil
+	}
+	if p.OnHost(v) {
+		return Place{Space: InHost, Slot: -1}, nil
 	}
 	if t := p.ConstOf(v); t != nil {
 		if !store {

@@ -126,7 +126,14 @@ func writeImage(so []byte) (string, func(), error) {
 // and arena must stay valid for the call; io holds the engine's input and
 // output buffers in the engine's order.
 func (l *Library) Run(nthreads int, weights, arena unsafe.Pointer, io []unsafe.Pointer) {
-	l.run(nthreads, l.entry, weights, arena, io, nil)
+	l.run(nthreads, l.entry, 0, weights, arena, io, nil)
+}
+
+// RunFrom runs the code like Run, from part part on: an engine with host
+// steps (cpuabi.HostStep) runs in several calls, the first from part 0,
+// each one after a host step from the step's Resume.
+func (l *Library) RunFrom(part int64, nthreads int, weights, arena unsafe.Pointer, io []unsafe.Pointer) {
+	l.run(nthreads, l.entry, part, weights, arena, io, nil)
 }
 
 // Profiled reports whether the engine has the profiling entry point
@@ -145,7 +152,19 @@ func (l *Library) RunProfile(nthreads int, weights, arena unsafe.Pointer, io []u
 	if len(times) == 0 {
 		return fmt.Errorf("cpu: RunProfile needs a times buffer")
 	}
-	l.run(nthreads, l.profile, weights, arena, io, times)
+	l.run(nthreads, l.profile, 0, weights, arena, io, times)
+	return nil
+}
+
+// RunProfileFrom is RunProfile from part part on (see RunFrom).
+func (l *Library) RunProfileFrom(part int64, nthreads int, weights, arena unsafe.Pointer, io []unsafe.Pointer, times []uint64) error {
+	if !l.Profiled() {
+		return fmt.Errorf("cpu: the engine has no %s (rebuild it with this kiln)", cpuabi.ProfileEntryPoint)
+	}
+	if len(times) == 0 {
+		return fmt.Errorf("cpu: RunProfile needs a times buffer")
+	}
+	l.run(nthreads, l.profile, part, weights, arena, io, times)
 	return nil
 }
 
@@ -155,7 +174,7 @@ func (l *Library) Cycles() uint64 {
 	return uint64(r)
 }
 
-func (l *Library) run(nthreads int, entry uintptr, weights, arena unsafe.Pointer, io []unsafe.Pointer, times []uint64) {
+func (l *Library) run(nthreads int, entry uintptr, part int64, weights, arena unsafe.Pointer, io []unsafe.Pointer, times []uint64) {
 	nthreads = max(nthreads, 1)
 	l.mu.Lock()
 	var p *pool
@@ -175,7 +194,7 @@ func (l *Library) run(nthreads int, entry uintptr, weights, arena unsafe.Pointer
 	if times != nil {
 		args = append(args, uintptr(unsafe.Pointer(&times[0])))
 	}
-	p.run(nthreads, entry, args...)
+	p.run(nthreads, entry, uintptr(part), args...)
 	runtime.KeepAlive(weights)
 	runtime.KeepAlive(arena)
 	runtime.KeepAlive(io)

@@ -72,6 +72,7 @@ type pool struct {
 	// loaded: entry(args[:nargs]...) with args[0] = tid (0 here: the
 	// caller's).
 	entry   uintptr
+	part    uintptr // the part the job starts at
 	args    [maxArgs]uintptr
 	nargs   int
 	workers []*worker
@@ -178,7 +179,7 @@ func (p *pool) work(w *worker, seen uint64) {
 		}
 		copy(w.args[:], p.args[:p.nargs])
 		w.args[0] = uintptr(w.tid)
-		runParts(p.entry, w.args[:p.nargs+1], &w.sched)
+		runParts(p.entry, p.part, w.args[:p.nargs+1], &w.sched)
 		if p.done.Add(1) == n-1 {
 			p.caller.signal()
 		}
@@ -187,10 +188,10 @@ func (p *pool) work(w *worker, seen uint64) {
 
 // run calls entry(tid, args...) on nthreads threads, the caller's as tid
 // 0, and returns when all have returned.
-func (p *pool) run(nthreads int, entry uintptr, args ...uintptr) {
+func (p *pool) run(nthreads int, entry, part uintptr, args ...uintptr) {
 	nthreads = min(nthreads, 0xffff)
 	schedPoint(&p.sched)
-	p.entry, p.nargs = entry, 1+copy(p.args[1:], args)
+	p.entry, p.part, p.nargs = entry, part, 1+copy(p.args[1:], args)
 	p.args[0] = 0
 	if nthreads > 1 {
 		p.grow(nthreads - 1)
@@ -201,7 +202,7 @@ func (p *pool) run(nthreads int, entry uintptr, args ...uintptr) {
 			w.signal()
 		}
 	}
-	runParts(entry, p.args[:p.nargs+1], &p.sched)
+	runParts(entry, p.part, p.args[:p.nargs+1], &p.sched)
 	if nthreads > 1 {
 		want := int64(nthreads - 1)
 		p.caller.wait(doneSpin, func() bool { return p.done.Load() == want })
@@ -217,9 +218,9 @@ func (p *pool) run(nthreads int, entry uintptr, args ...uintptr) {
 // thread, each wake-up preempts one of them while the others wait at a
 // barrier. Parts keep each call and each stretch between scheduling points
 // short.
-func runParts(entry uintptr, args []uintptr, sched *time.Time) {
+func runParts(entry, first uintptr, args []uintptr, sched *time.Time) {
 	last := len(args) - 1
-	for args[last] = 0; ; {
+	for args[last] = first; ; {
 		next, _, _ := purego.SyscallN(entry, args...)
 		if next == 0 {
 			return

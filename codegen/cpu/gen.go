@@ -94,8 +94,8 @@ type gen struct {
 	parts                     int // kiln_run's
 	// host are the host steps (host.go), in order; emitParts sets each
 	// one's Resume.
-	host []cpuabi.HostStep
-	nstep                     int
+	host  []cpuabi.HostStep
+	nstep int
 
 	// syms are the model's symbolic dims (the dims table's order) and
 	// symIndex their positions; symShapes the symbolic shapes of values,

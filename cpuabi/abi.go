@@ -122,6 +122,10 @@ type Slot struct {
 	// host steps read or write (a string; what a host step computes at a
 	// shape only the data gives). The runtime binds no buffer to it.
 	Host bool `json:"host,omitempty"`
+	// Kinds are the sequence and optional layers around the slot's
+	// tensors, outermost first (ir.TypeKind; none for a tensor): a host
+	// slot's value may be a sequence or an optional of DType tensors.
+	Kinds []int `json:"kinds,omitempty"`
 }
 
 // Marshal encodes the record as the bytes of the kiln_abi constant.

@@ -49,6 +49,29 @@ type HostValue struct {
 	Off      int64       `json:"off,omitempty"`
 	Slot     int         `json:"slot,omitempty"`
 	Const    *HostTensor `json:"const,omitempty"`
+	// Kinds, for a value in the host table, are its sequence and
+	// optional layers (as Slot's).
+	Kinds []int `json:"kinds,omitempty"`
+}
+
+// Kinds are type t's sequence and optional layers as a record holds them,
+// and its element type.
+func Kinds(t ir.Type) ([]int, ir.DType) {
+	layers, inner := t.Layers()
+	var kinds []int
+	for _, k := range layers {
+		kinds = append(kinds, int(k))
+	}
+	return kinds, inner.Elem
+}
+
+// TypeOf is the type a record's kinds and dtype name, at shape.
+func TypeOf(kinds []int, dtype ir.DType, shape ir.Shape) ir.Type {
+	layers := make([]ir.TypeKind, len(kinds))
+	for i, k := range kinds {
+		layers[i] = ir.TypeKind(k)
+	}
+	return ir.Layered(layers, ir.TensorType(dtype, shape))
 }
 
 // HostTensor is a tensor value of a host step's record.

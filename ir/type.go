@@ -98,3 +98,28 @@ func (t Type) innerString() string {
 	}
 	return t.Inner.String()
 }
+
+// Layers are t's sequence and optional layers, outermost first, and the
+// tensor type inside them: seq(optional(float[N])) is [SequenceKind,
+// OptionalKind] and float[N]. A layer of unknown contents holds an
+// unknown tensor type.
+func (t Type) Layers() ([]TypeKind, Type) {
+	var kinds []TypeKind
+	for t.Kind == SequenceKind || t.Kind == OptionalKind {
+		kinds = append(kinds, t.Kind)
+		if t.Inner == nil {
+			return kinds, Type{Kind: TensorKind, Elem: t.Elem}
+		}
+		t = *t.Inner
+	}
+	return kinds, t
+}
+
+// Layered is inner inside the layers kinds (Layers' inverse).
+func Layered(kinds []TypeKind, inner Type) Type {
+	for i := len(kinds) - 1; i >= 0; i-- {
+		in := inner
+		inner = Type{Kind: kinds[i], Inner: &in}
+	}
+	return inner
+}

@@ -49,8 +49,9 @@ func newFuser(c *Context, m *ir.Model) (*fuser, error) {
 	return f, nil
 }
 
-// fusible reports whether the target computes n in a fused loop.
-func (f *fuser) fusible(n *ir.Node) bool { return f.target.Fusible(n, f.opsets) }
+// fusible reports whether the target computes n in a fused loop; a node
+// engines compute on the host (strings: ops.OnHost) never is.
+func (f *fuser) fusible(n *ir.Node) bool { return !ops.OnHost(n) && f.target.Fusible(n, f.opsets) }
 
 // constOf returns v's compile-time value, or nil; a graph input with a
 // default is not constant (callers may override it).

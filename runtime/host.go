@@ -69,7 +69,7 @@ func hostModel(r cpuabi.HostStep) (*ir.Model, error) {
 			}
 			v = g.AddInitializer(in.Name, t)
 		default:
-			v = g.AddInput(in.Name, ir.TensorType(ir.DType(in.DType), ir.Shape{}))
+			v = g.AddInput(in.Name, cpuabi.TypeOf(in.Kinds, ir.DType(in.DType), ir.Shape{}))
 		}
 		vals[in.Name] = v
 		n.Inputs = append(n.Inputs, v)

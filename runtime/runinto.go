@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	goruntime "runtime"
 	"slices"
 
 	"github.com/kiln-ml/kiln/ir"
@@ -19,19 +18,19 @@ func (c *Context) RunInto(inputs, outputs map[string]*ir.Tensor) (map[string]*ir
 	if len(e.Meta.Symbols) > 0 {
 		return nil, fmt.Errorf("RunInto takes engines of static shapes; this one has dynamic dims")
 	}
-	if len(e.host) > 0 {
-		return nil, fmt.Errorf("RunInto takes engines without host steps; this one computes %s on the host", e.host[0].rec.Node.Op)
-	}
 	inputs = e.withDefaults(inputs)
 	for _, b := range e.inputs {
 		t := inputs[b.Name]
 		if t == nil {
 			return nil, fmt.Errorf("missing input %q (%s)", b.Name, b.ShapeString())
 		}
-		if t.DType != b.dtype || !slices.Equal(t.Dims, b.Shape) || int64(len(t.Raw)) != b.bytes {
+		if t.DType != b.dtype || !slices.Equal(t.Dims, b.Shape) || !b.host && int64(len(t.Raw)) != b.bytes {
 			return nil, fmt.Errorf("input %q: got %s%v, the engine takes %s", b.Name, t.DType, t.Dims, b.ShapeString())
 		}
-		c.io[b.Index] = rawPointer(t.Raw)
+		if err := checkData(b, t); err != nil {
+			return nil, err
+		}
+		c.bindSlot(b, t)
 	}
 	if len(inputs) != len(e.inputs) {
 		for name := range inputs {
@@ -45,6 +44,10 @@ func (c *Context) RunInto(inputs, outputs map[string]*ir.Tensor) (map[string]*ir
 	}
 	out := make(map[string]*ir.Tensor, len(e.outputs))
 	for _, b := range e.outputs {
+		if b.host {
+			c.bindSlot(b, nil) // the host step's value (runHosted)
+			continue
+		}
 		t := outputs[b.Name]
 		if t == nil {
 			t = ir.NewTensor(b.dtype, b.Shape...)
@@ -53,11 +56,10 @@ func (c *Context) RunInto(inputs, outputs map[string]*ir.Tensor) (map[string]*ir
 			return nil, fmt.Errorf("output %q: the tensor given is %s%v, the engine writes %s", b.Name, t.DType, t.Dims, b.ShapeString())
 		}
 		out[b.Name] = t
-		c.io[b.Index] = rawPointer(t.Raw)
+		c.bindSlot(b, t)
 	}
-	e.lib.Run(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
-	goruntime.KeepAlive(inputs)
-	goruntime.KeepAlive(out)
-	goruntime.KeepAlive(c)
+	if err := c.execute(inputs, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }

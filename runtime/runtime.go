@@ -214,7 +214,9 @@ func load(buf []byte, opts LoadOptions, start time.Time, weightsFile *os.File) (
 	}
 	for _, bs := range [][]binding{e.inputs, e.outputs} {
 		for i := range bs {
-			bs[i].host = abi.Slots[bs[i].Index].Host
+			if abi.Slots[bs[i].Index].Host {
+				bs[i].host, bs[i].bytes = true, 0
+			}
 		}
 	}
 	if e.host, err = hostSteps(abi.Host); err != nil {
@@ -278,7 +280,7 @@ func bindings(bs []engine.Binding, output bool) ([]binding, error) {
 			return nil, fmt.Errorf("%w: binding %q has unsupported dtype %q", ErrInconsistent, b.Name, b.DType)
 		}
 		n, err := int64(0), error(nil)
-		if d != ir.String {
+		if d != ir.String && len(b.Kinds) == 0 {
 			n, err = byteSize(d, b.Shape)
 		}
 		if err != nil {
@@ -414,7 +416,18 @@ func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := c.execute(inputs, out); err != nil {
+		return nil, err
+	}
+	return out, c.fitOutputs(out)
+}
+
+// execute runs the code on the bound buffers, with the host steps
+// between its runs where the engine has them (runHosted), which add
+// their outputs to out.
+func (c *Context) execute(inputs, out map[string]*ir.Tensor) error {
 	e := c.engine
+	var err error
 	if len(e.host) > 0 {
 		err = c.runHosted(inputs, out, func(part int64) error {
 			e.lib.RunFrom(part, c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
@@ -424,11 +437,9 @@ func (c *Context) Run(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, erro
 		e.lib.Run(c.threads, rawPointer(e.weights), rawPointer(c.arena), c.io)
 	}
 	goruntime.KeepAlive(inputs)
+	goruntime.KeepAlive(out)
 	goruntime.KeepAlive(c) // the arena and weights are freed with their owners
-	if err != nil {
-		return nil, err
-	}
-	return out, c.fitOutputs(out)
+	return err
 }
 
 // fitOutputs gives the outputs over dims the data decides (engine.Symbol
@@ -558,6 +569,13 @@ func (c *Context) bind(inputs map[string]*ir.Tensor) (map[string]*ir.Tensor, err
 // checkData checks that input t holds the data its dims say: its bytes,
 // or for strings its strings.
 func checkData(b binding, t *ir.Tensor) error {
+	kinds, _ := cpuabi.Kinds(t.Type())
+	if !slices.Equal(kinds, b.Kinds) || t.DType != b.dtype {
+		return fmt.Errorf("input %q: got %s, the engine takes %s", b.Name, t.Type(), b.ShapeString())
+	}
+	if len(kinds) > 0 {
+		return nil // the host step reading it checks its tensors
+	}
 	if b.dtype == ir.String {
 		if n := ir.Product(t.Dims); int64(len(t.Strings)) != n {
 			return fmt.Errorf("input %q: %d strings for %s%v", b.Name, len(t.Strings), t.DType, t.Dims)

@@ -175,6 +175,16 @@ func fits(b binding, s cpuabi.Slot) error {
 	if b.output != s.Output {
 		return fmt.Errorf("%s: the code uses slot %d as %s", what, b.Index, codeKind)
 	}
+	if !slices.Equal(b.Kinds, s.Kinds) {
+		return fmt.Errorf("%s: metadata says %s, the code's slot has layers %v", what, b.ShapeString(), s.Kinds)
+	}
+	if s.Host {
+		// The code never touches the slot; the host steps check values.
+		if b.DType != s.DType {
+			return fmt.Errorf("%s: metadata says %s, the code's host slot %s", what, b.ShapeString(), s.DType)
+		}
+		return nil
+	}
 	if !slices.Equal(b.Dims, s.DimNames) {
 		return fmt.Errorf("%s: metadata names its dims %q, the code %q", what, b.Dims, s.DimNames)
 	}

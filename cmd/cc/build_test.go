@@ -108,16 +108,17 @@ func TestBuildEngine(t *testing.T) {
 	assert.Contains(t, r.stderr, "checksum mismatch")
 
 	unsupported := filepath.Join(t.TempDir(), "u.onnxtxt")
-	require.NoError(t, os.WriteFile(unsupported, []byte(`<ir_version: 8, opset_import: ["" : 13]>
-g (float[4] X) => (string[4] Y) {
-  A = Relu(X)
-  Y = Cast<to = 8>(A)
+	require.NoError(t, os.WriteFile(unsupported, []byte(`<ir_version: 9, opset_import: ["" : 20]>
+g (uint8[64] B) => (float Y) {
+  I = ImageDecoder(B)
+  F = Cast<to = 1>(I)
+  Y = ReduceSum<keepdims = 0>(F)
 }
 `), 0o644))
 	r = cc(t, "build", "-o", filepath.Join(t.TempDir(), "u.kiln"), unsupported)
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "Cast")
-	assert.Contains(t, r.stderr, "string")
+	assert.Contains(t, r.stderr, "Cast (opset 20)")
+	assert.Contains(t, r.stderr, "which ImageDecoder computes on the host at a shape only the data gives")
 }
 
 // --emit kernels writes the lowered program on every target: the CPU's

@@ -295,7 +295,7 @@ func peakRSS() int64 {
 // bench and compare use: N(0,1) for every float dtype, encoded in it
 // (values the dtype would round to zero or a denormal, which run many
 // times slower on most CPUs, are drawn again); 0..9 for integers (valid as
-// small indices); 0 or 1 for bool.
+// small indices); 0 or 1 for bool; "0".."9" for strings.
 func randomTensor(dtype string, shape []int64, seed int64) (*ir.Tensor, error) {
 	d, err := ir.ParseDType(dtype)
 	if err != nil {
@@ -333,6 +333,11 @@ func randomTensor(dtype string, shape []int64, seed int64) (*ir.Tensor, error) {
 	case ir.Bool:
 		for i := range t.Raw {
 			t.Raw[i] = byte(rng.Intn(2))
+		}
+	case ir.String:
+		t.Strings = make([]string, ir.Product(shape))
+		for i := range t.Strings {
+			t.Strings[i] = strconv.Itoa(rng.Intn(10))
 		}
 	default:
 		return nil, fmt.Errorf("kiln makes no random %s data: give the input with --input NAME=FILE", d)

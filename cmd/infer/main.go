@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/internal/atomicfile"
 	"github.com/kiln-ml/kiln/internal/cli"
@@ -138,9 +140,16 @@ them (written as debug_N.pb, in the engine's order).`,
 			}
 			for i, b := range shown {
 				t := outs[b.Name]
+				if *outDir == "" && !t.IsTensor() {
+					fmt.Fprintf(env.Stdout, "%s %s\n", b.Name, preview(t))
+					continue
+				}
 				if *outDir == "" {
 					fmt.Fprintf(env.Stdout, "%s %s%v %s\n", b.Name, t.DType, t.Dims, preview(t))
 					continue
+				}
+				if !t.IsTensor() {
+					return fmt.Errorf("output %q is a %s: --output-dir writes tensors only (print it without the flag)", b.Name, t.Type())
 				}
 				data, err := onnx.WriteTensor(t)
 				if err != nil {
@@ -196,7 +205,7 @@ or FAIL; exit status 1 on FAIL.`,
 				if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && b.Default != nil {
 					continue // the engine takes the input's default
 				}
-				t, err := onnx.ReadTensorFile(path)
+				t, err := readBound(path, b)
 				if err != nil {
 					return err
 				}
@@ -212,7 +221,7 @@ or FAIL; exit status 1 on FAIL.`,
 			}
 			failed := false
 			for i, b := range modelOutputs(eng) {
-				want, err := onnx.ReadTensorFile(filepath.Join(*dir, fmt.Sprintf("output_%d.pb", i)))
+				want, err := readBound(filepath.Join(*dir, fmt.Sprintf("output_%d.pb", i)), b)
 				if err != nil {
 					return err
 				}
@@ -272,12 +281,24 @@ func loadInputs(eng *runtime.Engine, specs inputList, shapes map[string][]int64,
 	for _, in := range specs {
 		name, file := in.name, in.file
 		s := name + "=" + file
-		t, err := dataset.ReadTensor(file, ir.Limits{})
+		var bound *engine.Binding
+		for _, b := range eng.Inputs() {
+			if b.Name == name {
+				bound = &b
+			}
+		}
+		var t *ir.Tensor
+		var err error
+		if bound != nil {
+			t, err = readBound(file, *bound)
+		} else {
+			t, err = dataset.ReadTensor(file, ir.Limits{})
+		}
 		if err != nil {
 			return nil, err
 		}
 		for _, b := range eng.Inputs() {
-			if b.Name == name {
+			if b.Name == name && len(b.Kinds) == 0 {
 				d, err := ir.ParseDType(b.DType)
 				if err != nil {
 					return nil, err
@@ -368,10 +389,31 @@ func randomFits(eng *runtime.Engine, feeds map[string]*ir.Tensor, dims [][]int64
 	return nil
 }
 
+// readBound reads a file of binding b's value: a SequenceProto or an
+// OptionalProto for a sequence or optional binding, else a tensor (.pb or
+// .npy).
+func readBound(path string, b engine.Binding) (*ir.Tensor, error) {
+	if len(b.Kinds) == 0 {
+		return dataset.ReadTensor(path, ir.Limits{})
+	}
+	d, err := ir.ParseDType(b.DType)
+	if err != nil {
+		return nil, err
+	}
+	return onnx.ReadValueFileWithin(path, cpuabi.TypeOf(b.Kinds, d, ir.Shape{}), ir.Limits{})
+}
+
 func preview(t *ir.Tensor) string {
+	if !t.IsTensor() {
+		return fmt.Sprintf("%s, %d elements", t.Type(), len(t.Elems))
+	}
 	n := min(int(t.Len()), 8)
 	parts := make([]string, n)
 	for i := 0; i < n; i++ {
+		if t.DType == ir.String {
+			parts[i] = strconv.Quote(t.Strings[i])
+			continue
+		}
 		parts[i] = fmt.Sprintf("%.5g", t.Float64At(i))
 	}
 	more := ""

@@ -51,7 +51,7 @@ func (g *gen) abi() *cpuabi.ABI {
 
 func slotOf(io IO, output bool) cpuabi.Slot {
 	s := cpuabi.Slot{Output: output, DType: io.DType.String(), Dims: append([]int64{}, io.Dims...),
-		DimNames: io.DimNames, Host: io.Host}
+		DimNames: io.DimNames, Host: io.Host, Kinds: io.Kinds}
 	if !io.Host {
 		s.Bytes = int64(ir.RawLen(io.DType, ir.Product(io.Dims)))
 	}

@@ -83,6 +83,9 @@ type IO struct {
 	// Host: a host step reads or writes the value, which the runtime
 	// keeps; the code never touches the slot (lower.Slot).
 	Host bool
+	// Kinds are a host value's sequence and optional layers (DType is
+	// then its tensors'; cpuabi.Slot).
+	Kinds []int
 }
 
 // Result is a compiled engine.

@@ -307,15 +307,14 @@ func TestFusedChain(t *testing.T) {
 func TestUnsupportedListsAll(t *testing.T) {
 	needLLC(t)
 	g := ir.NewGraph("bad")
-	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.S(2, 3)))
-	// Strings have no kernels: the Cast to them and the Identity on them
-	// are both refused, in one error.
-	a := g.Apply("Cast", []*ir.Value{x}, ir.AttrI("to", int64(ir.String)))
-	b := g.Apply("Identity", []*ir.Value{a})
-	g.SetOutputs(b)
-	_, err := Compile(ir.NewModel(g, 13), Options{})
-	if err == nil || !strings.Contains(err.Error(), "Cast") || !strings.Contains(err.Error(), "Identity") {
-		t.Fatalf("want an error naming Cast and Identity, got %v", err)
+	// A decoded image has a shape only the data gives: the Cast reading
+	// it and the ReduceSum over the Cast are both refused, in one error.
+	img := g.Apply("ImageDecoder", []*ir.Value{g.AddInput("x", ir.TensorType(ir.Uint8, ir.S(64)))})
+	a := g.Apply("Cast", []*ir.Value{img}, ir.AttrI("to", int64(ir.Float32)))
+	g.SetOutputs(g.Apply("ReduceSum", []*ir.Value{a}, ir.AttrI("keepdims", 0)))
+	_, err := Compile(ir.NewModel(g, 20), Options{})
+	if err == nil || !strings.Contains(err.Error(), "Cast") || !strings.Contains(err.Error(), "ReduceSum") {
+		t.Fatalf("want an error naming Cast and ReduceSum, got %v", err)
 	}
 }
 

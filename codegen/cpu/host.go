@@ -48,7 +48,8 @@ func (g *gen) hostValue(v *ir.Value, input bool) (cpuabi.HostValue, error) {
 	if v == nil {
 		return cpuabi.HostValue{}, nil
 	}
-	hv := cpuabi.HostValue{Name: v.Name, DType: int(v.Type.Elem)}
+	kinds, dtype := cpuabi.Kinds(v.Type)
+	hv := cpuabi.HostValue{Name: v.Name, DType: int(dtype), Kinds: kinds}
 	if t := g.prog.ConstOf(v); input && t != nil {
 		ht, err := cpuabi.NewHostTensor(t)
 		hv.Where, hv.Const = cpuabi.AsConst, ht

@@ -116,7 +116,8 @@ func (g *gen) buildUntil(stop string) error {
 // outputs.
 func (g *gen) ioRecords() {
 	rec := func(s lower.Slot) IO {
-		return IO{Name: s.Value.Name, DType: s.Value.Type.Elem, Dims: dimsOf(s.Value), DimNames: g.dimNames(s.Value), Index: s.Index, Host: s.Host}
+		kinds, dtype := cpuabi.Kinds(s.Value.Type)
+		return IO{Name: s.Value.Name, DType: dtype, Dims: dimsOf(s.Value), DimNames: g.dimNames(s.Value), Index: s.Index, Host: s.Host, Kinds: kinds}
 	}
 	for _, s := range g.prog.Inputs {
 		g.inputs = append(g.inputs, rec(s))

@@ -18,13 +18,14 @@ type HostRunner interface {
 }
 
 // OnHost reports whether value v lives with the runtime, not in the
-// target's memory: a string, or what a host step computes at a shape
-// only the data gives. Only host steps read such values.
+// target's memory: a string, a sequence or an optional (ops.HostValue),
+// or what a host step computes at a shape only the data gives. Only host
+// steps read such values.
 func (p *Program) OnHost(v *ir.Value) bool {
 	if v == nil {
 		return false
 	}
-	if v.Type.Elem == ir.String {
+	if ops.HostValue(v.Type) {
 		return true
 	}
 	return v.Producer != nil && ops.OnHost(v.Producer) && !v.Type.Shape.IsStatic()
@@ -70,8 +71,8 @@ func (d *driver) readsHostValue(n *ir.Node, opsets ops.Opsets) error {
 			continue
 		}
 		ue := &ops.UnsupportedError{Domain: n.Domain, Op: n.OpType, Opset: opsets[n.Domain]}
-		if v.Type.Elem == ir.String {
-			ue.Reason = fmt.Sprintf("it reads strings (%q), which engines keep on the host, where only the nodes that compute on strings run (not control flow)", v.Name)
+		if ops.HostValue(v.Type) {
+			ue.Reason = fmt.Sprintf("it reads %q, a %s, which engines keep on the host, where only the nodes that compute on strings, sequences and optionals run (not control flow)", v.Name, v.Type)
 		} else {
 			ue.Reason = fmt.Sprintf("it reads %q, which %s computes on the host at a shape only the data gives (%s): native code reads values of shapes it can bound", v.Name, v.Producer.OpType, v.Type)
 		}

@@ -301,10 +301,10 @@ func (b *cpuBackend) compile(m *ir.Model, src []byte, opts Options, pc *passes.C
 		MaxThreads:   code.MaxThreads,
 	}
 	for _, io := range code.Inputs {
-		meta.Inputs = append(meta.Inputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index, Default: opts.defaults[io.Name]})
+		meta.Inputs = append(meta.Inputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Kinds: io.Kinds, Index: io.Index, Default: opts.defaults[io.Name]})
 	}
 	for _, io := range code.Outputs {
-		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Index: io.Index, Debug: debug[io.Name]})
+		meta.Outputs = append(meta.Outputs, engine.Binding{Name: io.Name, DType: io.DType.String(), Shape: io.Dims, Dims: io.DimNames, Kinds: io.Kinds, Index: io.Index, Debug: debug[io.Name]})
 	}
 	meta.Pinned = opts.pinned
 	meta.Folded = opts.folded

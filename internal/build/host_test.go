@@ -139,10 +139,84 @@ func TestHostStepsRefused(t *testing.T) {
 		_, err = BuildModel(ir.NewModel(g, 20), nil, Options{OptLevel: 2})
 		require.Error(t, err)
 		if carried {
-			assert.ErrorContains(t, err, "Loop (opset 20): it reads strings (\"words\"), which engines keep on the host")
+			assert.ErrorContains(t, err, "Loop (opset 20): it reads \"words\", a string[2], which engines keep on the host")
 		} else {
 			assert.ErrorContains(t, err, "StringConcat (opset 20)")
 			assert.ErrorContains(t, err, "inside an If, Loop or Scan")
 		}
+	}
+}
+
+// hostSeqModel moves sequences between host steps and native code:
+// x's rows split into a sequence (SplitToSequence, reading the io slot),
+// a native Relu of a row appended (SequenceInsert), its length scaled
+// natively (SequenceLength into the arena, then Mul); an element of the
+// sequence input s picked by the index input (SequenceAt, whose static
+// shape lets native code read it) and added to b; the grown sequence
+// and its concatenation (a shape only the data gives) are outputs.
+func hostSeqModel() *ir.Model {
+	g := ir.NewGraph("host_seq")
+	x := g.AddInput("x", ir.TensorType(ir.Float32, ir.ShapeOf(ir.Sym("N"), ir.D(3))))
+	elem := ir.TensorType(ir.Float32, ir.S(3))
+	s := g.AddInput("s", ir.Type{Kind: ir.SequenceKind, Inner: &elem})
+	idx := g.AddInput("idx", ir.TensorType(ir.Int64, ir.S()))
+	b := g.AddInput("b", ir.TensorType(ir.Float32, ir.S(3)))
+	rows := g.Apply("SplitToSequence", []*ir.Value{x}, ir.AttrI("axis", 0), ir.AttrI("keepdims", 0))
+	picked := g.Apply("SequenceAt", []*ir.Value{s, idx})
+	sum := g.Apply("Add", []*ir.Value{picked, b})
+	grown := g.Apply("SequenceInsert", []*ir.Value{rows, g.Apply("Relu", []*ir.Value{sum})})
+	count := g.Apply("Mul", []*ir.Value{g.Apply("SequenceLength", []*ir.Value{grown}), g.AddInitializer("ten", ir.FromSlice(ir.Int64, []int64{}, []int64{10}))})
+	flat := g.Apply("ConcatFromSequence", []*ir.Value{grown}, ir.AttrI("axis", 0))
+	sum.Name, grown.Name, count.Name, flat.Name = "sum", "grown", "count", "flat"
+	g.SetOutputs(sum, grown, count, flat)
+	m := ir.NewModel(g, 18)
+	m.IRVersion = 8
+	return m
+}
+
+// Sequences as engine inputs and outputs, through host steps and native
+// code, give the reference executor's outputs.
+func TestHostSequencesMatchReference(t *testing.T) {
+	if err := cpu.Available(); err != nil {
+		t.Skip(err)
+	}
+	out, err := BuildModel(hostSeqModel(), nil, Options{OptLevel: 2})
+	require.NoError(t, err)
+	eng, err := runtime.LoadBytes(out.Engine)
+	require.NoError(t, err)
+	ref, err := reference.New(hostSeqModel())
+	require.NoError(t, err)
+	rng := rand.New(rand.NewSource(11))
+	vec := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = rng.Float32()*4 - 2
+		}
+		return v
+	}
+	for _, n := range []int{1, 4} {
+		var elems []*ir.Tensor
+		for range 3 {
+			elems = append(elems, ir.FromSlice(ir.Float32, []int64{3}, vec(3)))
+		}
+		feeds := map[string]*ir.Tensor{
+			"x": ir.FromSlice(ir.Float32, []int64{int64(n), 3}, vec(3*n)), "s": ir.NewSequence(ir.Float32, elems),
+			"idx": ir.FromSlice(ir.Int64, []int64{}, []int64{int64(n % 3)}), "b": ir.FromSlice(ir.Float32, []int64{3}, vec(3)),
+		}
+		want, err := ref.Run(feeds)
+		require.NoError(t, err)
+		ctx, err := eng.NewContext(runtime.Options{Threads: 2})
+		require.NoError(t, err)
+		got, err := ctx.Run(feeds)
+		require.NoError(t, err)
+		for name, w := range want {
+			detail, ok := conformance.Compare(w, got[name], conformance.DefaultTolerance)
+			assert.True(t, ok, "N=%d: %s: %s", n, name, detail)
+		}
+		// A tensor where the engine takes a sequence is refused by name.
+		feeds["s"] = elems[0]
+		_, err = ctx.Run(feeds)
+		assert.ErrorContains(t, err, `input "s": got`)
+		assert.ErrorContains(t, err, `the engine takes seq(float[])`)
 	}
 }

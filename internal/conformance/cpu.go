@@ -75,12 +75,13 @@ func (b CPU) Prepare(m *ir.Model) (Runner, error) {
 	return r, nil
 }
 
-// tensorsOnly refuses a model whose inputs or outputs are not tensors
-// (sequences, optionals): engines bind tensors only.
+// tensorsOnly refuses a model whose inputs or outputs are neither
+// tensors nor sequences or optionals of them (maps, sparse tensors):
+// engines bind those only.
 func tensorsOnly(m *ir.Model) error {
 	for _, v := range append(append([]*ir.Value{}, m.Graph.Inputs...), m.Graph.Outputs...) {
-		if k := v.Type.Kind; k != ir.TensorKind && k != ir.UnknownKind {
-			return &ops.UnsupportedError{Op: "value " + v.Name, Reason: "the cpu backend binds tensors only, not " + v.Type.String()}
+		if _, inner := v.Type.Layers(); inner.Kind != ir.TensorKind && inner.Kind != ir.UnknownKind {
+			return &ops.UnsupportedError{Op: "value " + v.Name, Reason: "engines bind tensors, and sequences and optionals of them, not " + v.Type.String()}
 		}
 	}
 	return nil

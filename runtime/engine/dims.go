@@ -50,7 +50,11 @@ func (b Binding) ShapeString() string {
 			parts[i] = b.Dims[i]
 		}
 	}
-	return b.DType + "[" + strings.Join(parts, ",") + "]"
+	s := b.DType + "[" + strings.Join(parts, ",") + "]"
+	for i := len(b.Kinds) - 1; i >= 0; i-- {
+		s = map[int]string{2: "seq", 4: "optional"}[b.Kinds[i]] + "(" + s + ")"
+	}
+	return s
 }
 
 // Resolve finds each symbol's value in the inputs' shapes (shapes[i] is

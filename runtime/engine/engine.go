@@ -25,8 +25,12 @@ type Binding struct {
 	Shape []int64 `json:"shape"` // at the symbols' maxima (dims.go)
 	// Dims, for a dynamic shape, name each dim's symbol or expression ("":
 	// static).
-	Dims  []string `json:"dims,omitempty"`
-	Index int      `json:"index"`
+	Dims []string `json:"dims,omitempty"`
+	// Kinds are the sequence and optional layers around DType tensors,
+	// outermost first (2 a sequence, 4 an optional: ONNX's TypeProto
+	// cases); none for a tensor.
+	Kinds []int `json:"kinds,omitempty"`
+	Index int   `json:"index"`
 	// Debug marks an output that cc build --mark-outputs added: an
 	// intermediate value, not one of the model's outputs (nil for those).
 	Debug *Debug `json:"debug,omitempty"`

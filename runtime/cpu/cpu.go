@@ -146,14 +146,7 @@ func (l *Library) Profiled() bool { return l.profile != 0 && l.cycles != 0 }
 // counter when the run starts and after each kernel step and the barrier
 // that follows it.
 func (l *Library) RunProfile(nthreads int, weights, arena unsafe.Pointer, io []unsafe.Pointer, times []uint64) error {
-	if !l.Profiled() {
-		return fmt.Errorf("cpu: the engine has no %s (rebuild it with this kiln)", cpuabi.ProfileEntryPoint)
-	}
-	if len(times) == 0 {
-		return fmt.Errorf("cpu: RunProfile needs a times buffer")
-	}
-	l.run(nthreads, l.profile, 0, weights, arena, io, times)
-	return nil
+	return l.RunProfileFrom(0, nthreads, weights, arena, io, times)
 }
 
 // RunProfileFrom is RunProfile from part part on (see RunFrom).

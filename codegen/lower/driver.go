@@ -231,6 +231,13 @@ func (d *driver) slots() error {
 		return errors.New("the graph has no outputs, so an engine would compute nothing (ONNX requires at least one)")
 	}
 	var ioOff int64
+	_, hosts := d.t.(HostRunner)
+	for _, v := range append(append([]*ir.Value{}, g.Inputs...), g.Outputs...) {
+		if ops.HostValue(v.Type) && !hosts {
+			return &ops.UnsupportedError{Op: "value " + v.Name,
+				Reason: fmt.Sprintf("a %s, which engines keep on the host, and this target runs no host steps (the CPU targets do)", v.Type)}
+		}
+	}
 	add := func(v *ir.Value, list *[]Slot) {
 		d0, _ := v.Type.Shape.Ints()
 		s := Slot{Value: v, Index: len(d.p.Inputs) + len(d.p.Outputs), Bytes: int64(ir.RawLen(v.Type.Elem, ir.Product(d0)))}

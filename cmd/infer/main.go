@@ -148,10 +148,7 @@ them (written as debug_N.pb, in the engine's order).`,
 					fmt.Fprintf(env.Stdout, "%s %s%v %s\n", b.Name, t.DType, t.Dims, preview(t))
 					continue
 				}
-				if !t.IsTensor() {
-					return fmt.Errorf("output %q is a %s: --output-dir writes tensors only (print it without the flag)", b.Name, t.Type())
-				}
-				data, err := onnx.WriteTensor(t)
+				data, err := onnx.WriteValue(t)
 				if err != nil {
 					return err
 				}
@@ -162,7 +159,7 @@ them (written as debug_N.pb, in the engine's order).`,
 				if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 					return cli.FileError(path, err)
 				}
-				fmt.Fprintf(env.Stdout, "wrote %s (%s %s%v)\n", path, b.Name, t.DType, t.Dims)
+				fmt.Fprintf(env.Stdout, "wrote %s (%s %s)\n", path, b.Name, t.Type())
 			}
 			return nil
 		}

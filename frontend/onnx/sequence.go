@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/kiln-ml/kiln/internal/readfile"
 	"github.com/kiln-ml/kiln/ir"
 )
@@ -186,4 +188,51 @@ func declaredElem(t *ir.Type) ir.DType {
 		return ir.Undefined
 	}
 	return t.Elem
+}
+
+// WriteValue encodes a value as ONNX test data holds it: a TensorProto
+// for a tensor, a SequenceProto for a sequence, an OptionalProto for an
+// optional (ReadValueFileWithin reads each back).
+func WriteValue(t *ir.Tensor) ([]byte, error) {
+	if t.IsTensor() {
+		return WriteTensor(t)
+	}
+	return appendCompound(nil, t)
+}
+
+// appendCompound appends sequence or optional t's fields: its name, the
+// kind of its values and each value.
+func appendCompound(b []byte, t *ir.Tensor) ([]byte, error) {
+	b = appendString(b, 1, t.Name)
+	elemType := int64(elemTensor)
+	if len(t.Elems) > 0 {
+		elemType = elemTypeOf(t.Elems[0])
+	}
+	b = appendIntAlways(b, seqElemType, elemType)
+	var err error
+	for _, e := range t.Elems {
+		num := protowire.Number(seqTensorValues)
+		switch e.Kind {
+		case ir.SequenceKind:
+			num = seqSequenceValue
+		case ir.OptionalKind:
+			num = seqOptionalValue
+		}
+		b = appendMessage(b, num, func(b []byte) []byte {
+			var out []byte
+			if e.IsTensor() {
+				out, err = appendTensor(b, e)
+			} else {
+				out, err = appendCompound(b, e)
+			}
+			if err != nil {
+				return b
+			}
+			return out
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }

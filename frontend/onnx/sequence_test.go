@@ -108,3 +108,43 @@ func FuzzReadSequence(f *testing.F) {
 		_, _ = ReadOptional(data, nil)
 	})
 }
+
+// WriteValue's sequences and optionals, nested, read back as they were.
+func TestWriteValueRoundTrips(t *testing.T) {
+	a := ir.FromSlice(ir.Float32, []int64{2}, []float32{1.5, -2})
+	b := ir.FromSlice(ir.Float32, []int64{1, 3}, []float32{3, 4, 5})
+	elem := ir.TensorType(ir.Float32, ir.Shape{})
+	seqT := ir.Type{Kind: ir.SequenceKind, Inner: &elem}
+	for _, v := range []*ir.Tensor{
+		ir.NewSequence(ir.Float32, []*ir.Tensor{a, b}),
+		ir.NewSequence(ir.Float32, nil),
+		ir.NewOptional(ir.Float32, a),
+		ir.NewOptional(ir.Float32, nil),
+		ir.NewOptional(ir.Float32, ir.NewSequence(ir.Float32, []*ir.Tensor{b})),
+	} {
+		data, err := WriteValue(v)
+		require.NoError(t, err)
+		var got *ir.Tensor
+		if v.Kind == ir.SequenceKind {
+			got, err = ReadSequence(data, &seqT)
+		} else {
+			inner := &elem
+			if len(v.Elems) == 1 && v.Elems[0].Kind == ir.SequenceKind {
+				inner = &seqT
+			}
+			got, err = ReadOptional(data, &ir.Type{Kind: ir.OptionalKind, Inner: inner})
+		}
+		require.NoError(t, err)
+		assert.Equal(t, v.Kind, got.Kind)
+		require.Len(t, got.Elems, len(v.Elems))
+		for i, e := range v.Elems {
+			assert.Equal(t, e.Kind, got.Elems[i].Kind)
+			if e.IsTensor() {
+				assert.Equal(t, e.Dims, got.Elems[i].Dims)
+				assert.Equal(t, e.Raw, got.Elems[i].Raw)
+			} else {
+				assert.Equal(t, e.Elems[0].Raw, got.Elems[i].Elems[0].Raw)
+			}
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-ml/kiln/cpuabi"
 	"github.com/kiln-ml/kiln/frontend/onnx"
 	"github.com/kiln-ml/kiln/internal/cleanup"
 	"github.com/kiln-ml/kiln/ir"
@@ -111,7 +112,7 @@ func (r *Runner) Run(ctx context.Context, eng []byte, feeds map[string]*ir.Tenso
 		if t == nil {
 			return nil, fmt.Errorf("no data for input %q", b.Name)
 		}
-		data, err := onnx.WriteTensor(t)
+		data, err := onnx.WriteValue(t)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +135,11 @@ func (r *Runner) Run(ctx context.Context, eng []byte, feeds map[string]*ir.Tenso
 		if b.Debug != nil {
 			continue
 		}
-		t, err := onnx.ReadTensorFile(filepath.Join(dir, "out", fmt.Sprintf("output_%d.pb", n)))
+		d, err := ir.ParseDType(b.DType)
+		if err != nil {
+			return nil, err
+		}
+		t, err := onnx.ReadValueFileWithin(filepath.Join(dir, "out", fmt.Sprintf("output_%d.pb", n)), cpuabi.TypeOf(b.Kinds, d, ir.Shape{}), ir.Limits{})
 		if err != nil {
 			return nil, err
 		}
